@@ -1,0 +1,20 @@
+//! The `toolslot` binary: replay recorded streams, print the catalog, search deferred tools.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    cli::init_tracing(&args);
+    match cli::run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line, no backtrace: the contract promises a reason, never a panic trace.
+            eprintln!("toolslot: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

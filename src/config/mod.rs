@@ -1,0 +1,573 @@
+//! Configuration: every limit and policy of the runtime, loaded in layers.
+//!
+//! The built-in `config/default.toml` (compiled into the binary) is overlaid by an optional
+//! file and then by `TOOLSLOT_<SECTION>__<KEY>` environment variables, through the `config`
+//! crate. Every struct here denies unknown fields, so a misspelt key is an error that names
+//! the file and key rather than a limit that silently keeps its default.
+//!
+//! # Example
+//! ```
+//! let cfg = toolslot::config::Config::load(None).unwrap();
+//! assert_eq!(cfg.output.shell_max_bytes, 30_000);
+//! ```
+
+mod error;
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+pub use error::ConfigError;
+
+/// The built-in defaults, the same bytes as `config/default.toml`.
+pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
+
+/// The whole configuration. See `config/default.toml` for each key's reason and default.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Out-of-process tools declared by the user.
+    pub extensions: Vec<ExtensionConfig>,
+    /// Approval policy.
+    pub approval: ApprovalConfig,
+    /// Network policy.
+    pub network: NetworkConfig,
+    /// Which built-in tools exist.
+    pub tools: ToolsConfig,
+    /// Model-facing catalog limits.
+    pub catalog: CatalogConfig,
+    /// tool_search limits.
+    pub search: SearchConfig,
+    /// Argument repair limits.
+    pub repair: RepairConfig,
+    /// Tool-name repair and suggestions.
+    pub names: NamesConfig,
+    /// Loop guard thresholds.
+    pub loop_guard: LoopGuardConfig,
+    /// Execution of calls.
+    pub execution: ExecutionConfig,
+    /// exec_shell limits.
+    pub shell: ShellConfig,
+    /// read_file limits.
+    pub read_file: ReadFileConfig,
+    /// list_dir limits.
+    pub list_dir: ListDirConfig,
+    /// grep_files limits.
+    pub grep_files: GrepConfig,
+    /// fetch_url limits.
+    pub fetch_url: FetchConfig,
+    /// Truncation of results.
+    pub output: OutputConfig,
+    /// The overflow store.
+    pub overflow: OverflowConfig,
+    /// Sub-agents.
+    pub subagents: SubagentConfig,
+    /// `toolslot serve`.
+    pub server: ServerConfig,
+    /// MCP servers.
+    pub mcp: McpConfig,
+}
+
+/// How calls that need approval are treated (docs/CONTRACT.md, "Approval modes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    /// Only Auto calls run; everything else is refused.
+    ReadOnly,
+    /// Suggest and Required calls ask the host.
+    Ask,
+    /// Suggest calls run; Required calls ask.
+    AutoEdit,
+    /// Everything runs.
+    FullAuto,
+}
+
+impl std::str::FromStr for ApprovalMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "read-only" => Ok(Self::ReadOnly),
+            "ask" => Ok(Self::Ask),
+            "auto-edit" => Ok(Self::AutoEdit),
+            "full-auto" => Ok(Self::FullAuto),
+            other => Err(format!(
+                "unknown approval mode `{other}` (expected read-only, ask, auto-edit or full-auto)"
+            )),
+        }
+    }
+}
+
+/// `[approval]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalConfig {
+    /// The session's default approval mode.
+    pub mode: ApprovalMode,
+}
+
+/// How network tools are approved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkPolicy {
+    /// Ask, like any Required tool.
+    Prompt,
+    /// Run without asking.
+    Allow,
+    /// Refuse.
+    Deny,
+}
+
+/// `[network]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Approval of network tools.
+    pub policy: NetworkPolicy,
+    /// Hosts fetch_url may reach although they are not public.
+    pub allow_hosts: Vec<String>,
+}
+
+/// `[tools]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// Built-in tools left out.
+    pub disable: Vec<String>,
+}
+
+/// `[catalog]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogConfig {
+    /// Longest description shown to the model (0 = no cap).
+    pub description_max_chars: usize,
+}
+
+/// `[search]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchConfig {
+    /// Default number of matches.
+    pub top_n: usize,
+    /// Largest number of matches one search may return.
+    pub max_results: usize,
+}
+
+/// `[repair]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepairConfig {
+    /// Argument text over this many bytes is refused unrepaired.
+    pub max_input_bytes: usize,
+    /// How often a string that should be an object/array is decoded.
+    pub string_decode_depth: usize,
+}
+
+/// `[names]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamesConfig {
+    /// Edit distance of "Did you mean" suggestions.
+    pub suggest_max_distance: usize,
+    /// Number of suggestions.
+    pub suggest_max: usize,
+    /// Shortest prefix resolved by prefix match.
+    pub prefix_min_chars: usize,
+}
+
+/// `[loop_guard]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoopGuardConfig {
+    /// Occurrence of an identical call that is blocked.
+    pub repeat_block: u32,
+    /// Consecutive failures that warn.
+    pub failure_warn: u32,
+    /// Consecutive failures that pause the session.
+    pub failure_pause: u32,
+    /// Tools exempt from the repeat rule.
+    pub exempt: Vec<String>,
+}
+
+/// `[execution]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionConfig {
+    /// Per-call timeout (ms, 0 = none).
+    pub call_timeout_ms: u64,
+    /// Start eligible calls before the stream ends.
+    pub speculative_start: bool,
+}
+
+/// `[shell]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellConfig {
+    /// Command timeout (ms).
+    pub timeout_ms: u64,
+}
+
+/// `[read_file]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadFileConfig {
+    /// Lines returned without an explicit limit.
+    pub default_line_limit: usize,
+    /// Largest file read (bytes).
+    pub max_file_bytes: u64,
+}
+
+/// `[list_dir]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListDirConfig {
+    /// Depth without an explicit one.
+    pub default_depth: usize,
+    /// Largest depth.
+    pub max_depth: usize,
+    /// Entries listed at most.
+    pub max_entries: usize,
+}
+
+/// `[grep_files]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrepConfig {
+    /// Matches returned at most.
+    pub max_matches: usize,
+    /// Longest matched line kept (characters).
+    pub max_line_chars: usize,
+}
+
+/// `[fetch_url]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FetchConfig {
+    /// Largest body read (bytes).
+    pub max_bytes: usize,
+    /// Whole-request timeout (ms).
+    pub timeout_ms: u64,
+    /// Redirects followed.
+    pub max_redirects: usize,
+}
+
+/// `[output]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputConfig {
+    /// Shell output cut above this (bytes).
+    pub shell_max_bytes: usize,
+    /// Shell head kept (bytes).
+    pub shell_head_bytes: usize,
+    /// Shell tail kept (bytes).
+    pub shell_tail_bytes: usize,
+    /// Other results cut above this (bytes).
+    pub other_max_bytes: usize,
+    /// Other head kept (bytes).
+    pub other_head_bytes: usize,
+    /// Other tail kept (bytes).
+    pub other_tail_bytes: usize,
+    /// Share of the head budget for rescued lines (percent).
+    pub rescue_percent: usize,
+}
+
+/// `[overflow]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverflowConfig {
+    /// Folder of saved outputs (`~` expands to the home folder).
+    pub dir: String,
+    /// Days saved outputs are kept (0 = forever).
+    pub retention_days: u64,
+    /// Largest slice one retrieval returns (bytes).
+    pub retrieve_max_bytes: usize,
+}
+
+impl OverflowConfig {
+    /// The overflow folder with `~` expanded.
+    pub fn dir_path(&self) -> PathBuf {
+        expand_home(&self.dir)
+    }
+}
+
+/// `[subagents]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentConfig {
+    /// Deepest nesting of spawn_agent.
+    pub max_depth: usize,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Listen address.
+    pub bind: String,
+    /// Bearer token ("" = none).
+    pub token: String,
+}
+
+/// `[mcp]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// Description cap for untrusted servers (characters).
+    pub description_max_chars: usize,
+    /// Declared servers.
+    pub servers: Vec<McpServerConfig>,
+}
+
+/// One `[[mcp.servers]]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// Server name, the prefix of its tools' names.
+    pub name: String,
+    /// Program and arguments of a stdio server.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// URL of a streamable HTTP server.
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+/// One `[[extensions]]` table: an out-of-process tool.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtensionConfig {
+    /// Tool name.
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// Declared capabilities (`read_only`, `writes_files`, …).
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// Program and arguments; JSON arguments arrive on stdin.
+    pub command: Vec<String>,
+    /// The input schema as JSON text.
+    pub input_schema: String,
+    /// Whether calls may run in parallel.
+    #[serde(default)]
+    pub parallel: bool,
+    /// Whether the tool is deferred until tool_search activates it.
+    #[serde(default)]
+    pub defer: bool,
+}
+
+impl Config {
+    /// Loads the built-in defaults, overlaid by `file` and then by `TOOLSLOT_*` variables.
+    ///
+    /// # Errors
+    /// [`ConfigError::File`] when the file is unreadable, malformed or holds an unknown key or
+    /// a value of the wrong type; [`ConfigError::Env`] when an environment variable does.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        Self::load_with_env(file, std::env::vars())
+    }
+
+    /// As [`Config::load`], with the environment given explicitly (tests use this).
+    ///
+    /// # Errors
+    /// As [`Config::load`].
+    pub fn load_with_env(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let defaults =
+            config::File::from_str(DEFAULT_TOML, config::FileFormat::Toml).required(true);
+        let mut builder = config::Config::builder().add_source(defaults.clone());
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+            builder = builder.add_source(config::File::from_str(&text, config::FileFormat::Toml));
+        }
+        // The file layer is checked alone first so its errors name the file, not "the config".
+        let without_env: Config = builder
+            .clone()
+            .build()
+            .and_then(|c| c.try_deserialize())
+            .map_err(|e| match file {
+                Some(path) => ConfigError::File {
+                    path: path.to_path_buf(),
+                    reason: e.to_string(),
+                },
+                None => ConfigError::Builtin(e.to_string()),
+            })?;
+        let vars: config::Map<String, String> = env
+            .into_iter()
+            .filter(|(k, _)| k.starts_with("TOOLSLOT_"))
+            .collect();
+        if vars.is_empty() {
+            return without_env.validated();
+        }
+        let names: Vec<String> = vars.keys().cloned().collect();
+        let env_source = config::Environment::with_prefix("TOOLSLOT")
+            .prefix_separator("_")
+            .separator("__")
+            .list_separator(",")
+            .with_list_parse_key("network.allow_hosts")
+            .with_list_parse_key("tools.disable")
+            .with_list_parse_key("loop_guard.exempt")
+            .try_parsing(true)
+            .source(Some(vars));
+        builder
+            .add_source(env_source)
+            .build()
+            .and_then(|c| c.try_deserialize::<Config>())
+            .map_err(|e| ConfigError::Env {
+                vars: names.join(", "),
+                reason: e.to_string(),
+            })?
+            .validated()
+    }
+
+    /// Checks relations between keys that serde cannot express.
+    fn validated(self) -> Result<Config, ConfigError> {
+        let o = &self.output;
+        if o.shell_head_bytes + o.shell_tail_bytes > o.shell_max_bytes {
+            return Err(ConfigError::Invalid {
+                key: "output.shell_head_bytes + output.shell_tail_bytes".into(),
+                reason: "must not exceed output.shell_max_bytes".into(),
+            });
+        }
+        if o.other_head_bytes + o.other_tail_bytes > o.other_max_bytes {
+            return Err(ConfigError::Invalid {
+                key: "output.other_head_bytes + output.other_tail_bytes".into(),
+                reason: "must not exceed output.other_max_bytes".into(),
+            });
+        }
+        if o.rescue_percent > 100 {
+            return Err(ConfigError::Invalid {
+                key: "output.rescue_percent".into(),
+                reason: format!("{} is not a percentage (0..=100)", o.rescue_percent),
+            });
+        }
+        if self.loop_guard.repeat_block < 2 {
+            return Err(ConfigError::Invalid {
+                key: "loop_guard.repeat_block".into(),
+                reason: "must be at least 2, or every call would be blocked".into(),
+            });
+        }
+        Ok(self)
+    }
+
+    /// The built-in defaults alone; they are tested to load, so this cannot fail at run time.
+    pub fn builtin() -> Config {
+        match Self::load_with_env(None, std::iter::empty()) {
+            Ok(c) => c,
+            // The defaults are compiled in and covered by a unit test; reaching this means
+            // the binary itself was built broken.
+            Err(e) => panic!("built-in config/default.toml does not load: {e}"),
+        }
+    }
+}
+
+fn expand_home(path: &str) -> PathBuf {
+    if let Some(rest) = path.strip_prefix("~/")
+        && let Some(home) = std::env::var_os("HOME")
+    {
+        return PathBuf::from(home).join(rest);
+    }
+    PathBuf::from(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn file_with(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        f
+    }
+
+    #[test]
+    fn builtin_defaults_load() {
+        let c = Config::builtin();
+        assert_eq!(c.approval.mode, ApprovalMode::Ask);
+        assert_eq!(c.network.policy, NetworkPolicy::Prompt);
+        assert_eq!(
+            (
+                c.output.shell_max_bytes,
+                c.output.shell_head_bytes,
+                c.output.shell_tail_bytes
+            ),
+            (30_000, 22_000, 8_000)
+        );
+        assert_eq!(c.loop_guard.repeat_block, 3);
+    }
+
+    #[test]
+    fn file_overlays_defaults() {
+        let f = file_with(
+            "[approval]\nmode = \"full-auto\"\n[network]\nallow_hosts = [\"127.0.0.1\"]\n",
+        );
+        let c = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap();
+        assert_eq!(c.approval.mode, ApprovalMode::FullAuto);
+        assert_eq!(c.network.allow_hosts, vec!["127.0.0.1".to_string()]);
+        assert_eq!(c.search.top_n, 5, "untouched keys keep their defaults");
+    }
+
+    #[test]
+    fn env_overlays_file() {
+        let f = file_with("[approval]\nmode = \"full-auto\"\n");
+        let env = vec![
+            (
+                "TOOLSLOT_APPROVAL__MODE".to_string(),
+                "read-only".to_string(),
+            ),
+            ("TOOLSLOT_SEARCH__TOP_N".to_string(), "9".to_string()),
+            ("PATH".to_string(), "/bin".to_string()),
+        ];
+        let c = Config::load_with_env(Some(f.path()), env).unwrap();
+        assert_eq!(c.approval.mode, ApprovalMode::ReadOnly);
+        assert_eq!(c.search.top_n, 9);
+    }
+
+    #[test]
+    fn unknown_key_names_file_and_key() {
+        let f = file_with("[output]\nshell_max_byte = 5\n");
+        let err = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains(&f.path().display().to_string()), "{text}");
+        assert!(text.contains("shell_max_byte"), "{text}");
+    }
+
+    #[test]
+    fn malformed_file_is_a_clear_error() {
+        let f = file_with("[approval\nmode = ");
+        let err = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap_err();
+        assert!(matches!(err, ConfigError::File { .. }), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_key() {
+        let f = file_with("[search]\ntop_n = \"many\"\n");
+        let err = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap_err();
+        assert!(err.to_string().contains("top_n"), "{err}");
+    }
+
+    #[test]
+    fn bad_env_value_names_the_variable() {
+        let env = vec![("TOOLSLOT_APPROVAL__MODE".to_string(), "yolo".to_string())];
+        let err = Config::load_with_env(None, env).unwrap_err();
+        assert!(err.to_string().contains("TOOLSLOT_APPROVAL__MODE"), "{err}");
+    }
+
+    #[test]
+    fn missing_file_is_a_clear_error() {
+        let err = Config::load_with_env(Some(Path::new("/nonexistent/x.toml")), std::iter::empty())
+            .unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/x.toml"), "{err}");
+    }
+
+    #[test]
+    fn inconsistent_budget_is_refused() {
+        let f = file_with("[output]\nshell_head_bytes = 29000\n");
+        let err = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap_err();
+        assert!(err.to_string().contains("shell_head_bytes"), "{err}");
+    }
+}

@@ -1,0 +1,25 @@
+//! toolslot — the slot: host-agnostic governance of an LLM agent's tool calls.
+//!
+//! An agent service streams a model's response in; toolslot assembles every tool call,
+//! repairs what a shaky model broke, refuses forgeries, guards against loops, asks for
+//! approval where a call could do harm, runs calls (read-only ones in parallel), truncates
+//! huge outputs without losing them, and hands back exactly one result per call.
+//!
+//! # Brief overview
+//! This crate is the *slot*: plain functions and types, no actors, no task spawning.
+//! Tools of every source implement [`tool::ToolSpec`] and are admitted by a
+//! [`registry::RegistryBuilder`] into a [`registry::Registry`], whose
+//! [`registry::Catalog`] is what the model sees. The pipeline that drives rounds through
+//! these functions lives in the `toolslot-actors` crate.
+//!
+//! See docs/ARCHITECTURE.md for the map.
+
+#![warn(missing_docs)]
+
+pub mod builtin;
+pub mod config;
+pub mod notice;
+pub mod plan;
+pub mod registry;
+pub mod schema;
+pub mod tool;

@@ -1,0 +1,375 @@
+//! One registry for every tool source, fail-closed admission, and the model-facing catalog.
+//!
+//! A [`RegistryBuilder`] takes tools from anywhere (built-ins, MCP servers, extensions,
+//! sub-agents) as `Arc<dyn ToolSpec>` and admits each one: a tool with a bad name, a schema
+//! whose root is not an object or does not compile, or a duplicate name is replaced by a
+//! [`FailClosedTool`] that answers every call "unavailable", so one bad tool never breaks the
+//! catalog or the process. The built [`Registry`] is immutable; per-session activations of
+//! deferred tools live in a [`Catalog`] value.
+//!
+//! # Example
+//! ```
+//! use toolslot::{config::Config, registry::RegistryBuilder};
+//! let cfg = std::sync::Arc::new(Config::builtin());
+//! let registry = RegistryBuilder::new(cfg).with_builtins().build();
+//! assert!(registry.get("tool_search").is_some());
+//! ```
+
+mod catalog;
+mod fail_closed;
+mod search;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+pub use catalog::{Catalog, CatalogFormat};
+pub use fail_closed::{FAIL_CLOSED_DESCRIPTION, FailClosedTool};
+pub use search::{SearchHit, SearchIndex};
+
+use crate::config::Config;
+use crate::notice::{Notice, NoticeKind};
+use crate::schema::{NullableStyle, clean_schema};
+use crate::tool::{ToolError, ToolMetadata, ToolSpec};
+
+/// A tool admitted to the registry, with what was computed once at admission.
+pub struct RegisteredTool {
+    /// The tool.
+    pub spec: Arc<dyn ToolSpec>,
+    /// Its scheduling snapshot.
+    pub meta: ToolMetadata,
+    /// The compiled validator of its own (uncleaned) schema.
+    validator: Option<Arc<jsonschema::Validator>>,
+    /// The description the model sees (capped, control characters removed).
+    pub model_description: String,
+    /// The cleaned schema the model sees.
+    pub model_schema: Value,
+}
+
+impl std::fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredTool")
+            .field("meta", &self.meta)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RegisteredTool {
+    /// Validates arguments: the JSON Schema first, then the tool's own semantic checks.
+    ///
+    /// # Errors
+    /// An `invalid_input` [`ToolError`] whose `field` is the JSON pointer of the first
+    /// offending value (for a missing property, the property's name) and whose message says
+    /// what was expected.
+    pub fn validate_input(&self, input: &Value) -> Result<(), ToolError> {
+        if let Some(validator) = &self.validator
+            && let Some(err) = validator.iter_errors(input).next()
+        {
+            let mut field = err.instance_path().to_string();
+            if let jsonschema::error::ValidationErrorKind::Required { property } = err.kind() {
+                let name = property
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| property.to_string());
+                field = if field.is_empty() {
+                    name
+                } else {
+                    format!("{field}/{name}")
+                };
+            }
+            let field = field.trim_start_matches('/').to_string();
+            let shown = if field.is_empty() {
+                "(the arguments)".to_string()
+            } else {
+                format!("`{field}`")
+            };
+            return Err(ToolError::invalid(
+                field.clone(),
+                format!(
+                    "Invalid arguments for `{}`: {shown}: {err}. Expected arguments matching: {}",
+                    self.meta.name, self.model_schema
+                ),
+            ));
+        }
+        self.spec.check_input(input)
+    }
+}
+
+/// Checks a tool name against `^[a-zA-Z0-9_-]{1,64}$`, the rule every provider accepts.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Turns any string into a valid tool name (invalid characters become `_`, cut to 64).
+pub fn sanitize_tool_name(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if out.is_empty() {
+        out.push_str("unnamed_tool");
+    }
+    out
+}
+
+/// Assembles a [`Registry`]. The same builder builds sub-agents' tool surfaces.
+pub struct RegistryBuilder {
+    config: Arc<Config>,
+    tools: Vec<Arc<dyn ToolSpec>>,
+}
+
+impl RegistryBuilder {
+    /// A builder with no tools.
+    pub fn new(config: Arc<Config>) -> Self {
+        Self {
+            config,
+            tools: Vec::new(),
+        }
+    }
+
+    /// Adds the built-in tools, less those named in `tools.disable`.
+    pub fn with_builtins(mut self) -> Self {
+        for tool in crate::builtin::all() {
+            if !self.config.tools.disable.iter().any(|d| d == tool.name()) {
+                self.tools.push(tool);
+            }
+        }
+        self
+    }
+
+    /// Adds one tool from any source.
+    pub fn with_tool(mut self, tool: Arc<dyn ToolSpec>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Adds several tools.
+    pub fn extend(mut self, tools: impl IntoIterator<Item = Arc<dyn ToolSpec>>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
+    /// Admits every tool and builds the registry. Never fails: a bad tool fails closed.
+    pub fn build(self) -> Registry {
+        let policy = self.config.network.policy;
+        let cap = self.config.catalog.description_max_chars;
+        let mut admitted: Vec<RegisteredTool> = Vec::with_capacity(self.tools.len());
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        let mut notices = Vec::new();
+        for spec in self.tools {
+            let name = spec.name().to_string();
+            let (spec, validator) = match admission_problem(spec.as_ref(), &by_name) {
+                None => {
+                    let validator = jsonschema::validator_for(&spec.input_schema())
+                        .ok()
+                        .map(Arc::new);
+                    (spec, validator)
+                }
+                Some(reason) => {
+                    let mut safe = sanitize_tool_name(&name);
+                    let mut n = 2;
+                    while by_name.contains_key(&safe) {
+                        safe = format!(
+                            "{}_{n}",
+                            sanitize_tool_name(&name)
+                                .chars()
+                                .take(60)
+                                .collect::<String>()
+                        );
+                        n += 1;
+                    }
+                    tracing::warn!(tool = %name, %reason, "tool failed closed");
+                    notices.push(Notice::new(
+                        NoticeKind::FailClosedTool,
+                        format!("tool `{name}` failed closed (listed as `{safe}`): {reason}"),
+                    ));
+                    let closed: Arc<dyn ToolSpec> = Arc::new(FailClosedTool::new(
+                        safe,
+                        name.clone(),
+                        reason,
+                        spec.source(),
+                    ));
+                    (closed, None)
+                }
+            };
+            let meta = ToolMetadata::of(spec.as_ref(), policy);
+            let model_description = model_description(spec.description(), cap);
+            let model_schema = clean_schema(&spec.input_schema(), NullableStyle::TypeArray);
+            by_name.insert(meta.name.clone(), admitted.len());
+            admitted.push(RegisteredTool {
+                spec,
+                meta,
+                validator,
+                model_description,
+                model_schema,
+            });
+        }
+        Registry::from_admitted(admitted, by_name, notices)
+    }
+}
+
+/// Why a tool may not be admitted, or `None` when it may.
+fn admission_problem(spec: &dyn ToolSpec, by_name: &HashMap<String, usize>) -> Option<String> {
+    let name = spec.name();
+    if !is_valid_tool_name(name) {
+        return Some(format!(
+            "name `{name}` does not match ^[a-zA-Z0-9_-]{{1,64}}$"
+        ));
+    }
+    if by_name.contains_key(name) {
+        return Some(format!("name `{name}` is already taken by another tool"));
+    }
+    let schema = spec.input_schema();
+    match schema.get("type") {
+        Some(Value::String(t)) if t == "object" => {}
+        _ => {
+            return Some(
+                "input schema root is not an object schema (`\"type\": \"object\"`)".into(),
+            );
+        }
+    }
+    if let Err(e) = jsonschema::validator_for(&schema) {
+        return Some(format!("input schema does not compile: {e}"));
+    }
+    None
+}
+
+/// Caps a description and removes control characters (kept: newline and tab).
+fn model_description(text: &str, max_chars: usize) -> String {
+    let cleaned: String = text
+        .chars()
+        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
+        .collect();
+    if max_chars == 0 || cleaned.chars().count() <= max_chars {
+        return cleaned;
+    }
+    let mut cut: String = cleaned.chars().take(max_chars.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// The admitted tools of every source. Immutable once built; cheap to share behind an `Arc`.
+pub struct Registry {
+    tools: Vec<RegisteredTool>,
+    by_name: HashMap<String, usize>,
+    /// Indices of resident (not deferred) tools, sorted by name.
+    resident: Vec<usize>,
+    /// Every tool name, sorted, for deterministic name repair and suggestions.
+    sorted_names: Vec<String>,
+    notices: Vec<Notice>,
+    search: Option<Arc<SearchIndex>>,
+    resident_catalog: catalog::RenderedBlock,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("tools", &self.sorted_names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    fn from_admitted(
+        tools: Vec<RegisteredTool>,
+        by_name: HashMap<String, usize>,
+        notices: Vec<Notice>,
+    ) -> Self {
+        let mut sorted: Vec<usize> = (0..tools.len()).collect();
+        sorted.sort_by(|a, b| tools[*a].meta.name.cmp(&tools[*b].meta.name));
+        let resident: Vec<usize> = sorted
+            .iter()
+            .copied()
+            .filter(|i| !tools[*i].meta.deferred)
+            .collect();
+        let sorted_names = sorted.iter().map(|i| tools[*i].meta.name.clone()).collect();
+        let deferred: Vec<(String, String)> = sorted
+            .iter()
+            .filter(|i| tools[**i].meta.deferred)
+            .map(|i| {
+                (
+                    tools[*i].meta.name.clone(),
+                    tools[*i].model_description.clone(),
+                )
+            })
+            .collect();
+        let search = (!deferred.is_empty()).then(|| Arc::new(SearchIndex::new(deferred)));
+        let resident_catalog = catalog::RenderedBlock::new(resident.iter().map(|i| &tools[*i]));
+        Self {
+            tools,
+            by_name,
+            resident,
+            sorted_names,
+            notices,
+            search,
+            resident_catalog,
+        }
+    }
+
+    /// The tool called exactly `name`.
+    pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
+        self.by_name.get(name).map(|i| &self.tools[*i])
+    }
+
+    /// Every admitted tool, in admission order.
+    pub fn iter(&self) -> impl Iterator<Item = &RegisteredTool> {
+        self.tools.iter()
+    }
+
+    /// Every tool name, sorted.
+    pub fn names(&self) -> &[String] {
+        &self.sorted_names
+    }
+
+    /// Metadata snapshots of every tool, sorted by name.
+    pub fn metadata(&self) -> Vec<ToolMetadata> {
+        self.sorted_names
+            .iter()
+            .filter_map(|n| self.get(n))
+            .map(|t| t.meta.clone())
+            .collect()
+    }
+
+    /// Notices raised at admission (`fail_closed_tool`).
+    pub fn notices(&self) -> &[Notice] {
+        &self.notices
+    }
+
+    /// The search index over deferred tools, if any are deferred.
+    pub fn search_index(&self) -> Option<Arc<SearchIndex>> {
+        self.search.clone()
+    }
+
+    /// The catalog before any activation (generation 0).
+    pub fn catalog(self: &Arc<Self>) -> Catalog {
+        Catalog::new(Arc::clone(self))
+    }
+
+    /// Whether any tool is deferred.
+    pub fn has_deferred(&self) -> bool {
+        self.search.is_some()
+    }
+
+    pub(crate) fn resident_block(&self) -> &catalog::RenderedBlock {
+        &self.resident_catalog
+    }
+
+    pub(crate) fn resident_count(&self) -> usize {
+        self.resident.len()
+    }
+}
+
+#[cfg(test)]
+#[path = "registry_tests.rs"]
+mod tests;

@@ -1,0 +1,59 @@
+//! What a running tool may know about its session.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::config::Config;
+
+/// The per-call context handed to [`super::Tool::run`].
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The session this call belongs to.
+    pub session_id: String,
+    /// The workspace root every file tool is confined to.
+    pub workspace: PathBuf,
+    /// The call's provider id.
+    pub call_id: String,
+    /// The call's index in the response.
+    pub index: usize,
+    /// The configuration in force.
+    pub config: Arc<Config>,
+    /// Session services shared by tools (read tracking, overflow store, tool search).
+    pub services: Arc<dyn SessionServices>,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("session_id", &self.session_id)
+            .field("workspace", &self.workspace)
+            .field("call_id", &self.call_id)
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Session state tools may consult, provided by whoever hosts the session.
+pub trait SessionServices: Send + Sync {
+    /// When the file was last read in this session and what its modification time was then,
+    /// so edit tools can refuse stale edits.
+    fn file_read_state(&self, path: &std::path::Path) -> Option<std::time::SystemTime>;
+    /// Activates deferred tools for this session (tool_search).
+    fn activate_tools(&self, names: &[String]);
+    /// The deferred tools' search index, if any tools are deferred.
+    fn search_index(&self) -> Option<Arc<crate::registry::SearchIndex>>;
+}
+
+/// Services for contexts that have no session (tests, one-off calls).
+#[derive(Debug, Default)]
+pub struct NoServices;
+
+impl SessionServices for NoServices {
+    fn file_read_state(&self, _path: &std::path::Path) -> Option<std::time::SystemTime> {
+        None
+    }
+    fn activate_tools(&self, _names: &[String]) {}
+    fn search_index(&self) -> Option<Arc<crate::registry::SearchIndex>> {
+        None
+    }
+}

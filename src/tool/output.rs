@@ -1,0 +1,44 @@
+//! What a tool hands back.
+
+/// Which truncation budget applies to an output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputKind {
+    /// Command output: the shell budget, with important-line rescue.
+    Shell,
+    /// Anything else: the general budget.
+    Other,
+}
+
+/// A tool's result before post-processing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// The text for the model.
+    pub content: String,
+    /// Whether the tool itself reports failure (a non-zero exit, an MCP `isError`).
+    pub is_error: bool,
+    /// Which truncation budget applies.
+    pub kind: OutputKind,
+    /// Text kept apart from `content` that truncation must never cut (exit code, stderr
+    /// summary), appended after the truncated content.
+    pub trailer: Option<String>,
+}
+
+impl ToolOutput {
+    /// A successful text result.
+    pub fn text(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+            kind: OutputKind::Other,
+            trailer: None,
+        }
+    }
+
+    /// A text result the tool reports as failed.
+    pub fn error_text(content: impl Into<String>) -> Self {
+        Self {
+            is_error: true,
+            ..Self::text(content)
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! The one integration-test binary: every suite module links once, which keeps link times low.
+
+mod suite;

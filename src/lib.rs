@@ -18,8 +18,11 @@
 
 pub mod builtin;
 pub mod config;
+pub mod forgery;
 pub mod notice;
 pub mod plan;
 pub mod registry;
+pub mod repair;
 pub mod schema;
+pub mod stream;
 pub mod tool;

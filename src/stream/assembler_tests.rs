@@ -1,0 +1,214 @@
+use super::*;
+
+/// The recorded fixtures, shared with the project (see their PROVENANCE.md).
+pub(crate) fn fixtures_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/recorded")
+}
+
+/// A fixture's bytes as an SSE body: `.jsonl` files hold only data payloads, so the framing
+/// is added here, as PROVENANCE.md says a test must.
+pub(crate) fn fixture_bytes(rel: &str) -> Vec<u8> {
+    let path = fixtures_dir().join(rel);
+    let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    if rel.ends_with(".jsonl") {
+        let mut out = Vec::new();
+        for line in raw.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            out.extend_from_slice(b"data: ");
+            out.extend_from_slice(line);
+            out.extend_from_slice(b"\n\n");
+        }
+        out
+    } else {
+        raw
+    }
+}
+
+/// What a round came to: (text, stop, calls as (index, id, name, arguments, complete)).
+type Summary = Vec<(
+    String,
+    StopReason,
+    Vec<(usize, String, String, String, bool)>,
+)>;
+
+fn assemble(chunks: &[&[u8]]) -> (Summary, Vec<Notice>) {
+    let mut a = Assembler::new(None);
+    let mut out = Vec::new();
+    for c in chunks {
+        a.feed(c, &mut out);
+    }
+    a.finish(&mut out);
+    let mut rounds = Vec::new();
+    let mut calls = Vec::new();
+    let mut notices = Vec::new();
+    for ev in out {
+        match ev {
+            AssemblyEvent::CallReady(c) => {
+                calls.push((c.index, c.id, c.name, c.arguments, c.complete))
+            }
+            AssemblyEvent::Notice(n) => notices.push(n),
+            AssemblyEvent::RoundEnd(r) => {
+                calls.extend(
+                    r.unfinished
+                        .into_iter()
+                        .map(|c| (c.index, c.id, c.name, c.arguments, c.complete)),
+                );
+                calls.sort();
+                rounds.push((r.text, r.stop_reason, std::mem::take(&mut calls)));
+            }
+        }
+    }
+    (rounds, notices)
+}
+
+pub(crate) fn all_fixtures() -> Vec<String> {
+    let mut out = Vec::new();
+    for dir in [
+        "anthropic",
+        "gemini",
+        "openai-chat",
+        "openai-compatible",
+        "openai-responses",
+    ] {
+        let mut names: Vec<String> = std::fs::read_dir(fixtures_dir().join(dir))
+            .unwrap()
+            .map(|e| format!("{dir}/{}", e.unwrap().file_name().to_string_lossy()))
+            .collect();
+        names.sort();
+        out.extend(names);
+    }
+    out
+}
+
+#[test]
+fn every_fixture_gives_the_same_calls_however_it_is_chunked() {
+    let fixtures = all_fixtures();
+    assert_eq!(fixtures.len(), 34, "PROVENANCE.md lists 34 recordings");
+    let mut seed = 0x9e3779b97f4a7c15u64;
+    for name in fixtures {
+        let bytes = fixture_bytes(&name);
+        let whole = assemble(&[&bytes]);
+        let singles: Vec<&[u8]> = bytes.chunks(1).collect();
+        assert_eq!(assemble(&singles), whole, "{name}: single bytes");
+        for _ in 0..5 {
+            let mut chunks = Vec::new();
+            let mut rest: &[u8] = &bytes;
+            while !rest.is_empty() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let n = ((seed % 97) as usize + 1).min(rest.len());
+                chunks.push(&rest[..n]);
+                rest = &rest[n..];
+            }
+            assert_eq!(assemble(&chunks), whole, "{name}: random chunks");
+        }
+        // Every complete call's arguments are valid JSON (after `""` → `{}`).
+        for (_, _, calls) in &whole.0 {
+            for (_, id, tool, args, complete) in calls {
+                assert!(*complete, "{name}: {tool} never ended");
+                assert!(!id.is_empty());
+                if !args.is_empty() {
+                    serde_json::from_str::<serde_json::Value>(args)
+                        .unwrap_or_else(|e| panic!("{name}: {tool}: {e}: {args}"));
+                }
+            }
+        }
+    }
+}
+
+/// (label, stop reason, calls as (name, arguments)).
+type ExpectedRound<'a> = (&'a str, StopReason, &'a [(&'a str, serde_json::Value)]);
+
+#[track_caller]
+fn expect_calls(name: &str, expected: &[ExpectedRound]) {
+    let (rounds, _) = assemble(&[&fixture_bytes(name)]);
+    let got: Vec<(StopReason, Vec<(String, serde_json::Value)>)> = rounds
+        .into_iter()
+        .map(|(_, stop, calls)| {
+            let calls = calls
+                .into_iter()
+                .map(|(_, _, n, a, _)| {
+                    (
+                        n,
+                        if a.is_empty() {
+                            serde_json::json!({})
+                        } else {
+                            serde_json::from_str(&a).unwrap()
+                        },
+                    )
+                })
+                .collect();
+            (stop, calls)
+        })
+        .collect();
+    let want: Vec<(StopReason, Vec<(String, serde_json::Value)>)> = expected
+        .iter()
+        .map(|(_, stop, calls)| {
+            (
+                *stop,
+                calls
+                    .iter()
+                    .map(|(n, v)| (n.to_string(), v.clone()))
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want, "{name}");
+}
+
+#[test]
+fn fixtures_yield_the_recorded_calls() {
+    use StopReason::*;
+    use serde_json::json;
+    expect_calls(
+        "openai-chat/gpt4o-single-call-split-string.sse",
+        &[(
+            "",
+            ToolUse,
+            &[("get_weather", json!({"city": "Mexico City"}))],
+        )],
+    );
+    expect_calls(
+        "openai-chat/gpt4o-parallel-two-noarg-calls.sse",
+        &[(
+            "",
+            ToolUse,
+            &[("get_country", json!({})), ("get_product_name", json!({}))],
+        )],
+    );
+    expect_calls(
+        "openai-chat/gpt5nano-finish-length-reasoning-only.sse",
+        &[("", MaxTokens, &[])],
+    );
+    expect_calls(
+        "anthropic/sonnet-tool-use-no-args.jsonl",
+        &[("", ToolUse, &[("updateIssueList", json!({}))])],
+    );
+    expect_calls(
+        "gemini/gemini2-flash-single-chunk-call.sse",
+        &[(
+            "",
+            ToolUse,
+            &[("get_capital", json!({"country": "France"}))],
+        )],
+    );
+    expect_calls(
+        "gemini/vertex-partial-args-two-parallel-calls.jsonl",
+        &[(
+            "",
+            ToolUse,
+            &[
+                ("getWeather", json!({"location": "Boston"})),
+                ("getWeather", json!({"location": "San Francisco"})),
+            ],
+        )],
+    );
+    expect_calls(
+        "openai-responses/gpt-function-call-get-capital.sse",
+        &[(
+            "",
+            ToolUse,
+            &[("get_capital", json!({"country": "France"}))],
+        )],
+    );
+}

@@ -1,5 +1,11 @@
 //! Planning a round: truncation gate, loop guard, approval policy and fingerprints, batches.
+//!
+//! Every function here is a plain decision over plain data; the actors crate calls them in
+//! index order and owns the state they read and update.
 
 mod canonical;
+pub mod finalize;
+pub mod resolve;
 
 pub use canonical::canonical_json;
+pub use finalize::{Finalized, RepairMark, finalize_call, parses_strictly};

@@ -155,6 +155,23 @@ impl SseParser {
     }
 }
 
+/// Frames data-only recordings as SSE: each non-empty line becomes `data: <line>` plus a
+/// blank line. Recordings kept as JSON lines (one `data:` payload a line) need this before
+/// they are fed to a parser.
+pub fn frame_data_lines(lines: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(lines.len() + lines.len() / 8);
+    for line in lines.split(|b| *b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line);
+        out.extend_from_slice(b"\n\n");
+    }
+    out
+}
+
 fn push_utf8(out: &mut String, bytes: &[u8]) {
     match std::str::from_utf8(bytes) {
         Ok(s) => out.push_str(s),

@@ -27,7 +27,7 @@ pub enum ErrorCategory {
 }
 
 /// A failed or refused call, with the text the model will read.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ToolError {
     /// What kind of failure.

@@ -18,8 +18,10 @@
 
 pub mod builtin;
 pub mod config;
+pub mod event;
 pub mod forgery;
 pub mod notice;
+pub mod output;
 pub mod plan;
 pub mod registry;
 pub mod repair;

@@ -3,8 +3,12 @@
 //! Every function here is a plain decision over plain data; the actors crate calls them in
 //! index order and owns the state they read and update.
 
+pub mod approval;
+pub mod arity;
+pub mod batches;
 mod canonical;
 pub mod finalize;
+pub mod loop_guard;
 pub mod resolve;
 
 pub use canonical::canonical_json;

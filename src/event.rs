@@ -1,0 +1,118 @@
+//! Pipeline events: what a host sees of a round (docs/CONTRACT.md, "Events").
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::notice::Notice;
+use crate::plan::RepairMark;
+use crate::stream::StopReason;
+use crate::tool::ApprovalRequirement;
+
+/// A host's (or a cache's) decision on an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    /// Run this call.
+    Approved,
+    /// Run this call and later ones with the same approval key.
+    ApprovedForSession,
+    /// Do not run it.
+    Rejected,
+    /// Covered by an earlier `approved_for_session`.
+    CachedApproval,
+    /// The same call was rejected before.
+    CachedRejection,
+}
+
+/// One tool result handed back to the model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolResult {
+    /// The call's index in the response.
+    pub index: usize,
+    /// The provider's call id.
+    pub tool_use_id: String,
+    /// The tool name as resolved (as written when unresolved).
+    pub name: String,
+    /// Whether the result is an error.
+    pub is_error: bool,
+    /// The text for the model.
+    pub content: String,
+}
+
+/// An event of the pipeline, serialized with a `"type"` tag.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PipelineEvent {
+    /// Something the host should know.
+    Notice(Notice),
+    /// A call's arguments are complete.
+    CallAssembled {
+        /// Index in the response.
+        index: usize,
+        /// Provider id.
+        id: String,
+        /// Name as the model sent it.
+        name: String,
+        /// Arguments after repair (`{}` when rejected).
+        input: Value,
+        /// What repair did.
+        repair: RepairMark,
+    },
+    /// A tool begins executing.
+    CallStarted {
+        /// Index in the response.
+        index: usize,
+        /// Provider id.
+        id: String,
+        /// Resolved name.
+        name: String,
+        /// Arguments.
+        input: Value,
+        /// Started before the stream ended.
+        speculative: bool,
+    },
+    /// The host must decide.
+    ApprovalRequired {
+        /// Index in the response.
+        index: usize,
+        /// Provider id.
+        id: String,
+        /// Resolved name.
+        name: String,
+        /// `required` or `suggest`.
+        requirement: ApprovalRequirement,
+        /// Arguments.
+        input: Value,
+    },
+    /// A decision was made.
+    ApprovalDecided {
+        /// Index in the response.
+        index: usize,
+        /// Provider id.
+        id: String,
+        /// The decision.
+        decision: ApprovalDecision,
+    },
+    /// A tool (or its refusal) ended.
+    CallFinished {
+        /// Index in the response.
+        index: usize,
+        /// Provider id.
+        id: String,
+        /// Resolved name.
+        name: String,
+        /// Whether the result is an error.
+        is_error: bool,
+        /// Wall time of the execution (0 for refusals).
+        duration_ms: u64,
+    },
+    /// The last event of a round.
+    RoundComplete {
+        /// Normalized stop reason.
+        stop_reason: StopReason,
+        /// Assistant text, forged calls stripped.
+        text: String,
+        /// Exactly one result per call, by index.
+        results: Vec<ToolResult>,
+    },
+}

@@ -1,0 +1,14 @@
+//! The economics of results: head/tail truncation, the overflow store, external content.
+//!
+//! A 2 MB build log would push the conversation out of the model's window, so long output
+//! keeps its first and last bytes, rescues the lines that matter from the middle, and says
+//! how much was cut; the full text goes to the overflow store, where retrieve_tool_result can
+//! read it back in slices.
+
+mod envelope;
+mod overflow;
+mod truncate;
+
+pub use envelope::{random_hex, wrap_external};
+pub use overflow::{OverflowError, OverflowStore, Slice};
+pub use truncate::{Budget, Truncated, truncate};

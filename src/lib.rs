@@ -26,5 +26,6 @@ pub mod plan;
 pub mod registry;
 pub mod repair;
 pub mod schema;
+pub mod session;
 pub mod stream;
 pub mod tool;

@@ -1,14 +1,58 @@
 //! The built-in tools, each a plain `ToolSpec` in its own file.
+//!
+//! Every file tool is confined to the session's workspace ([`workspace::confine`]); limits
+//! come from the config, never from constants here.
 
+mod atomic;
+mod edit_file;
+mod exec_shell;
+mod grep_files;
+mod list_dir;
+mod read_file;
+mod retrieve_tool_result;
 mod tool_search;
+pub mod workspace;
+mod write_file;
 
 use std::sync::Arc;
 
-use crate::tool::ToolSpec;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
+use crate::tool::{ToolError, ToolSpec};
+
+pub use edit_file::EditFile;
+pub use exec_shell::{ExecShell, READ_ONLY_COMMANDS, is_read_only_command};
+pub use grep_files::GrepFiles;
+pub use list_dir::ListDir;
+pub use read_file::ReadFile;
+pub use retrieve_tool_result::RetrieveToolResult;
 pub use tool_search::ToolSearch;
+pub use write_file::WriteFile;
 
 /// Every built-in tool, in a fixed order.
 pub fn all() -> Vec<Arc<dyn ToolSpec>> {
-    vec![Arc::new(ToolSearch)]
+    vec![
+        Arc::new(ReadFile),
+        Arc::new(ListDir),
+        Arc::new(GrepFiles),
+        Arc::new(WriteFile),
+        Arc::new(EditFile),
+        Arc::new(ExecShell),
+        Arc::new(RetrieveToolResult),
+        Arc::new(ToolSearch),
+    ]
 }
+
+/// Deserializes a tool's input; the error names the field serde complained about.
+pub(crate) fn parse_input<T: DeserializeOwned>(input: Value) -> Result<T, ToolError> {
+    serde_json::from_value(input).map_err(|e| {
+        let msg = e.to_string();
+        let field = msg.split('`').nth(1).unwrap_or("").to_string();
+        ToolError::invalid(field, format!("invalid arguments: {msg}"))
+    })
+}
+
+#[cfg(test)]
+#[path = "builtin_tests.rs"]
+mod tests;

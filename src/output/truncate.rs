@@ -20,12 +20,22 @@ pub struct Budget {
 impl Budget {
     /// The shell budget from config.
     pub fn shell(o: &crate::config::OutputConfig) -> Self {
-        Self { max: o.shell_max_bytes, head: o.shell_head_bytes, tail: o.shell_tail_bytes, rescue_percent: o.rescue_percent }
+        Self {
+            max: o.shell_max_bytes,
+            head: o.shell_head_bytes,
+            tail: o.shell_tail_bytes,
+            rescue_percent: o.rescue_percent,
+        }
     }
 
     /// The budget of every other tool.
     pub fn other(o: &crate::config::OutputConfig) -> Self {
-        Self { max: o.other_max_bytes, head: o.other_head_bytes, tail: o.other_tail_bytes, rescue_percent: o.rescue_percent }
+        Self {
+            max: o.other_max_bytes,
+            head: o.other_head_bytes,
+            tail: o.other_tail_bytes,
+            rescue_percent: o.rescue_percent,
+        }
     }
 }
 
@@ -57,7 +67,12 @@ static IMPORTANT: LazyLock<Regex> = LazyLock::new(|| {
 /// Cuts `text` to the budget, or returns `None` when it fits. The marker says exactly how
 /// many bytes and lines were left out; `pointer` (where the full output is) is appended to it;
 /// with `rescue`, important lines of the cut middle are kept inside the same budget.
-pub fn truncate(text: &str, budget: &Budget, rescue: bool, pointer: Option<&str>) -> Option<Truncated> {
+pub fn truncate(
+    text: &str,
+    budget: &Budget,
+    rescue: bool,
+    pointer: Option<&str>,
+) -> Option<Truncated> {
     if text.len() <= budget.max {
         return None;
     }
@@ -82,8 +97,13 @@ pub fn truncate(text: &str, budget: &Budget, rescue: bool, pointer: Option<&str>
     let head = &text[..head_len];
     let tail = &text[tail_start..];
     let omitted = &text[head_len..tail_start];
-    let omitted_lines = omitted.matches('\n').count() + usize::from(!omitted.is_empty() && !omitted.ends_with('\n'));
-    let mut marker = format!("\n[... {} bytes ({} lines) omitted ...]\n", omitted.len(), omitted_lines);
+    let omitted_lines = omitted.matches('\n').count()
+        + usize::from(!omitted.is_empty() && !omitted.ends_with('\n'));
+    let mut marker = format!(
+        "\n[... {} bytes ({} lines) omitted ...]\n",
+        omitted.len(),
+        omitted_lines
+    );
     if !rescued_lines.is_empty() {
         marker.push_str("[important lines from the omitted part:]\n");
         for l in &rescued_lines {
@@ -98,7 +118,12 @@ pub fn truncate(text: &str, budget: &Budget, rescue: bool, pointer: Option<&str>
     out.push_str(head);
     out.push_str(&marker);
     out.push_str(tail);
-    Some(Truncated { text: out, omitted_bytes: omitted.len(), omitted_lines, rescued: rescued_lines.len() })
+    Some(Truncated {
+        text: out,
+        omitted_bytes: omitted.len(),
+        omitted_lines,
+        rescued: rescued_lines.len(),
+    })
 }
 
 fn cut_line(line: &str, max: usize) -> &str {
@@ -123,7 +148,12 @@ fn ceil_boundary(s: &str, mut i: usize) -> usize {
 mod tests {
     use super::*;
 
-    const B: Budget = Budget { max: 30_000, head: 22_000, tail: 8_000, rescue_percent: 20 };
+    const B: Budget = Budget {
+        max: 30_000,
+        head: 22_000,
+        tail: 8_000,
+        rescue_percent: 20,
+    };
 
     #[test]
     fn exactly_the_limit_is_not_cut() {
@@ -145,7 +175,18 @@ mod tests {
     #[test]
     fn multibyte_characters_at_the_cut_are_kept_whole() {
         let text = "é".repeat(20_000); // 40,000 bytes, every boundary even.
-        let t = truncate(&text, &Budget { max: 30_000, head: 22_001, tail: 7_999, rescue_percent: 0 }, false, None).unwrap();
+        let t = truncate(
+            &text,
+            &Budget {
+                max: 30_000,
+                head: 22_001,
+                tail: 7_999,
+                rescue_percent: 0,
+            },
+            false,
+            None,
+        )
+        .unwrap();
         assert!(std::str::from_utf8(t.text.as_bytes()).is_ok());
         // The head rounds down to 22,000 and the tail's start up to 32,002: whole characters
         // only, so the cut part is 10,002 bytes rather than a split `é` on either side.
@@ -176,6 +217,9 @@ mod tests {
         assert!(t.text.contains("error[E0308]: mismatched types"));
         assert_eq!(t.rescued, 1);
         let marker_len = t.text.len() - 22_000 - 8_000;
-        assert!(marker_len < 200, "rescued lines come out of the head budget");
+        assert!(
+            marker_len < 200,
+            "rescued lines come out of the head budget"
+        );
     }
 }

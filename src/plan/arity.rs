@@ -50,10 +50,26 @@ pub const ARITY: &[(&str, usize)] = &[
 
 /// Flags that take the next word as their value, per program.
 const VALUE_FLAGS: &[(&str, &[&str])] = &[
-    ("git", &["-C", "-c", "--git-dir", "--work-tree", "--namespace"]),
+    (
+        "git",
+        &["-C", "-c", "--git-dir", "--work-tree", "--namespace"],
+    ),
     ("cargo", &["--manifest-path", "-Z", "--config", "--color"]),
-    ("docker", &["-H", "--host", "--context", "--config", "-l", "--log-level"]),
-    ("kubectl", &["-n", "--namespace", "--context", "--kubeconfig", "-s", "--server"]),
+    (
+        "docker",
+        &["-H", "--host", "--context", "--config", "-l", "--log-level"],
+    ),
+    (
+        "kubectl",
+        &[
+            "-n",
+            "--namespace",
+            "--context",
+            "--kubeconfig",
+            "-s",
+            "--server",
+        ],
+    ),
     ("npm", &["--prefix"]),
     ("make", &["-C", "-f", "--directory", "--file", "-j"]),
     ("go", &["-C"]),
@@ -61,21 +77,34 @@ const VALUE_FLAGS: &[(&str, &[&str])] = &[
 
 /// Programs whose approval never carries over: each call is approved on its own.
 const NEVER_LOOSE: &[&str] = &[
-    "rm", "rmdir", "dd", "mkfs", "chmod", "chown", "chgrp", "sudo", "su", "doas", "shred", "truncate", "kill", "pkill",
-    "killall", "reboot", "shutdown", "mv", "curl", "wget", "ssh", "scp", "eval", "exec", "xargs", "env", "sh", "bash",
-    "zsh", "crontab",
+    "rm", "rmdir", "dd", "mkfs", "chmod", "chown", "chgrp", "sudo", "su", "doas", "shred",
+    "truncate", "kill", "pkill", "killall", "reboot", "shutdown", "mv", "curl", "wget", "ssh",
+    "scp", "eval", "exec", "xargs", "env", "sh", "bash", "zsh", "crontab",
 ];
 
 /// Subcommands (program, subcommand, dangerous flags) whose use makes a call exact-only.
 const DANGEROUS_FLAGS: &[(&str, &str, &[&str])] = &[
-    ("git", "push", &["--force", "-f", "--force-with-lease", "--mirror", "--delete", "-d"]),
+    (
+        "git",
+        "push",
+        &[
+            "--force",
+            "-f",
+            "--force-with-lease",
+            "--mirror",
+            "--delete",
+            "-d",
+        ],
+    ),
     ("git", "reset", &["--hard"]),
     ("git", "clean", &["-f", "-fd", "-fdx", "-xdf", "--force"]),
     ("git", "checkout", &["--", "."]),
 ];
 
 /// Words that make a command more than one simple command.
-const OPERATORS: &[&str] = &[";", "&&", "||", "|", "&", ">", ">>", "<", "<<", "2>", "2>&1", "&>", "|&"];
+const OPERATORS: &[&str] = &[
+    ";", "&&", "||", "|", "&", ">", ">>", "<", "<<", "2>", "2>&1", "&>", "|&",
+];
 
 /// Splits a command as a POSIX shell would: quotes, backslash escapes, and operators as
 /// their own words. Returns `None` for unbalanced quotes.
@@ -127,7 +156,11 @@ pub fn tokenize(command: &str) -> Option<Vec<String>> {
                 if in_word && !(c == '>' && (cur == "2" || cur == "1")) {
                     words.push(std::mem::take(&mut cur));
                 }
-                let mut op = if c == '>' && (cur == "2" || cur == "1") { std::mem::take(&mut cur) } else { String::new() };
+                let mut op = if c == '>' && (cur == "2" || cur == "1") {
+                    std::mem::take(&mut cur)
+                } else {
+                    String::new()
+                };
                 in_word = false;
                 op.push(c);
                 while let Some(&n) = chars.peek() {
@@ -155,7 +188,11 @@ pub fn tokenize(command: &str) -> Option<Vec<String>> {
 /// Whether a raw command holds shell syntax beyond one simple command (operators,
 /// substitutions, redirections).
 pub fn has_shell_syntax(command: &str) -> bool {
-    if command.contains("$(") || command.contains('`') || command.contains("<(") || command.contains(">(") {
+    if command.contains("$(")
+        || command.contains('`')
+        || command.contains("<(")
+        || command.contains(">(")
+    {
         return true;
     }
     match tokenize(command) {
@@ -164,7 +201,9 @@ pub fn has_shell_syntax(command: &str) -> bool {
         // which only makes its key exact: the safe side.
         Some(words) => words.iter().any(|w| {
             OPERATORS.contains(&w.as_str())
-                || (w.chars().any(|c| "&|;<>()".contains(c)) && w.chars().all(|c| "&|;<>()".contains(c) || c.is_ascii_digit()))
+                || (w.chars().any(|c| "&|;<>()".contains(c))
+                    && w.chars()
+                        .all(|c| "&|;<>()".contains(c) || c.is_ascii_digit()))
         }),
         None => true,
     }
@@ -176,13 +215,23 @@ pub fn shell_approval_key(command: &str) -> String {
     if has_shell_syntax(command) {
         return exact();
     }
-    let Some(words) = tokenize(command) else { return exact() };
-    let Some(program) = words.first() else { return exact() };
+    let Some(words) = tokenize(command) else {
+        return exact();
+    };
+    let Some(program) = words.first() else {
+        return exact();
+    };
     let program = program.rsplit('/').next().unwrap_or(program).to_string();
-    if NEVER_LOOSE.iter().any(|p| program == *p || program.starts_with("mkfs")) {
+    if NEVER_LOOSE
+        .iter()
+        .any(|p| program == *p || program.starts_with("mkfs"))
+    {
         return exact();
     }
-    let value_flags: &[&str] = VALUE_FLAGS.iter().find(|(p, _)| *p == program).map_or(&[], |(_, f)| f);
+    let value_flags: &[&str] = VALUE_FLAGS
+        .iter()
+        .find(|(p, _)| *p == program)
+        .map_or(&[], |(_, f)| f);
     // The program and its non-flag words, flags (and their values) skipped.
     let mut plain = vec![program.clone()];
     let mut i = 1;
@@ -198,7 +247,10 @@ pub fn shell_approval_key(command: &str) -> String {
         i += 1;
     }
     for (prog, sub, flags) in DANGEROUS_FLAGS {
-        if program == *prog && plain.get(1).is_some_and(|s| s == sub) && words.iter().any(|w| flags.contains(&w.as_str())) {
+        if program == *prog
+            && plain.get(1).is_some_and(|s| s == sub)
+            && words.iter().any(|w| flags.contains(&w.as_str()))
+        {
             return exact();
         }
     }
@@ -206,7 +258,10 @@ pub fn shell_approval_key(command: &str) -> String {
     let mut best_len = 0;
     for (prefix, arity) in ARITY {
         let parts: Vec<&str> = prefix.split(' ').collect();
-        if parts.len() <= plain.len() && parts.iter().zip(&plain).all(|(a, b)| a == b) && parts.len() > best_len {
+        if parts.len() <= plain.len()
+            && parts.iter().zip(&plain).all(|(a, b)| a == b)
+            && parts.len() > best_len
+        {
             best = Some(*arity);
             best_len = parts.len();
         }
@@ -241,7 +296,10 @@ mod tests {
 
     #[test]
     fn git_push_is_not_covered_by_git_status() {
-        assert_ne!(shell_approval_key("git push"), shell_approval_key("git status"));
+        assert_ne!(
+            shell_approval_key("git push"),
+            shell_approval_key("git status")
+        );
     }
 
     #[test]
@@ -264,13 +322,20 @@ mod tests {
             "cargo build &",
             "git",
         ] {
-            assert_eq!(shell_approval_key(cmd), format!("exec_shell:exact:{}", cmd.trim()), "{cmd}");
+            assert_eq!(
+                shell_approval_key(cmd),
+                format!("exec_shell:exact:{}", cmd.trim()),
+                "{cmd}"
+            );
         }
     }
 
     #[test]
     fn tokenizer_handles_quotes_and_escapes() {
-        assert_eq!(tokenize(r#"git commit -m "fix: a \"b\" c" 'x y' z\ w"#).unwrap(), vec!["git", "commit", "-m", r#"fix: a "b" c"#, "x y", "z w"]);
+        assert_eq!(
+            tokenize(r#"git commit -m "fix: a \"b\" c" 'x y' z\ w"#).unwrap(),
+            vec!["git", "commit", "-m", r#"fix: a "b" c"#, "x y", "z w"]
+        );
         assert_eq!(tokenize("a&&b").unwrap(), vec!["a", "&&", "b"]);
         assert_eq!(tokenize("a 2>&1").unwrap(), vec!["a", "2>&", "1"]);
         assert!(has_shell_syntax("cargo test 2>&1"));

@@ -17,7 +17,10 @@ pub fn plan_batches(calls: &[(usize, bool)]) -> Vec<Batch> {
     for &(index, parallel) in calls {
         match out.last_mut() {
             Some(b) if parallel && b.concurrent => b.indices.push(index),
-            _ => out.push(Batch { indices: vec![index], concurrent: parallel }),
+            _ => out.push(Batch {
+                indices: vec![index],
+                concurrent: parallel,
+            }),
         }
     }
     out
@@ -29,13 +32,35 @@ mod tests {
 
     #[test]
     fn consecutive_parallel_calls_share_a_batch() {
-        let b = plan_batches(&[(0, true), (1, true), (2, false), (3, true), (4, false), (5, false)]);
+        let b = plan_batches(&[
+            (0, true),
+            (1, true),
+            (2, false),
+            (3, true),
+            (4, false),
+            (5, false),
+        ]);
         let want = vec![
-            Batch { indices: vec![0, 1], concurrent: true },
-            Batch { indices: vec![2], concurrent: false },
-            Batch { indices: vec![3], concurrent: true },
-            Batch { indices: vec![4], concurrent: false },
-            Batch { indices: vec![5], concurrent: false },
+            Batch {
+                indices: vec![0, 1],
+                concurrent: true,
+            },
+            Batch {
+                indices: vec![2],
+                concurrent: false,
+            },
+            Batch {
+                indices: vec![3],
+                concurrent: true,
+            },
+            Batch {
+                indices: vec![4],
+                concurrent: false,
+            },
+            Batch {
+                indices: vec![5],
+                concurrent: false,
+            },
         ];
         assert_eq!(b, want);
         assert!(plan_batches(&[]).is_empty());

@@ -58,7 +58,12 @@ pub fn parses_strictly(arguments: &str) -> bool {
 /// Applies the truncation gate and the ladder to `call`. `cut` is true when the round ended
 /// at the output limit; a call whose block never ended counts as cut too, since its end was
 /// never seen. `schema` (the tool's own) lets stringified structures be decoded.
-pub fn finalize_call(call: &RawCall, cut: bool, schema: Option<&Value>, cfg: &RepairConfig) -> Finalized {
+pub fn finalize_call(
+    call: &RawCall,
+    cut: bool,
+    schema: Option<&Value>,
+    cfg: &RepairConfig,
+) -> Finalized {
     let index = call.index;
     if cut || !call.complete {
         if parses_strictly(&call.arguments) {
@@ -66,7 +71,12 @@ pub fn finalize_call(call: &RawCall, cut: bool, schema: Option<&Value>, cfg: &Re
             if let Some(schema) = schema {
                 decode_stringified(&mut input, schema, cfg.string_decode_depth);
             }
-            return Finalized { input, repair: RepairMark::None, refusal: None, notices: Vec::new() };
+            return Finalized {
+                input,
+                repair: RepairMark::None,
+                refusal: None,
+                notices: Vec::new(),
+            };
         }
         let message = format!(
             "Your output was cut off at the output limit while you were writing the arguments of \
@@ -81,7 +91,10 @@ pub fn finalize_call(call: &RawCall, cut: bool, schema: Option<&Value>, cfg: &Re
             notices: vec![Notice::for_call(
                 NoticeKind::ArgsRejected,
                 index,
-                format!("arguments of `{}` were cut at the output limit; not repaired, not run", call.name),
+                format!(
+                    "arguments of `{}` were cut at the output limit; not repaired, not run",
+                    call.name
+                ),
             )],
         };
     }
@@ -103,7 +116,12 @@ pub fn finalize_call(call: &RawCall, cut: bool, schema: Option<&Value>, cfg: &Re
                 )],
                 _ => Vec::new(),
             };
-            Finalized { input, repair, refusal: None, notices }
+            Finalized {
+                input,
+                repair,
+                refusal: None,
+                notices,
+            }
         }
         Err(err) => {
             let reason: String = err.to_string();
@@ -114,7 +132,10 @@ pub fn finalize_call(call: &RawCall, cut: bool, schema: Option<&Value>, cfg: &Re
                 notices: vec![Notice::for_call(
                     NoticeKind::ArgsRejected,
                     index,
-                    format!("arguments of `{}` rejected: {reason}; the call goes on with {{}}", call.name),
+                    format!(
+                        "arguments of `{}` rejected: {reason}; the call goes on with {{}}",
+                        call.name
+                    ),
                 )],
             }
         }
@@ -152,8 +173,14 @@ mod tests {
     #[test]
     fn valid_arguments_pass_unchanged() {
         let f = finalize_call(&call(r#"{"path": "a"}"#, true), false, None, &cfg());
-        assert_eq!((f.input, f.repair, f.refusal.is_none(), f.notices.len()), (json!({"path": "a"}), RepairMark::None, true, 0));
-        assert_eq!(finalize_call(&call("", true), false, None, &cfg()).input, json!({}));
+        assert_eq!(
+            (f.input, f.repair, f.refusal.is_none(), f.notices.len()),
+            (json!({"path": "a"}), RepairMark::None, true, 0)
+        );
+        assert_eq!(
+            finalize_call(&call("", true), false, None, &cfg()).input,
+            json!({})
+        );
     }
 
     #[test]
@@ -162,7 +189,10 @@ mod tests {
         assert_eq!(f.input, json!({"path": "a"}));
         assert_eq!(f.repair, RepairMark::Step(RepairStep::TrailingCommas));
         assert_eq!(f.notices[0].kind, NoticeKind::ArgsRepaired);
-        assert_eq!(serde_json::to_value(f.repair).unwrap(), json!("trailing_commas"));
+        assert_eq!(
+            serde_json::to_value(f.repair).unwrap(),
+            json!("trailing_commas")
+        );
     }
 
     #[test]
@@ -170,9 +200,15 @@ mod tests {
         let f = finalize_call(&call("path=a.txt", true), false, None, &cfg());
         assert_eq!(f.input, json!({}));
         assert_eq!(f.repair, RepairMark::Rejected);
-        assert!(f.refusal.is_none(), "validation, not the gate, explains what is missing");
+        assert!(
+            f.refusal.is_none(),
+            "validation, not the gate, explains what is missing"
+        );
         assert_eq!(f.notices[0].kind, NoticeKind::ArgsRejected);
-        assert!(!f.notices[0].message.contains("path=a.txt"), "the raw text is not kept");
+        assert!(
+            !f.notices[0].message.contains("path=a.txt"),
+            "the raw text is not kept"
+        );
     }
 
     #[test]
@@ -184,7 +220,11 @@ mod tests {
         assert_eq!(f.input, json!({}));
         let refusal = f.refusal.unwrap();
         assert_eq!(refusal.category, ErrorCategory::TruncatedRound);
-        assert!(refusal.message.contains("cut off") && refusal.message.contains("again"), "{}", refusal.message);
+        assert!(
+            refusal.message.contains("cut off") && refusal.message.contains("again"),
+            "{}",
+            refusal.message
+        );
         assert!(!refusal.started);
     }
 
@@ -196,14 +236,27 @@ mod tests {
 
     #[test]
     fn unended_block_counts_as_cut() {
-        let f = finalize_call(&call(r#"{"path": "a", "content": "half a fi"#, false), false, None, &cfg());
-        assert_eq!(f.refusal.map(|r| r.category), Some(ErrorCategory::TruncatedRound));
+        let f = finalize_call(
+            &call(r#"{"path": "a", "content": "half a fi"#, false),
+            false,
+            None,
+            &cfg(),
+        );
+        assert_eq!(
+            f.refusal.map(|r| r.category),
+            Some(ErrorCategory::TruncatedRound)
+        );
     }
 
     #[test]
     fn stringified_structures_are_decoded_with_the_schema() {
         let schema = json!({"type": "object", "properties": {"edits": {"type": "array"}}});
-        let f = finalize_call(&call(r#"{"edits": "[1, 2]"}"#, true), false, Some(&schema), &cfg());
+        let f = finalize_call(
+            &call(r#"{"edits": "[1, 2]"}"#, true),
+            false,
+            Some(&schema),
+            &cfg(),
+        );
         assert_eq!(f.input, json!({"edits": [1, 2]}));
         assert_eq!(f.repair, RepairMark::Step(RepairStep::DecodedString));
     }

@@ -22,7 +22,12 @@ pub struct LoopGuard {
 impl LoopGuard {
     /// A fresh guard.
     pub fn new(cfg: LoopGuardConfig) -> Self {
-        Self { cfg, seen: HashMap::new(), consecutive_failures: 0, paused: false }
+        Self {
+            cfg,
+            seen: HashMap::new(),
+            consecutive_failures: 0,
+            paused: false,
+        }
     }
 
     /// Counts this occurrence of `tool` with `input` and decides whether it may run.
@@ -66,9 +71,19 @@ impl LoopGuard {
         let mut hint = None;
         if n >= self.cfg.failure_pause && !self.paused {
             self.paused = true;
-            notices.push(Notice::for_call(NoticeKind::LoopPaused, index, format!("{n} calls in a row failed; the session is paused until the host resumes it")));
+            notices.push(Notice::for_call(
+                NoticeKind::LoopPaused,
+                index,
+                format!(
+                    "{n} calls in a row failed; the session is paused until the host resumes it"
+                ),
+            ));
         } else if n == self.cfg.failure_warn {
-            notices.push(Notice::for_call(NoticeKind::LoopWarning, index, format!("{n} calls in a row failed")));
+            notices.push(Notice::for_call(
+                NoticeKind::LoopWarning,
+                index,
+                format!("{n} calls in a row failed"),
+            ));
             hint = Some(format!(
                 "Note: your last {n} tool calls all failed. Stop and reconsider: read the error messages, \
                  check the tool's expected arguments, or ask the user."
@@ -110,12 +125,23 @@ mod tests {
     #[test]
     fn third_identical_call_is_blocked_whatever_the_key_order() {
         let mut g = guard();
-        assert!(g.check("read_file", &json!({"path": "a", "limit": 5}), false).is_ok());
-        assert!(g.check("read_file", &json!({"limit": 5, "path": "a"}), false).is_ok());
-        let err = g.check("read_file", &json!({"path": "a", "limit": 5}), false).unwrap_err();
+        assert!(
+            g.check("read_file", &json!({"path": "a", "limit": 5}), false)
+                .is_ok()
+        );
+        assert!(
+            g.check("read_file", &json!({"limit": 5, "path": "a"}), false)
+                .is_ok()
+        );
+        let err = g
+            .check("read_file", &json!({"path": "a", "limit": 5}), false)
+            .unwrap_err();
         assert_eq!(err.category, ErrorCategory::LoopBlocked);
         assert!(err.message.contains("call number 3"));
-        assert!(g.check("read_file", &json!({"path": "b"}), false).is_ok(), "other arguments still run");
+        assert!(
+            g.check("read_file", &json!({"path": "b"}), false).is_ok(),
+            "other arguments still run"
+        );
     }
 
     #[test]
@@ -139,7 +165,10 @@ mod tests {
         assert_eq!(kinds, vec![NoticeKind::LoopWarning, NoticeKind::LoopPaused]);
         assert_eq!(hints, 1);
         assert!(g.is_paused());
-        assert_eq!(g.check("x", &json!({}), false).unwrap_err().category, ErrorCategory::Unavailable);
+        assert_eq!(
+            g.check("x", &json!({}), false).unwrap_err().category,
+            ErrorCategory::Unavailable
+        );
         g.resume();
         assert!(g.check("x", &json!({}), false).is_ok());
     }

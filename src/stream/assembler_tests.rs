@@ -10,7 +10,11 @@ pub(crate) fn fixtures_dir() -> std::path::PathBuf {
 pub(crate) fn fixture_bytes(rel: &str) -> Vec<u8> {
     let path = fixtures_dir().join(rel);
     let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    if rel.ends_with(".jsonl") { crate::stream::sse::frame_data_lines(&raw) } else { raw }
+    if rel.ends_with(".jsonl") {
+        crate::stream::sse::frame_data_lines(&raw)
+    } else {
+        raw
+    }
 }
 
 /// What a round came to: (text, stop, calls as (index, id, name, arguments, complete)).

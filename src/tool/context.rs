@@ -35,16 +35,24 @@ impl std::fmt::Debug for ToolContext {
 
 /// Session state tools may consult, provided by whoever hosts the session.
 pub trait SessionServices: Send + Sync {
-    /// When the file was last read in this session and what its modification time was then,
-    /// so edit tools can refuse stale edits.
+    /// The modification time a file had when this session last read (or wrote) it, so edit
+    /// tools can refuse to edit a file the model has not seen, or that changed since.
     fn file_read_state(&self, path: &std::path::Path) -> Option<std::time::SystemTime>;
+    /// Records that the session now knows `path` as of `modified` (a read or a write).
+    fn record_file_state(&self, path: &std::path::Path, modified: std::time::SystemTime);
     /// Activates deferred tools for this session (tool_search).
     fn activate_tools(&self, names: &[String]);
     /// The deferred tools' search index, if any tools are deferred.
     fn search_index(&self) -> Option<Arc<crate::registry::SearchIndex>>;
+    /// Reads back an output this session saved when it was truncated.
+    ///
+    /// # Errors
+    /// As [`crate::output::OverflowStore::load`].
+    fn load_overflow(&self, id: &str) -> Result<String, crate::output::OverflowError>;
 }
 
-/// Services for contexts that have no session (tests, one-off calls).
+/// Services for contexts that have no session (tests, one-off calls): nothing is known,
+/// nothing is remembered.
 #[derive(Debug, Default)]
 pub struct NoServices;
 
@@ -52,8 +60,12 @@ impl SessionServices for NoServices {
     fn file_read_state(&self, _path: &std::path::Path) -> Option<std::time::SystemTime> {
         None
     }
+    fn record_file_state(&self, _path: &std::path::Path, _modified: std::time::SystemTime) {}
     fn activate_tools(&self, _names: &[String]) {}
     fn search_index(&self) -> Option<Arc<crate::registry::SearchIndex>> {
         None
+    }
+    fn load_overflow(&self, id: &str) -> Result<String, crate::output::OverflowError> {
+        Err(crate::output::OverflowError::NotFound(id.to_string()))
     }
 }

@@ -1,0 +1,302 @@
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::config::Config;
+use crate::output::OverflowStore;
+use crate::registry::RegistryBuilder;
+use crate::session::SessionMemory;
+use crate::tool::{ErrorCategory, ToolContext, ToolOutput};
+
+struct Ws {
+    dir: tempfile::TempDir,
+    ctx: ToolContext,
+}
+
+fn ws() -> Ws {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Arc::new(Config::builtin());
+    let registry = Arc::new(
+        RegistryBuilder::new(Arc::clone(&cfg))
+            .with_builtins()
+            .build(),
+    );
+    let store = Arc::new(OverflowStore::new(dir.path().join(".overflow")));
+    let services = Arc::new(SessionMemory::new("s1".into(), registry, store));
+    let ctx = ToolContext {
+        session_id: "s1".into(),
+        workspace: dir.path().to_path_buf(),
+        call_id: "c".into(),
+        index: 0,
+        config: cfg,
+        services,
+    };
+    Ws { dir, ctx }
+}
+
+impl Ws {
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    fn run(&self, tool: &dyn ToolSpec, input: Value) -> Result<ToolOutput, ToolError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(tool.run(input, &self.ctx))
+    }
+}
+
+#[test]
+fn read_file_numbers_lines_and_pages() {
+    let w = ws();
+    std::fs::write(w.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    assert_eq!(
+        w.run(&ReadFile, json!({"path": "a.txt"})).unwrap().content,
+        "     1\tone\n     2\ttwo\n     3\tthree\n"
+    );
+    assert_eq!(
+        w.run(&ReadFile, json!({"path": "a.txt", "offset": 1, "limit": 1}))
+            .unwrap()
+            .content,
+        "     2\ttwo\n[1 more lines; read on with offset=2]\n"
+    );
+    let err = w
+        .run(&ReadFile, json!({"path": "a.txt", "offset": 9}))
+        .unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("offset"));
+}
+
+#[test]
+fn read_file_refuses_binary_traversal_and_folders() {
+    let w = ws();
+    std::fs::write(w.path().join("b.bin"), [0u8, 1, 2, 3]).unwrap();
+    let err = w.run(&ReadFile, json!({"path": "b.bin"})).unwrap_err();
+    assert!(err.message.contains("binary"), "{}", err.message);
+    let err = w
+        .run(&ReadFile, json!({"path": "../etc/passwd"}))
+        .unwrap_err();
+    assert!(err.message.contains("outside the workspace"));
+    let err = w
+        .run(&ReadFile, json!({"path": "/etc/passwd"}))
+        .unwrap_err();
+    assert!(err.message.contains("outside the workspace"));
+    std::fs::create_dir(w.path().join("d")).unwrap();
+    assert!(
+        w.run(&ReadFile, json!({"path": "d"}))
+            .unwrap_err()
+            .message
+            .contains("directory")
+    );
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("s"), "secret").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("s"), w.path().join("link")).unwrap();
+    assert!(
+        w.run(&ReadFile, json!({"path": "link"}))
+            .unwrap_err()
+            .message
+            .contains("outside the workspace")
+    );
+}
+
+#[test]
+fn list_dir_is_sorted_and_depth_limited() {
+    let w = ws();
+    std::fs::create_dir_all(w.path().join("b/c/d")).unwrap();
+    std::fs::write(w.path().join("a.txt"), "12345").unwrap();
+    std::fs::write(w.path().join("b/x.rs"), "").unwrap();
+    let out = w.run(&ListDir, json!({"depth": 2})).unwrap().content;
+    assert_eq!(
+        out,
+        "file  a.txt  (5 bytes)\ndir   b/\ndir   b/c/\nfile  b/x.rs  (0 bytes)"
+    );
+    let err = w.run(&ListDir, json!({"depth": 99})).unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("depth"));
+}
+
+#[test]
+fn grep_honors_gitignore_and_caps() {
+    let w = ws();
+    std::fs::write(w.path().join(".gitignore"), "target/\n").unwrap();
+    std::fs::create_dir(w.path().join("target")).unwrap();
+    std::fs::write(w.path().join("target/x.rs"), "fn needle() {}\n").unwrap();
+    std::fs::write(w.path().join("lib.rs"), "// a\nfn needle() {}\n").unwrap();
+    assert_eq!(
+        w.run(&GrepFiles, json!({"pattern": "needle"}))
+            .unwrap()
+            .content,
+        "lib.rs:2:fn needle() {}"
+    );
+    assert_eq!(
+        w.run(&GrepFiles, json!({"pattern": "("}))
+            .unwrap_err()
+            .field
+            .as_deref(),
+        Some("pattern")
+    );
+}
+
+#[test]
+fn write_file_is_atomic_and_creates_folders() {
+    let w = ws();
+    let out = w
+        .run(
+            &WriteFile,
+            json!({"path": "deep/new/f.txt", "content": "hello\n"}),
+        )
+        .unwrap();
+    assert!(out.content.starts_with("Created"));
+    assert_eq!(
+        std::fs::read_to_string(w.path().join("deep/new/f.txt")).unwrap(),
+        "hello\n"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(w.path().join("deep/new"))
+        .unwrap()
+        .collect();
+    assert_eq!(leftovers.len(), 1, "no temp file left behind");
+    assert!(
+        w.run(&WriteFile, json!({"path": "../x", "content": ""}))
+            .is_err()
+    );
+}
+
+#[test]
+fn edit_file_needs_a_fresh_read_and_a_unique_match() {
+    let w = ws();
+    let f = w.path().join("m.rs");
+    std::fs::write(&f, "let a = 1;\nlet b = 1;\nlet c = 2;\n").unwrap();
+    let edit = |search: &str, all: bool| {
+        w.run(
+            &EditFile,
+            json!({"path": "m.rs", "search": search, "replace": "X", "replace_all": all}),
+        )
+    };
+    // Never read: refused.
+    assert!(
+        edit("c = 2", false)
+            .unwrap_err()
+            .message
+            .contains("has not been read")
+    );
+    // Read it (as the pipeline's read observer would record).
+    let real = f.canonicalize().unwrap();
+    w.ctx
+        .services
+        .record_file_state(&real, std::fs::metadata(&real).unwrap().modified().unwrap());
+    let err = edit("= 1;", false).unwrap_err();
+    assert!(
+        err.message.contains("occurs 2 times") && err.message.contains("lines 1, 2"),
+        "{}",
+        err.message
+    );
+    assert!(
+        edit("nope", false)
+            .unwrap_err()
+            .message
+            .contains("not found")
+    );
+    assert!(edit("c = 2", false).is_ok());
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "let a = 1;\nlet b = 1;\nlet X;\n"
+    );
+    // Consecutive edits work: the tool records what it wrote.
+    assert!(edit("= 1;", true).is_ok());
+    // Changed behind the session's back: refused.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&f, "changed\n").unwrap();
+    assert!(
+        edit("changed", false)
+            .unwrap_err()
+            .message
+            .contains("changed since you read it")
+    );
+}
+
+#[test]
+fn exec_shell_reports_exit_code_and_stderr_apart() {
+    let w = ws();
+    let out = w
+        .run(
+            &ExecShell,
+            json!({"command": "echo out; echo err >&2; exit 3"}),
+        )
+        .unwrap();
+    assert_eq!(out.content, "out\n");
+    assert!(out.is_error);
+    assert_eq!(
+        out.trailer.as_deref(),
+        Some("[exit code: 3]\n[stderr]\nerr\n")
+    );
+}
+
+#[test]
+fn exec_shell_timeout_kills_the_whole_group() {
+    let w = ws();
+    let marker = w.path().join("survivor");
+    // The background child would create the marker after 1 s if it survived the kill.
+    let cmd = format!("(sleep 1 && touch {}) & sleep 5", marker.display());
+    let err = w
+        .run(&ExecShell, json!({"command": cmd, "timeout_ms": 200}))
+        .unwrap_err();
+    assert_eq!(err.category, ErrorCategory::Timeout);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        !marker.exists(),
+        "a process of the group survived the timeout"
+    );
+}
+
+#[test]
+fn exec_shell_approval_depends_on_the_command() {
+    use crate::config::NetworkPolicy;
+    use crate::tool::ApprovalRequirement;
+    assert_eq!(
+        ExecShell.approval_requirement_for_input(
+            &json!({"command": "git status"}),
+            NetworkPolicy::Prompt
+        ),
+        ApprovalRequirement::Auto
+    );
+    assert_eq!(
+        ExecShell
+            .approval_requirement_for_input(&json!({"command": "rm -rf /"}), NetworkPolicy::Prompt),
+        ApprovalRequirement::Required
+    );
+}
+
+#[test]
+fn retrieve_reads_only_this_sessions_outputs() {
+    let w = ws();
+    let store = OverflowStore::new(w.path().join(".overflow"));
+    let id = store.save("s1", "l1\nl2\nerror: boom\nl4\n").unwrap();
+    let foreign = store.save("s2", "other").unwrap();
+    let out = w
+        .run(
+            &RetrieveToolResult,
+            json!({"ref": id, "mode": "grep", "pattern": "error", "context": 0}),
+        )
+        .unwrap();
+    assert_eq!(out.content, "     3\terror: boom\n");
+    let err = w
+        .run(&RetrieveToolResult, json!({"ref": foreign}))
+        .unwrap_err();
+    assert!(err.message.contains("another session"), "{}", err.message);
+    assert!(
+        w.run(&RetrieveToolResult, json!({"ref": "../../x"}))
+            .is_err()
+    );
+}
+
+#[test]
+fn tool_search_activates_deferred_tools() {
+    let w = ws();
+    let err = w.run(&ToolSearch, json!({"query": "x"})).unwrap_err();
+    assert_eq!(
+        err.category,
+        ErrorCategory::Unavailable,
+        "no deferred tools among the built-ins"
+    );
+}

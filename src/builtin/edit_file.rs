@@ -1,0 +1,131 @@
+//! `edit_file`: replace a unique piece of text in a file the session has read.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{atomic::write_atomic, parse_input, workspace};
+use crate::tool::{Capability, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
+
+/// Replaces `search` with `replace` in one file.
+#[derive(Debug, Default)]
+pub struct EditFile;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    path: String,
+    search: String,
+    replace: String,
+    #[serde(default)]
+    replace_all: bool,
+}
+
+impl Tool for EditFile {
+    fn name(&self) -> &str {
+        "edit_file"
+    }
+    fn description(&self) -> &str {
+        "Replace an exact piece of text in a file you have read in this session. The text must occur exactly once unless replace_all is true; include surrounding lines to make it unique."
+    }
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path, relative to the workspace root"},
+                "search": {"type": "string", "minLength": 1, "description": "Exact text to find"},
+                "replace": {"type": "string", "description": "Text to put in its place"},
+                "replace_all": {"type": "boolean", "description": "Replace every occurrence"}
+            },
+            "required": ["path", "search", "replace"],
+            "additionalProperties": false
+        })
+    }
+    fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let input: Input = parse_input(input)?;
+            let path = workspace::confine(&ctx.workspace, &input.path, "path")?;
+            let shown = workspace::display(&ctx.workspace, &path);
+            let meta = std::fs::metadata(&path)
+                .map_err(|e| ToolError::invalid("path", format!("cannot edit `{shown}`: {e}")))?;
+            let modified = meta
+                .modified()
+                .map_err(|e| ToolError::tool(format!("cannot stat `{shown}`: {e}")))?;
+            match ctx.services.file_read_state(&path) {
+                None => {
+                    return Err(ToolError::invalid(
+                        "path",
+                        format!(
+                            "`{shown}` has not been read in this session; read it with read_file before editing it"
+                        ),
+                    ));
+                }
+                Some(seen) if seen != modified => {
+                    return Err(ToolError::invalid(
+                        "path",
+                        format!(
+                            "`{shown}` changed since you read it; read it again before editing it"
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?;
+            let starts: Vec<usize> = text.match_indices(&input.search).map(|(i, _)| i).collect();
+            if starts.is_empty() {
+                return Err(ToolError::invalid(
+                    "search",
+                    format!(
+                        "the search text was not found in `{shown}`; read the file again and copy the text exactly"
+                    ),
+                ));
+            }
+            if starts.len() > 1 && !input.replace_all {
+                let lines: Vec<String> = starts
+                    .iter()
+                    .map(|i| (text[..*i].matches('\n').count() + 1).to_string())
+                    .collect();
+                return Err(ToolError::invalid(
+                    "search",
+                    format!(
+                        "the search text occurs {} times in `{shown}` (lines {}); include more surrounding text to make it unique, or set replace_all",
+                        starts.len(),
+                        lines.join(", ")
+                    ),
+                ));
+            }
+            let new_text = if input.replace_all {
+                text.replace(&input.search, &input.replace)
+            } else {
+                text.replacen(&input.search, &input.replace, 1)
+            };
+            let modified = write_atomic(&path, new_text.as_bytes(), &shown)?;
+            ctx.services.record_file_state(&path, modified);
+            Ok(ToolOutput::text(format!(
+                "Edited `{shown}`: {} replacement(s).",
+                starts.len()
+            )))
+        })
+    }
+}
+
+impl ToolSpec for EditFile {
+    fn capabilities(&self) -> &[Capability] {
+        &[Capability::WritesFiles]
+    }
+    fn approval_key(&self, input: &Value) -> String {
+        format!(
+            "write_file:{}",
+            input.get("path").and_then(Value::as_str).unwrap_or("")
+        )
+    }
+    fn field_aliases(&self) -> &[(&'static str, &'static str)] {
+        &[
+            ("old_string", "search"),
+            ("new_string", "replace"),
+            ("old_str", "search"),
+            ("new_str", "replace"),
+            ("file_path", "path"),
+        ]
+    }
+}

@@ -1,0 +1,111 @@
+//! `grep_files`: a regex over the workspace, honoring .gitignore.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{parse_input, workspace};
+use crate::tool::{Capability, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
+
+/// Searches file contents with a regular expression.
+#[derive(Debug, Default)]
+pub struct GrepFiles;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    case_insensitive: bool,
+}
+
+impl Tool for GrepFiles {
+    fn name(&self) -> &str {
+        "grep_files"
+    }
+    fn description(&self) -> &str {
+        "Search the workspace's files for a regular expression (files ignored by .gitignore are skipped). Returns file:line:text for each match."
+    }
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "Regular expression (Rust regex syntax)"},
+                "path": {"type": "string", "description": "Folder or file to search, relative to the workspace root"},
+                "case_insensitive": {"type": "boolean"}
+            },
+            "required": ["pattern"],
+            "additionalProperties": false
+        })
+    }
+    fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let input: Input = parse_input(input)?;
+            let re = regex::RegexBuilder::new(&input.pattern)
+                .case_insensitive(input.case_insensitive)
+                .build()
+                .map_err(|e| {
+                    ToolError::invalid("pattern", format!("invalid regular expression: {e}"))
+                })?;
+            let root =
+                workspace::confine(&ctx.workspace, input.path.as_deref().unwrap_or("."), "path")?;
+            let cfg = &ctx.config.grep_files;
+            let mut out = Vec::new();
+            let mut more = false;
+            // The walk reads files synchronously; searches are bounded by max_matches.
+            'walk: for entry in ignore::WalkBuilder::new(&root)
+                .hidden(false)
+                .git_ignore(true)
+                .require_git(false)
+                .build()
+                .flatten()
+            {
+                if !entry.file_type().is_some_and(|t| t.is_file()) {
+                    continue;
+                }
+                let Ok(bytes) = std::fs::read(entry.path()) else {
+                    continue;
+                };
+                if bytes[..bytes.len().min(8192)].contains(&0) {
+                    continue;
+                }
+                let text = String::from_utf8_lossy(&bytes);
+                let shown = workspace::display(&ctx.workspace, entry.path());
+                for (n, line) in text.lines().enumerate() {
+                    if re.is_match(line) {
+                        if out.len() >= cfg.max_matches {
+                            more = true;
+                            break 'walk;
+                        }
+                        let line: String = line.chars().take(cfg.max_line_chars).collect();
+                        out.push(format!("{shown}:{}:{line}", n + 1));
+                    }
+                }
+            }
+            if out.is_empty() {
+                return Ok(ToolOutput::text(format!(
+                    "no match for `{}`",
+                    input.pattern
+                )));
+            }
+            let mut text = out.join("\n");
+            if more {
+                text.push_str(&format!(
+                    "\n[stopped at {} matches; narrow the pattern or the path]",
+                    cfg.max_matches
+                ));
+            }
+            Ok(ToolOutput::text(text))
+        })
+    }
+}
+
+impl ToolSpec for GrepFiles {
+    fn capabilities(&self) -> &[Capability] {
+        &[Capability::ReadOnly]
+    }
+    fn supports_parallel(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,80 @@
+//! `write_file`: create or replace a file, atomically.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{atomic::write_atomic, parse_input, workspace};
+use crate::tool::{Capability, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec};
+
+/// Writes a whole file (temp file + rename), creating parent folders.
+#[derive(Debug, Default)]
+pub struct WriteFile;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    path: String,
+    content: String,
+}
+
+impl Tool for WriteFile {
+    fn name(&self) -> &str {
+        "write_file"
+    }
+    fn description(&self) -> &str {
+        "Create a file or replace its whole content. Parent folders are created. Prefer edit_file to change part of an existing file."
+    }
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path, relative to the workspace root"},
+                "content": {"type": "string", "description": "The complete new content"}
+            },
+            "required": ["path", "content"],
+            "additionalProperties": false
+        })
+    }
+    fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let input: Input = parse_input(input)?;
+            let path = workspace::confine(&ctx.workspace, &input.path, "path")?;
+            let shown = workspace::display(&ctx.workspace, &path);
+            if path.is_dir() {
+                return Err(crate::tool::ToolError::invalid(
+                    "path",
+                    format!("`{shown}` is a folder"),
+                ));
+            }
+            let existed = path.exists();
+            let modified = write_atomic(&path, input.content.as_bytes(), &shown)?;
+            ctx.services.record_file_state(&path, modified);
+            let verb = if existed { "Replaced" } else { "Created" };
+            Ok(ToolOutput::text(format!(
+                "{verb} `{shown}` ({} bytes, {} lines).",
+                input.content.len(),
+                input.content.lines().count()
+            )))
+        })
+    }
+}
+
+impl ToolSpec for WriteFile {
+    fn capabilities(&self) -> &[Capability] {
+        &[Capability::WritesFiles]
+    }
+    fn approval_key(&self, input: &Value) -> String {
+        // Approval for the session covers later writes to the same path.
+        format!(
+            "write_file:{}",
+            input.get("path").and_then(Value::as_str).unwrap_or("")
+        )
+    }
+    fn field_aliases(&self) -> &[(&'static str, &'static str)] {
+        &[
+            ("file_path", "path"),
+            ("text", "content"),
+            ("contents", "content"),
+        ]
+    }
+}

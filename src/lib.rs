@@ -21,6 +21,7 @@ pub mod config;
 pub mod event;
 pub mod forgery;
 pub mod notice;
+pub mod observe;
 pub mod output;
 pub mod plan;
 pub mod registry;

@@ -197,6 +197,10 @@ pub struct ExecutionConfig {
     pub call_timeout_ms: u64,
     /// Start eligible calls before the stream ends.
     pub speculative_start: bool,
+    /// Worker threads (0 = one per core).
+    pub workers: usize,
+    /// Approval wait before treating silence as rejection (ms, 0 = forever).
+    pub approval_timeout_ms: u64,
 }
 
 /// `[shell]`.

@@ -6,9 +6,11 @@
 //! read it back in slices.
 
 mod envelope;
+mod finish;
 mod overflow;
 mod truncate;
 
 pub use envelope::{random_hex, wrap_external};
+pub use finish::{FinishContext, Finished, Overflow, finish_call};
 pub use overflow::{OverflowError, OverflowStore, Slice};
 pub use truncate::{Budget, Truncated, truncate};

@@ -71,6 +71,14 @@ impl ToolError {
         }
     }
 
+    /// The category's name as it appears in results (`invalid_input`, …).
+    pub fn category_name(&self) -> String {
+        serde_json::to_value(self.category)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
     /// The text handed back to the model: the message, then a JSON line with the category,
     /// the field and whether anything started, which agents parse to decide what to do.
     pub fn to_model_text(&self) -> String {

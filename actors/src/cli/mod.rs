@@ -1,6 +1,7 @@
 //! Command-line parsing and the subcommands.
 
 mod catalog;
+mod replay;
 mod search;
 
 use std::path::PathBuf;
@@ -33,6 +34,27 @@ pub enum LogFormat {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Feed recorded model responses through the full pipeline and print each event.
+    Replay {
+        /// Config file overlaying the built-in defaults.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// auto | anthropic | openai-chat | openai-responses | gemini.
+        #[arg(long, default_value = "auto")]
+        dialect: String,
+        /// Workspace root for file tools (default: the current folder).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Answer every approval request: all (approve) or none (reject).
+        #[arg(long)]
+        approve: Option<String>,
+        /// jsonl (default when stdout is not a terminal) or pretty.
+        #[arg(long)]
+        format: Option<String>,
+        /// Recorded responses, one round (or several messages) each; `-` reads stdin.
+        #[arg(required = true)]
+        files: Vec<String>,
+    },
     /// Print the model-facing tool catalog.
     Catalog {
         /// Config file overlaying the built-in defaults.
@@ -88,6 +110,21 @@ pub enum CliError {
 /// Runs the chosen subcommand.
 pub fn run(args: Cli) -> Result<(), CliError> {
     match args.command {
+        Command::Replay {
+            config,
+            dialect,
+            workspace,
+            approve,
+            format,
+            files,
+        } => replay::run(replay::ReplayArgs {
+            config,
+            dialect,
+            workspace,
+            approve,
+            format,
+            files,
+        }),
         Command::Catalog { config, format } => catalog::run(config.as_deref(), &format),
         Command::Search {
             config,

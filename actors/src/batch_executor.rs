@@ -1,0 +1,310 @@
+//! The BatchExecutor stage: runs batches (concurrently or one at a time) under the session's
+//! read/write gate, with timeouts, cancellation and panic containment per call.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use futures::FutureExt;
+use futures::stream::{FuturesUnordered, StreamExt};
+use serde_json::Value;
+use tokio::sync::{RwLock, oneshot};
+use toolslot::event::PipelineEvent;
+use toolslot::tool::{ErrorCategory, ToolContext, ToolError, ToolOutput, ToolSpec};
+
+use crate::session::{SessionShared, Stage};
+use crate::stage::{StageError, guarded};
+
+tokio::task_local! {
+    /// The session whose tool is running on this task: a tool that calls tools of its own
+    /// session (re-entrancy) skips the gate instead of waiting on itself.
+    static IN_TOOL: String;
+}
+
+/// A call ready to run.
+#[derive(Clone)]
+pub struct ExecCall {
+    /// Index in the response.
+    pub index: usize,
+    /// Provider id.
+    pub id: String,
+    /// Resolved name.
+    pub name: String,
+    /// Arguments.
+    pub input: Value,
+    /// The tool.
+    pub tool: Arc<dyn ToolSpec>,
+    /// May share the gate with other parallel calls.
+    pub parallel: bool,
+}
+
+/// How a call ended.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Index in the response.
+    pub index: usize,
+    /// The tool's output, or why there is none.
+    pub result: Result<ToolOutput, ToolError>,
+    /// Wall time from start to end (0 when it never started).
+    pub duration_ms: u64,
+}
+
+/// Start a call before the stream has ended.
+#[derive(Message)]
+#[rtype(result = "Result<(), StageError>")]
+pub struct Speculate(pub ExecCall);
+
+/// Run one batch; one outcome per call, in the calls' order.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<Outcome>, StageError>")]
+pub struct RunBatch {
+    /// The calls.
+    pub calls: Vec<ExecCall>,
+    /// Run them concurrently.
+    pub concurrent: bool,
+}
+
+/// The round ended: forget its speculative starts.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct EndRound;
+
+/// Owns the session's gate and the round's speculative starts.
+pub struct BatchExecutorActor {
+    shared: Arc<SessionShared>,
+    gate: Arc<RwLock<()>>,
+    speculative: HashMap<usize, oneshot::Receiver<Outcome>>,
+}
+
+impl BatchExecutorActor {
+    /// A stage for `shared`'s session.
+    pub fn new(shared: Arc<SessionShared>) -> Self {
+        Self {
+            shared,
+            gate: Arc::new(RwLock::new(())),
+            speculative: HashMap::new(),
+        }
+    }
+}
+
+impl Actor for BatchExecutorActor {
+    type Context = Context<Self>;
+}
+
+impl Supervised for BatchExecutorActor {
+    fn restarting(&mut self, _ctx: &mut Context<Self>) {
+        // Speculative calls already running finish on their own; their receivers go, so the
+        // round reports their outcome as unknown rather than waiting on a dead handle.
+        self.speculative.clear();
+        self.shared.restarted(Stage::BatchExecutor);
+    }
+}
+
+/// Runs one call: gate, `call_started`, timeout, cancellation, panic containment.
+///
+/// # Cancel safety
+/// Dropping the future drops the tool's future, which abandons the call; the gate is
+/// released with it.
+pub async fn execute(
+    shared: Arc<SessionShared>,
+    gate: Arc<RwLock<()>>,
+    call: ExecCall,
+    speculative: bool,
+) -> Outcome {
+    let index = call.index;
+    if shared.is_cancelled() {
+        return Outcome {
+            index,
+            result: Err(cancelled_before()),
+            duration_ms: 0,
+        };
+    }
+    let reentrant = IN_TOOL.try_with(|s| *s == shared.id).unwrap_or(false);
+    // Parallel-safe calls share the gate; anything else has it alone.
+    let _slot = match (reentrant, call.parallel) {
+        (true, _) => Slot::Reentrant,
+        (false, true) => Slot::Shared {
+            _held: gate.read_owned().await,
+        },
+        (false, false) => Slot::Exclusive {
+            _held: gate.write_owned().await,
+        },
+    };
+    if shared.is_cancelled() {
+        return Outcome {
+            index,
+            result: Err(cancelled_before()),
+            duration_ms: 0,
+        };
+    }
+    shared.emit(PipelineEvent::CallStarted {
+        index,
+        id: call.id.clone(),
+        name: call.name.clone(),
+        input: call.input.clone(),
+        speculative,
+    });
+    let ctx = ToolContext {
+        session_id: shared.id.clone(),
+        workspace: shared.workspace.clone(),
+        call_id: call.id.clone(),
+        index,
+        config: Arc::clone(&shared.config),
+        services: shared.memory.clone(),
+    };
+    let started = Instant::now();
+    let timeout_ms = shared.config.execution.call_timeout_ms;
+    let tool = Arc::clone(&call.tool);
+    let input = call.input.clone();
+    let run = IN_TOOL.scope(shared.id.clone(), async move {
+        AssertUnwindSafe(tool.run(input, &ctx)).catch_unwind().await
+    });
+    let mut cancel = shared.cancel.subscribe();
+    let timed = async {
+        if timeout_ms == 0 {
+            Ok(run.await)
+        } else {
+            tokio::time::timeout(Duration::from_millis(timeout_ms), run).await
+        }
+    };
+    let result = tokio::select! {
+        r = timed => match r {
+            Ok(Ok(result)) => result,
+            Ok(Err(panic)) => {
+                let what = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
+                tracing::error!(session = %shared.id, tool = %call.name, %what, "tool panicked");
+                Err(ToolError::tool(format!("`{}` failed internally (it panicked: {what}); its outcome is unknown. Do not assume it took effect.", call.name)))
+            }
+            Err(_) => Err(ToolError {
+                category: ErrorCategory::Timeout,
+                message: format!("`{}` did not finish within {timeout_ms} ms and was stopped; its outcome is unknown.", call.name),
+                field: None,
+                started: true,
+            }),
+        },
+        _ = cancel.wait_for(|c| *c) => Err(ToolError {
+            category: ErrorCategory::Cancelled,
+            message: format!("Cancelled: the host cancelled this round while `{}` was running; it was stopped and its outcome is unknown. This was not a user interrupt of your request.", call.name),
+            field: None,
+            started: true,
+        }),
+    };
+    Outcome {
+        index,
+        result,
+        duration_ms: started.elapsed().as_millis() as u64,
+    }
+}
+
+/// A held place in the session's gate (released on drop).
+enum Slot {
+    Reentrant,
+    Shared {
+        _held: tokio::sync::OwnedRwLockReadGuard<()>,
+    },
+    Exclusive {
+        _held: tokio::sync::OwnedRwLockWriteGuard<()>,
+    },
+}
+
+fn cancelled_before() -> ToolError {
+    ToolError::refused(
+        ErrorCategory::Cancelled,
+        "Cancelled: the host cancelled this round before the call started; nothing was run.",
+    )
+}
+
+impl Handler<Speculate> for BatchExecutorActor {
+    type Result = Result<(), StageError>;
+    fn handle(&mut self, msg: Speculate, ctx: &mut Context<Self>) -> Self::Result {
+        guarded::<Self, _>(Stage::BatchExecutor, ctx, || {
+            self.shared.trip(Stage::BatchExecutor)
+        })?;
+        let (tx, rx) = oneshot::channel();
+        let index = msg.0.index;
+        let fut = execute(
+            Arc::clone(&self.shared),
+            Arc::clone(&self.gate),
+            msg.0,
+            true,
+        );
+        actix::spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        self.speculative.insert(index, rx);
+        Ok(())
+    }
+}
+
+impl Handler<RunBatch> for BatchExecutorActor {
+    type Result = ResponseFuture<Result<Vec<Outcome>, StageError>>;
+    fn handle(&mut self, msg: RunBatch, ctx: &mut Context<Self>) -> Self::Result {
+        if let Err(e) = guarded::<Self, _>(Stage::BatchExecutor, ctx, || {
+            self.shared.trip(Stage::BatchExecutor)
+        }) {
+            return Box::pin(async move { Err(e) });
+        }
+        let shared = Arc::clone(&self.shared);
+        let gate = Arc::clone(&self.gate);
+        // Calls started speculatively are awaited, not run again.
+        let jobs: Vec<_> = msg
+            .calls
+            .into_iter()
+            .map(|call| match self.speculative.remove(&call.index) {
+                Some(rx) => Job::Started(call.index, call.name, rx),
+                None => Job::Run(call),
+            })
+            .collect();
+        Box::pin(async move {
+            let n = jobs.len();
+            let mut slots: Vec<Option<Outcome>> = (0..n).map(|_| None).collect();
+            if msg.concurrent {
+                let mut running: FuturesUnordered<_> = jobs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(slot, job)| {
+                        job.run(Arc::clone(&shared), Arc::clone(&gate))
+                            .map(move |o| (slot, o))
+                    })
+                    .collect();
+                while let Some((slot, outcome)) = running.next().await {
+                    slots[slot] = Some(outcome);
+                }
+            } else {
+                for (slot, job) in jobs.into_iter().enumerate() {
+                    slots[slot] = Some(job.run(Arc::clone(&shared), Arc::clone(&gate)).await);
+                }
+            }
+            Ok(slots.into_iter().flatten().collect())
+        })
+    }
+}
+
+impl Handler<EndRound> for BatchExecutorActor {
+    type Result = ();
+    fn handle(&mut self, _msg: EndRound, _ctx: &mut Context<Self>) {
+        self.speculative.clear();
+    }
+}
+
+enum Job {
+    Run(ExecCall),
+    Started(usize, String, oneshot::Receiver<Outcome>),
+}
+
+impl Job {
+    async fn run(self, shared: Arc<SessionShared>, gate: Arc<RwLock<()>>) -> Outcome {
+        match self {
+            Job::Run(call) => execute(shared, gate, call, false).await,
+            Job::Started(index, name, rx) => rx.await.unwrap_or_else(|_| Outcome {
+                index,
+                result: Err(ToolError::tool(format!(
+                    "`{name}` was started early and its executor failed; its outcome is unknown."
+                ))),
+                duration_ms: 0,
+            }),
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! `toolslot replay`: recorded model responses through the full pipeline.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::Stream;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use toolslot::config::Config;
+use toolslot::event::PipelineEvent;
+use toolslot::registry::RegistryBuilder;
+use toolslot::stream::Dialect;
+use toolslot_actors::{Dispatcher, HostDecision, RoundInput, SessionOptions};
+
+use super::CliError;
+
+/// Options of `replay`, validated.
+pub struct ReplayArgs {
+    pub config: Option<PathBuf>,
+    pub dialect: String,
+    pub workspace: Option<PathBuf>,
+    pub approve: Option<String>,
+    pub format: Option<String>,
+    pub files: Vec<String>,
+}
+
+/// How approval requests are answered.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Answerer {
+    All,
+    None,
+    Prompt,
+}
+
+pub fn run(args: ReplayArgs) -> Result<(), CliError> {
+    let cfg = Arc::new(Config::load(args.config.as_deref())?);
+    let dialect = match args.dialect.as_str() {
+        "auto" => None,
+        d => Some(d.parse::<Dialect>().map_err(CliError::Usage)?),
+    };
+    let answerer = match args.approve.as_deref() {
+        Some("all") => Answerer::All,
+        Some("none") => Answerer::None,
+        Some(other) => {
+            return Err(CliError::Usage(format!(
+                "--approve takes all or none, not `{other}`"
+            )));
+        }
+        None => Answerer::Prompt,
+    };
+    let pretty = match args.format.as_deref() {
+        Some("pretty") => true,
+        Some("jsonl") => false,
+        Some(other) => {
+            return Err(CliError::Usage(format!(
+                "--format takes jsonl or pretty, not `{other}`"
+            )));
+        }
+        None => std::io::stdout().is_terminal(),
+    };
+    if args.files.is_empty() {
+        return Err(CliError::Usage(
+            "replay needs at least one FILE (or - for stdin)".into(),
+        ));
+    }
+    // Unusable input is refused before anything runs.
+    for f in &args.files {
+        if f != "-" && std::fs::metadata(f).map(|m| !m.is_file()).unwrap_or(true) {
+            return Err(CliError::Io(format!(
+                "cannot read `{f}`: not a readable file"
+            )));
+        }
+    }
+    let workspace = args.workspace.unwrap_or_else(|| PathBuf::from("."));
+    if !workspace.is_dir() {
+        return Err(CliError::Usage(format!(
+            "--workspace `{}` is not a folder",
+            workspace.display()
+        )));
+    }
+    let registry = Arc::new(
+        RegistryBuilder::new(Arc::clone(&cfg))
+            .with_builtins()
+            .build(),
+    );
+    let system = actix_rt::System::new();
+    system.block_on(async move {
+        let dispatcher = Dispatcher::new(cfg, registry);
+        for notice in dispatcher.registry().notices() {
+            print_event(&PipelineEvent::Notice(notice.clone()), pretty)?;
+        }
+        let session = dispatcher.open_session(SessionOptions { workspace: Some(workspace), approval_mode: None, dialect });
+        let can_prompt = answerer == Answerer::Prompt && std::io::stdin().is_terminal() && !args.files.iter().any(|f| f == "-");
+        for file in &args.files {
+            let input = open_input(file).await?;
+            let mut events = dispatcher.submit_round(&session, RoundInput::Bytes(input)).map_err(|e| CliError::Io(e.to_string()))?;
+            while let Some(event) = events.recv().await {
+                print_event(&event, pretty)?;
+                if let PipelineEvent::ApprovalRequired { index, name, input, .. } = &event {
+                    let decision = match answerer {
+                        Answerer::All => HostDecision::Approve,
+                        Answerer::None => HostDecision::Reject,
+                        Answerer::Prompt if can_prompt => prompt(*index, name, input),
+                        Answerer::Prompt => {
+                            eprintln!("toolslot: call {index} (`{name}`) needs approval and there is no terminal to ask; rejected (use --approve all|none)");
+                            HostDecision::Reject
+                        }
+                    };
+                    // The request may have been answered already (cancelled); nothing to do then.
+                    let _ = dispatcher.answer_approval(&session, *index, decision).await;
+                }
+            }
+        }
+        let _ = dispatcher.close_session(&session);
+        Ok::<(), CliError>(())
+    })
+}
+
+fn prompt(index: usize, name: &str, input: &serde_json::Value) -> HostDecision {
+    eprint!("approve call {index}: {name} {input}? [y]es / [s]ession / [N]o: ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    match line.trim().to_lowercase().as_str() {
+        "y" | "yes" => HostDecision::Approve,
+        "s" | "session" => HostDecision::ApproveForSession,
+        _ => HostDecision::Reject,
+    }
+}
+
+fn print_event(event: &PipelineEvent, pretty: bool) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    let line = if pretty {
+        pretty_line(event)
+    } else {
+        serde_json::to_string(event).map_err(|e| CliError::Io(e.to_string()))?
+    };
+    // Each event goes out the moment it happens: a host piping a live stream sees calls
+    // start and finish before the stream ends.
+    writeln!(out, "{line}")
+        .and_then(|_| out.flush())
+        .map_err(|e| CliError::Io(format!("writing stdout: {e}")))
+}
+
+fn pretty_line(event: &PipelineEvent) -> String {
+    match event {
+        PipelineEvent::Notice(n) => format!(
+            "notice   {:?}{}: {}",
+            n.kind,
+            n.index.map(|i| format!(" #{i}")).unwrap_or_default(),
+            n.message
+        ),
+        PipelineEvent::CallAssembled {
+            index,
+            name,
+            input,
+            repair,
+            ..
+        } => {
+            format!(
+                "assembled #{index} {name} {input} repair={}",
+                serde_json::to_string(repair).unwrap_or_default()
+            )
+        }
+        PipelineEvent::CallStarted {
+            index,
+            name,
+            speculative,
+            ..
+        } => format!(
+            "started  #{index} {name}{}",
+            if *speculative { " (speculative)" } else { "" }
+        ),
+        PipelineEvent::ApprovalRequired {
+            index,
+            name,
+            requirement,
+            ..
+        } => format!("approval #{index} {name} ({requirement:?})"),
+        PipelineEvent::ApprovalDecided {
+            index, decision, ..
+        } => format!("decided  #{index} {decision:?}"),
+        PipelineEvent::CallFinished {
+            index,
+            name,
+            is_error,
+            duration_ms,
+            ..
+        } => format!("finished #{index} {name} error={is_error} {duration_ms}ms"),
+        PipelineEvent::RoundComplete {
+            stop_reason,
+            text,
+            results,
+        } => {
+            let mut s = format!("round complete ({stop_reason:?}): {}", text.trim());
+            for r in results {
+                let first = r.content.lines().next().unwrap_or("");
+                s.push_str(&format!(
+                    "\n  result #{} {} error={}: {first}",
+                    r.index, r.name, r.is_error
+                ));
+            }
+            s
+        }
+    }
+}
+
+type ByteStream = std::pin::Pin<Box<dyn Stream<Item = Result<Vec<u8>, std::io::Error>> + Send>>;
+
+/// Opens a recording as an incremental byte stream. `.jsonl` recordings (data payloads only,
+/// one a line) are framed as SSE on the fly.
+async fn open_input(file: &str) -> Result<ByteStream, CliError> {
+    let jsonl = Path::new(file).extension().is_some_and(|e| e == "jsonl");
+    let reader: Box<dyn AsyncRead + Unpin + Send> = if file == "-" {
+        Box::new(tokio::io::stdin())
+    } else {
+        Box::new(
+            tokio::fs::File::open(file)
+                .await
+                .map_err(|e| CliError::Io(format!("cannot read `{file}`: {e}")))?,
+        )
+    };
+    let stream = futures::stream::unfold(
+        (reader, Vec::new(), false),
+        move |(mut reader, mut carry, done)| async move {
+            if done {
+                return None;
+            }
+            let mut buf = vec![0u8; 64 * 1024];
+            match reader.read(&mut buf).await {
+                Ok(0) => {
+                    if jsonl && !carry.is_empty() {
+                        let framed = toolslot::stream::sse::frame_data_lines(&carry);
+                        return Some((Ok(framed), (reader, Vec::new(), true)));
+                    }
+                    None
+                }
+                Ok(n) => {
+                    buf.truncate(n);
+                    if !jsonl {
+                        return Some((Ok(buf), (reader, carry, false)));
+                    }
+                    carry.extend_from_slice(&buf);
+                    let cut = carry.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
+                    let rest = carry.split_off(cut);
+                    Some((
+                        Ok(toolslot::stream::sse::frame_data_lines(&carry)),
+                        (reader, rest, false),
+                    ))
+                }
+                Err(e) => Some((Err(e), (reader, Vec::new(), true))),
+            }
+        },
+    );
+    Ok(Box::pin(stream))
+}

@@ -1,0 +1,364 @@
+//! The Dispatcher: the one handle a host holds.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use actix::{Arbiter, Supervisor};
+use actix_rt::ArbiterHandle;
+use tokio::sync::{broadcast, mpsc};
+use toolslot::config::Config;
+use toolslot::event::PipelineEvent;
+use toolslot::output::{OverflowStore, random_hex};
+use toolslot::registry::{Catalog, Registry};
+use toolslot::tool::ToolMetadata;
+
+use crate::approval::{Answer, ApprovalActor, DropPending, HostDecision};
+use crate::batch_executor::BatchExecutorActor;
+use crate::planner::{PlannerActor, Resume};
+use crate::post_processor::PostProcessorActor;
+use crate::round::{RoundInput, Stages, run_submission};
+use crate::session::{SessionOptions, SessionShared, Stage};
+use crate::stream_assembler::StreamAssemblerActor;
+
+/// Why a Dispatcher call was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DispatchError {
+    /// No open session has that id.
+    #[error("no open session `{0}`")]
+    UnknownSession(String),
+    /// The session is already running a round.
+    #[error("session `{0}` is already running a round")]
+    RoundRunning(String),
+    /// No approval waits for that call.
+    #[error("no approval is waiting for call {index} in session `{session}`")]
+    NotWaiting {
+        /// The session.
+        session: String,
+        /// The call.
+        index: usize,
+    },
+    /// The session's stages are gone (the system is shutting down).
+    #[error("session `{0}` is shutting down")]
+    Gone(String),
+    /// Too many sessions are open.
+    #[error("too many open sessions ({0}); close one first")]
+    TooManySessions(usize),
+}
+
+struct SessionHandle {
+    shared: Arc<SessionShared>,
+    stages: Stages,
+    arbiter: ArbiterHandle,
+}
+
+struct Inner {
+    config: Arc<Config>,
+    registry: Arc<Registry>,
+    overflow: Arc<OverflowStore>,
+    workers: Vec<ArbiterHandle>,
+    /// Kept so worker threads live as long as the Dispatcher.
+    _arbiters: Vec<Arbiter>,
+    next_worker: AtomicUsize,
+    sessions: Mutex<HashMap<String, Arc<SessionHandle>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for a in &self._arbiters {
+            a.stop();
+        }
+    }
+}
+
+/// The handle a host holds: open sessions, submit rounds, receive events, answer approvals.
+/// Cheap to clone. Must be created inside an actix `System`.
+#[derive(Clone)]
+pub struct Dispatcher {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("workers", &self.inner.workers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dispatcher {
+    /// A dispatcher over `registry`. Sessions are spread over `execution.workers` worker
+    /// threads (0: one per core); saved outputs older than the retention are removed now.
+    pub fn new(config: Arc<Config>, registry: Arc<Registry>) -> Self {
+        let overflow = Arc::new(OverflowStore::new(config.overflow.dir_path()));
+        let removed = overflow.remove_older_than(config.overflow.retention_days);
+        if removed > 0 {
+            tracing::info!(removed, "expired saved outputs removed");
+        }
+        let n = match config.execution.workers {
+            0 => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            n => n,
+        };
+        let arbiters: Vec<Arbiter> = (0..n).map(|_| Arbiter::new()).collect();
+        let workers = arbiters.iter().map(Arbiter::handle).collect();
+        Self {
+            inner: Arc::new(Inner {
+                config,
+                registry,
+                overflow,
+                workers,
+                _arbiters: arbiters,
+                next_worker: AtomicUsize::new(0),
+                sessions: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Arc<Config> {
+        &self.inner.config
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.inner.registry
+    }
+
+    /// Metadata snapshots of every tool, sorted by name.
+    pub fn metadata(&self) -> Vec<ToolMetadata> {
+        self.inner.registry.metadata()
+    }
+
+    /// Number of open sessions.
+    pub fn session_count(&self) -> usize {
+        self.sessions().len()
+    }
+
+    /// Ids of the open sessions.
+    pub fn session_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.sessions().keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<SessionHandle>>> {
+        self.inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn session(&self, id: &str) -> Result<Arc<SessionHandle>, DispatchError> {
+        self.sessions()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| DispatchError::UnknownSession(id.to_string()))
+    }
+
+    /// Opens a session with an unguessable id (128 random bits) and starts its five stages,
+    /// each under a supervisor, on one worker thread.
+    pub fn open_session(&self, options: SessionOptions) -> String {
+        let id = random_hex(16);
+        let shared = Arc::new(SessionShared::new(
+            id.clone(),
+            Arc::clone(&self.inner.registry),
+            Arc::clone(&self.inner.config),
+            options,
+            Arc::clone(&self.inner.overflow),
+        ));
+        let i = self.inner.next_worker.fetch_add(1, Ordering::Relaxed) % self.inner.workers.len();
+        let arbiter = self.inner.workers[i].clone();
+        let s = Arc::clone(&shared);
+        let assembler =
+            Supervisor::start_in_arbiter(&arbiter, move |_| StreamAssemblerActor::new(s));
+        let s = Arc::clone(&shared);
+        let planner = Supervisor::start_in_arbiter(&arbiter, move |_| PlannerActor::new(s));
+        let s = Arc::clone(&shared);
+        let approval = Supervisor::start_in_arbiter(&arbiter, move |_| ApprovalActor::new(s));
+        let s = Arc::clone(&shared);
+        let executor = Supervisor::start_in_arbiter(&arbiter, move |_| BatchExecutorActor::new(s));
+        let s = Arc::clone(&shared);
+        let p = planner.clone();
+        let post = Supervisor::start_in_arbiter(&arbiter, move |_| PostProcessorActor::new(s, p));
+        let stages = Stages {
+            assembler,
+            planner,
+            approval,
+            executor,
+            post,
+        };
+        self.sessions().insert(
+            id.clone(),
+            Arc::new(SessionHandle {
+                shared,
+                stages,
+                arbiter,
+            }),
+        );
+        id
+    }
+
+    /// As [`Dispatcher::open_session`], refusing past `max` open sessions.
+    ///
+    /// # Errors
+    /// [`DispatchError::TooManySessions`].
+    pub fn open_session_limited(
+        &self,
+        options: SessionOptions,
+        max: usize,
+    ) -> Result<String, DispatchError> {
+        if max > 0 && self.session_count() >= max {
+            return Err(DispatchError::TooManySessions(max));
+        }
+        Ok(self.open_session(options))
+    }
+
+    /// Closes a session: its running round is cancelled and its stages stop.
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`].
+    pub fn close_session(&self, id: &str) -> Result<(), DispatchError> {
+        let handle = self
+            .sessions()
+            .remove(id)
+            .ok_or_else(|| DispatchError::UnknownSession(id.to_string()))?;
+        handle.shared.closed.store(true, Ordering::SeqCst);
+        let _ = handle.shared.cancel.send(true);
+        handle.stages.approval.do_send(DropPending);
+        Ok(())
+    }
+
+    /// Submits a round. Events stream on the returned receiver, the last being
+    /// `round_complete` (one per message in the submission); the receiver ends after it.
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`], or [`DispatchError::RoundRunning`] while a round
+    /// of the session is still running.
+    ///
+    /// # Cancel safety
+    /// Dropping the receiver does not stop the round; use [`Dispatcher::cancel_round`].
+    pub fn submit_round(
+        &self,
+        id: &str,
+        input: RoundInput,
+    ) -> Result<mpsc::UnboundedReceiver<PipelineEvent>, DispatchError> {
+        let handle = self.session(id)?;
+        if handle.shared.round_running.swap(true, Ordering::SeqCst) {
+            return Err(DispatchError::RoundRunning(id.to_string()));
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        handle.shared.set_sink(Some(tx));
+        let _ = handle.shared.cancel.send(false);
+        let shared = Arc::clone(&handle.shared);
+        let stages = handle.stages.clone();
+        let spawned = handle.arbiter.spawn(async move {
+            run_submission(stages, Arc::clone(&shared), input).await;
+            shared.set_sink(None);
+            shared.round_running.store(false, Ordering::SeqCst);
+        });
+        if !spawned {
+            handle.shared.set_sink(None);
+            handle.shared.round_running.store(false, Ordering::SeqCst);
+            return Err(DispatchError::Gone(id.to_string()));
+        }
+        Ok(rx)
+    }
+
+    /// Answers the approval request of call `index`.
+    ///
+    /// # Errors
+    /// [`DispatchError::NotWaiting`] when nothing waits for that call.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may lose the answer; the request then keeps waiting.
+    pub async fn answer_approval(
+        &self,
+        id: &str,
+        index: usize,
+        decision: HostDecision,
+    ) -> Result<(), DispatchError> {
+        let handle = self.session(id)?;
+        match handle
+            .stages
+            .approval
+            .send(Answer { index, decision })
+            .await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(DispatchError::NotWaiting {
+                session: id.to_string(),
+                index,
+            }),
+            Err(_) => Err(DispatchError::Gone(id.to_string())),
+        }
+    }
+
+    /// Cancels the session's running round: waiting approvals end as rejections, running
+    /// calls are stopped with a `cancelled` result, and the round still completes.
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`].
+    pub fn cancel_round(&self, id: &str) -> Result<(), DispatchError> {
+        let handle = self.session(id)?;
+        let _ = handle.shared.cancel.send(true);
+        handle.stages.approval.do_send(DropPending);
+        Ok(())
+    }
+
+    /// Resumes a session the loop guard paused.
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`] or [`DispatchError::Gone`].
+    ///
+    /// # Cancel safety
+    /// Dropping the future may leave the session paused.
+    pub async fn resume(&self, id: &str) -> Result<(), DispatchError> {
+        let handle = self.session(id)?;
+        handle
+            .stages
+            .planner
+            .send(Resume)
+            .await
+            .map_err(|_| DispatchError::Gone(id.to_string()))
+    }
+
+    /// Every event of the session from now on (for live UIs).
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`].
+    pub fn subscribe(&self, id: &str) -> Result<broadcast::Receiver<PipelineEvent>, DispatchError> {
+        Ok(self.session(id)?.shared.live.subscribe())
+    }
+
+    /// The session's current catalog (resident plus activated tools).
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`].
+    pub fn catalog(&self, id: &str) -> Result<Catalog, DispatchError> {
+        Ok(self.session(id)?.shared.memory.catalog())
+    }
+
+    /// Whether the session is running a round.
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`].
+    pub fn is_running(&self, id: &str) -> Result<bool, DispatchError> {
+        Ok(self
+            .session(id)?
+            .shared
+            .round_running
+            .load(Ordering::SeqCst))
+    }
+
+    /// Makes `stage` of the session panic on its next message, to test supervision.
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`].
+    #[doc(hidden)]
+    pub fn inject_fault(&self, id: &str, stage: Stage) -> Result<(), DispatchError> {
+        self.session(id)?.shared.inject_fault(stage);
+        Ok(())
+    }
+}

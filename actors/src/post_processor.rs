@@ -1,0 +1,156 @@
+//! The PostProcessor stage: observers, loop-guard accounting, output economics, envelopes,
+//! `call_finished`. A batch is post-processed before the next batch starts.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use serde_json::Value;
+use toolslot::event::{PipelineEvent, ToolResult};
+use toolslot::notice::NoticeKind;
+use toolslot::observe::{FileReadObserver, ResultObserver};
+use toolslot::output::{FinishContext, Overflow, finish_call};
+use toolslot::tool::{ToolError, ToolOutput};
+
+use crate::planner::{PlannerActor, RecordOutcome};
+use crate::session::{SessionShared, Stage};
+use crate::stage::{StageError, guarded};
+
+/// One call's outcome to post-process.
+#[derive(Debug)]
+pub struct PostItem {
+    /// Index in the response.
+    pub index: usize,
+    /// Provider id.
+    pub id: String,
+    /// Resolved name.
+    pub name: String,
+    /// Arguments.
+    pub input: Value,
+    /// What happened.
+    pub result: Result<ToolOutput, ToolError>,
+    /// Wall time.
+    pub duration_ms: u64,
+    /// `Some(source)` when the content comes from outside (network and MCP tools).
+    pub external: Option<String>,
+}
+
+/// Post-process one batch, in index order.
+#[derive(Message)]
+#[rtype(result = "Result<Processed, StageError>")]
+pub struct Process(pub Vec<PostItem>);
+
+/// A post-processed batch.
+#[derive(Debug)]
+pub struct Processed {
+    /// One result per item, in order.
+    pub results: Vec<ToolResult>,
+    /// The loop guard paused the session during this batch.
+    pub paused: bool,
+}
+
+/// Owns the observers; tells the planner's loop guard how calls ended.
+pub struct PostProcessorActor {
+    shared: Arc<SessionShared>,
+    observers: Arc<Vec<Box<dyn ResultObserver>>>,
+    planner: Addr<PlannerActor>,
+}
+
+impl PostProcessorActor {
+    /// A stage for `shared`'s session, reporting outcomes to `planner`.
+    pub fn new(shared: Arc<SessionShared>, planner: Addr<PlannerActor>) -> Self {
+        Self {
+            shared,
+            observers: Arc::new(vec![Box::new(FileReadObserver)]),
+            planner,
+        }
+    }
+}
+
+impl Actor for PostProcessorActor {
+    type Context = Context<Self>;
+}
+
+impl Supervised for PostProcessorActor {
+    fn restarting(&mut self, _ctx: &mut Context<Self>) {
+        self.shared.restarted(Stage::PostProcessor);
+    }
+}
+
+impl Handler<Process> for PostProcessorActor {
+    type Result = ResponseFuture<Result<Processed, StageError>>;
+    fn handle(&mut self, msg: Process, ctx: &mut Context<Self>) -> Self::Result {
+        let shared = Arc::clone(&self.shared);
+        let observers = Arc::clone(&self.observers);
+        // The synchronous part (observers, truncation, overflow) runs inside the boundary.
+        let finished = guarded::<Self, _>(Stage::PostProcessor, ctx, || {
+            shared.trip(Stage::PostProcessor);
+            msg.0
+                .into_iter()
+                .map(|item| {
+                    if item.result.as_ref().is_ok_and(|o| !o.is_error) {
+                        for o in observers.iter() {
+                            o.observe(
+                                &item.name,
+                                &item.input,
+                                &shared.workspace,
+                                shared.memory.as_ref(),
+                            );
+                        }
+                    }
+                    let fctx = FinishContext {
+                        index: item.index,
+                        id: &item.id,
+                        name: &item.name,
+                        external: item.external.as_deref(),
+                        final_view: true,
+                    };
+                    let overflow = Overflow {
+                        store: shared.memory.overflow(),
+                        session: &shared.id,
+                    };
+                    (
+                        finish_call(fctx, item.result, &shared.config.output, Some(overflow)),
+                        item.duration_ms,
+                    )
+                })
+                .collect::<Vec<_>>()
+        });
+        let planner = self.planner.clone();
+        Box::pin(async move {
+            let finished = finished?;
+            let mut results = Vec::with_capacity(finished.len());
+            let mut paused = false;
+            for (mut f, duration_ms) in finished {
+                for n in f.notices.drain(..) {
+                    shared.notice(n);
+                }
+                // The loop guard lives in the planner; a lost answer only loses accounting.
+                if let Ok((notices, hint)) = planner
+                    .send(RecordOutcome {
+                        index: f.result.index,
+                        failed: f.failed,
+                    })
+                    .await
+                {
+                    for n in notices {
+                        paused |= n.kind == NoticeKind::LoopPaused;
+                        shared.notice(n);
+                    }
+                    if let Some(h) = hint {
+                        f.result.content.push_str("\n\n");
+                        f.result.content.push_str(&h);
+                    }
+                }
+                shared.emit(PipelineEvent::CallFinished {
+                    index: f.result.index,
+                    id: f.result.tool_use_id.clone(),
+                    name: f.result.name.clone(),
+                    is_error: f.result.is_error,
+                    duration_ms,
+                });
+                results.push(f.result);
+            }
+            Ok(Processed { results, paused })
+        })
+    }
+}

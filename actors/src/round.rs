@@ -1,0 +1,523 @@
+//! The round driver: moves one submission through the five stages and guarantees exactly one
+//! result per call, in index order, whatever fails.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use actix::Addr;
+use futures::{Stream, StreamExt};
+use toolslot::event::{ApprovalDecision, PipelineEvent, ToolResult};
+use toolslot::notice::{Notice, NoticeKind};
+use toolslot::output::{FinishContext, finish_call};
+use toolslot::plan::approval::Gate;
+use toolslot::plan::batches::plan_batches;
+use toolslot::plan::loop_guard::paused_error;
+use toolslot::plan::{Action, PlannedCall, RepairMark, parses_strictly};
+use toolslot::stream::{AssemblyEvent, RawCall, RoundEnd, StopReason, StreamEvent};
+use toolslot::tool::{Capability, ErrorCategory, ToolError, ToolSource};
+use tracing::Instrument;
+
+use crate::approval::{ApprovalActor, Decide};
+use crate::batch_executor::{BatchExecutorActor, EndRound, ExecCall, Outcome, RunBatch, Speculate};
+use crate::planner::{Plan, PlannerActor};
+use crate::post_processor::{PostItem, PostProcessorActor, Process};
+use crate::session::SessionShared;
+use crate::stream_assembler::{Feed, FeedEvents, Finish, StreamAssemblerActor};
+
+/// A session's five stages.
+#[derive(Clone)]
+pub struct Stages {
+    /// StreamAssembler.
+    pub assembler: Addr<StreamAssemblerActor>,
+    /// Planner.
+    pub planner: Addr<PlannerActor>,
+    /// Approval.
+    pub approval: Addr<ApprovalActor>,
+    /// BatchExecutor.
+    pub executor: Addr<BatchExecutorActor>,
+    /// PostProcessor.
+    pub post: Addr<PostProcessorActor>,
+}
+
+/// What a host submits as a round.
+pub enum RoundInput {
+    /// The provider's raw SSE bytes, as they arrive.
+    Bytes(std::pin::Pin<Box<dyn Stream<Item = Result<Vec<u8>, std::io::Error>> + Send>>),
+    /// Events the host already decoded.
+    Events(Vec<StreamEvent>),
+}
+
+#[derive(Default)]
+struct RoundState {
+    ready: BTreeMap<usize, RawCall>,
+    planned: Vec<PlannedCall>,
+    next: usize,
+    /// Every call so far may start early: a later call may only start early while this holds,
+    /// so nothing runs ahead of an earlier call that must wait.
+    leading_batch_open: bool,
+    speculated: Vec<usize>,
+}
+
+impl RoundState {
+    fn new() -> Self {
+        Self {
+            leading_batch_open: true,
+            ..Self::default()
+        }
+    }
+}
+
+/// Runs one submission (which may hold several rounds) to its end.
+pub async fn run_submission(stages: Stages, shared: Arc<SessionShared>, input: RoundInput) {
+    let span = tracing::info_span!("submission", session = %shared.id);
+    async move {
+        let mut round = RoundState::new();
+        let mut rounds_completed = 0usize;
+        match input {
+            RoundInput::Events(events) => {
+                let out = stages.assembler.send(FeedEvents(events)).await;
+                let mut events = flatten(&shared, out);
+                events.extend(flatten(&shared, stages.assembler.send(Finish).await));
+                for ev in events {
+                    handle(&stages, &shared, &mut round, ev, &mut rounds_completed).await;
+                }
+            }
+            RoundInput::Bytes(mut bytes) => loop {
+                let (events, done) = match bytes.next().await {
+                    Some(Ok(chunk)) => match stages.assembler.send(Feed(chunk)).await {
+                        Ok(Ok(events)) => (events, false),
+                        // The assembler died mid-stream: what follows cannot be decoded from
+                        // the middle, so the round ends with what was complete.
+                        _ => (assembler_failed(&stages, &shared).await, true),
+                    },
+                    Some(Err(e)) => {
+                        shared.notice(Notice::new(
+                            NoticeKind::StreamError,
+                            format!("reading the stream failed: {e}"),
+                        ));
+                        (flatten(&shared, stages.assembler.send(Finish).await), true)
+                    }
+                    None => (flatten(&shared, stages.assembler.send(Finish).await), true),
+                };
+                for ev in events {
+                    handle(&stages, &shared, &mut round, ev, &mut rounds_completed).await;
+                }
+                if done {
+                    break;
+                }
+            },
+        }
+        if rounds_completed == 0 {
+            // Every submission ends with a round_complete, even when the stage that should
+            // have produced it failed.
+            let end = RoundEnd {
+                text: String::new(),
+                stop_reason: StopReason::Other,
+                unfinished: Vec::new(),
+                call_count: round.next.max(round.ready.len()),
+                errors: Vec::new(),
+            };
+            complete_round(&stages, &shared, &mut round, end).await;
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+async fn assembler_failed(stages: &Stages, shared: &SessionShared) -> Vec<AssemblyEvent> {
+    shared.notice(Notice::new(
+        NoticeKind::StreamError,
+        "the stream assembler failed; the round ends with the calls that were complete",
+    ));
+    let _ = stages.assembler.send(Finish).await;
+    vec![AssemblyEvent::RoundEnd(RoundEnd {
+        text: String::new(),
+        stop_reason: StopReason::Other,
+        unfinished: Vec::new(),
+        call_count: 0,
+        errors: Vec::new(),
+    })]
+}
+
+fn flatten<E>(
+    shared: &SessionShared,
+    r: Result<Result<Vec<AssemblyEvent>, crate::stage::StageError>, E>,
+) -> Vec<AssemblyEvent> {
+    match r {
+        Ok(Ok(events)) => events,
+        _ => {
+            shared.notice(Notice::new(
+                NoticeKind::StreamError,
+                "the stream assembler failed",
+            ));
+            Vec::new()
+        }
+    }
+}
+
+async fn handle(
+    stages: &Stages,
+    shared: &Arc<SessionShared>,
+    round: &mut RoundState,
+    ev: AssemblyEvent,
+    completed: &mut usize,
+) {
+    match ev {
+        AssemblyEvent::Notice(n) => shared.notice(n),
+        AssemblyEvent::CallReady(call) => {
+            round.ready.insert(call.index, call);
+            plan_ready(stages, shared, round, None).await;
+        }
+        AssemblyEvent::RoundEnd(mut end) => {
+            for call in std::mem::take(&mut end.unfinished) {
+                round.ready.insert(call.index, call);
+            }
+            end.call_count = end.call_count.max(round.next + round.ready.len());
+            complete_round(stages, shared, round, end).await;
+            *completed += 1;
+            *round = RoundState::new();
+        }
+    }
+}
+
+/// Plans ready calls in index order. Before the round ends (`stop` is `None`) only calls whose
+/// arguments parse strictly are planned: whether the others may be repaired depends on the
+/// stop reason, which is not known yet.
+async fn plan_ready(
+    stages: &Stages,
+    shared: &Arc<SessionShared>,
+    round: &mut RoundState,
+    stop: Option<StopReason>,
+) {
+    while let Some(call) = round.ready.get(&round.next) {
+        if stop.is_none() && !parses_strictly(&call.arguments) {
+            return;
+        }
+        let Some(call) = round.ready.remove(&round.next) else {
+            return;
+        };
+        let cut = stop == Some(StopReason::MaxTokens);
+        let span = tracing::debug_span!("plan", index = call.index, tool = %call.name);
+        let planned = match stages
+            .planner
+            .send(Plan {
+                call: call.clone(),
+                cut,
+            })
+            .instrument(span)
+            .await
+        {
+            Ok(Ok(p)) => p,
+            _ => PlannedCall {
+                index: call.index,
+                id: call.id.clone(),
+                called: call.name.clone(),
+                name: call.name.clone(),
+                input: serde_json::json!({}),
+                repair: RepairMark::None,
+                notices: Vec::new(),
+                action: Action::Refuse(ToolError::refused(
+                    ErrorCategory::Unavailable,
+                    "Not run: the planner failed on this call and was restarted; nothing was run. You may send the call again.",
+                )),
+            },
+        };
+        for n in &planned.notices {
+            shared.notice(n.clone());
+        }
+        shared.emit(PipelineEvent::CallAssembled {
+            index: planned.index,
+            id: planned.id.clone(),
+            name: planned.called.clone(),
+            input: planned.input.clone(),
+            repair: planned.repair,
+        });
+        let early = matches!(
+            planned.action,
+            Action::Run {
+                speculative: true,
+                ..
+            }
+        ) && stop.is_none()
+            && round.leading_batch_open;
+        if early && let Some(exec) = exec_call(shared, &planned) {
+            if stages
+                .executor
+                .send(Speculate(exec))
+                .await
+                .is_ok_and(|r| r.is_ok())
+            {
+                round.speculated.push(planned.index);
+            }
+        } else {
+            round.leading_batch_open = false;
+        }
+        round.planned.push(planned);
+        round.next += 1;
+    }
+}
+
+fn exec_call(shared: &SessionShared, planned: &PlannedCall) -> Option<ExecCall> {
+    let tool = shared.memory.registry().get(&planned.name)?;
+    let parallel = matches!(
+        planned.action,
+        Action::Run {
+            parallel_safe: true,
+            ..
+        }
+    );
+    Some(ExecCall {
+        index: planned.index,
+        id: planned.id.clone(),
+        name: planned.name.clone(),
+        input: planned.input.clone(),
+        tool: Arc::clone(&tool.spec),
+        parallel,
+    })
+}
+
+/// The content of a tool comes from outside when it reaches the network or is an MCP tool.
+fn external_source(shared: &SessionShared, name: &str) -> Option<String> {
+    let tool = shared.memory.registry().get(name)?;
+    let external = tool.meta.source == ToolSource::Mcp
+        || tool.spec.capabilities().contains(&Capability::Network);
+    external.then(|| name.to_string())
+}
+
+async fn complete_round(
+    stages: &Stages,
+    shared: &Arc<SessionShared>,
+    round: &mut RoundState,
+    end: RoundEnd,
+) {
+    let span = tracing::info_span!("round", session = %shared.id, calls = end.call_count);
+    async {
+        // Plan what is ready; an index the assembler never reported (a failed stage) still
+        // gets a result, and does not stop the calls after it from being planned.
+        loop {
+            plan_ready(stages, shared, round, Some(end.stop_reason)).await;
+            if round.ready.is_empty() && round.planned.len() >= end.call_count {
+                break;
+            }
+            let index = round.next;
+            round.planned.push(PlannedCall {
+                index,
+                id: format!("call_{index}"),
+                called: String::new(),
+                name: String::new(),
+                input: serde_json::json!({}),
+                repair: RepairMark::None,
+                notices: Vec::new(),
+                action: Action::Refuse(ToolError::refused(ErrorCategory::Unavailable, "Not run: this call was lost when a pipeline stage failed. Send it again.")),
+            });
+            round.next += 1;
+        }
+        if end.stop_reason == StopReason::MaxTokens && end.call_count > 0 {
+            shared.notice(Notice::new(NoticeKind::RoundTruncated, "the model's output was cut at its limit; calls with incomplete arguments were not run"));
+        }
+        let results = execute_planned(stages, shared, round).await;
+        let _ = stages.executor.send(EndRound).await;
+        shared.emit(PipelineEvent::RoundComplete { stop_reason: end.stop_reason, text: end.text, results });
+    }
+    .instrument(span)
+    .await
+}
+
+/// Approval, batches, post-processing: one result per planned call, by index.
+async fn execute_planned(
+    stages: &Stages,
+    shared: &Arc<SessionShared>,
+    round: &mut RoundState,
+) -> Vec<ToolResult> {
+    // Approval, in index order. A call started early never needs approval (it is Auto).
+    for planned in round.planned.iter_mut() {
+        let Action::Run {
+            gate: Gate::Ask(requirement),
+            approval_key,
+            ..
+        } = &planned.action
+        else {
+            continue;
+        };
+        let ask = Decide {
+            index: planned.index,
+            id: planned.id.clone(),
+            name: planned.name.clone(),
+            input: planned.input.clone(),
+            requirement: *requirement,
+            approval_key: approval_key.clone(),
+        };
+        let decision = stages.approval.send(ask).await;
+        match decision {
+            Ok(Ok(
+                ApprovalDecision::Approved
+                | ApprovalDecision::ApprovedForSession
+                | ApprovalDecision::CachedApproval,
+            )) => {}
+            Ok(Ok(ApprovalDecision::Rejected | ApprovalDecision::CachedRejection)) => {
+                planned.action = Action::Refuse(ToolError::refused(
+                    ErrorCategory::NotApproved,
+                    format!(
+                        "Not approved: the user did not approve `{}`; nothing was run. Do not retry it unchanged; ask the user or do something else.",
+                        planned.name
+                    ),
+                ));
+            }
+            _ => {
+                planned.action = Action::Refuse(ToolError::refused(
+                    ErrorCategory::NotApproved,
+                    "Not approved: the approval stage failed, so nothing was run.",
+                ));
+            }
+        }
+    }
+    let order: Vec<(usize, bool)> = round
+        .planned
+        .iter()
+        .map(|p| {
+            (
+                p.index,
+                !matches!(
+                    p.action,
+                    Action::Run {
+                        parallel_safe: false,
+                        ..
+                    }
+                ),
+            )
+        })
+        .collect();
+    let mut results: Vec<Option<ToolResult>> = (0..round.planned.len()).map(|_| None).collect();
+    let mut paused = false;
+    for batch in plan_batches(&order) {
+        let mut items: Vec<PostItem> = Vec::with_capacity(batch.indices.len());
+        let mut exec = Vec::new();
+        for &i in &batch.indices {
+            let p = &round.planned[i];
+            match &p.action {
+                Action::Refuse(e) => items.push(item(shared, p, Err(e.clone()), 0)),
+                Action::Run { .. }
+                    if paused || shared.closed.load(std::sync::atomic::Ordering::SeqCst) =>
+                {
+                    items.push(item(shared, p, Err(paused_error()), 0))
+                }
+                Action::Run { .. } => match exec_call(shared, p) {
+                    Some(call) => exec.push(call),
+                    None => items.push(item(
+                        shared,
+                        p,
+                        Err(ToolError::refused(
+                            ErrorCategory::UnknownTool,
+                            format!("Unknown tool `{}`.", p.name),
+                        )),
+                        0,
+                    )),
+                },
+            }
+        }
+        if !exec.is_empty() {
+            let names: Vec<(usize, String)> =
+                exec.iter().map(|c| (c.index, c.name.clone())).collect();
+            let span =
+                tracing::info_span!("batch", calls = exec.len(), concurrent = batch.concurrent);
+            let outcomes = stages
+                .executor
+                .send(RunBatch {
+                    calls: exec,
+                    concurrent: batch.concurrent,
+                })
+                .instrument(span)
+                .await;
+            let outcomes: Vec<Outcome> = match outcomes {
+                Ok(Ok(o)) => o,
+                _ => names
+                    .iter()
+                    .map(|(index, name)| Outcome { index: *index, result: Err(ToolError::tool(format!("`{name}` could not be run to the end: the executor failed and was restarted. Its outcome is unknown; check before retrying."))), duration_ms: 0 })
+                    .collect(),
+            };
+            for o in outcomes {
+                let p = &round.planned[o.index];
+                items.push(item(shared, p, o.result, o.duration_ms));
+            }
+        }
+        items.sort_by_key(|i| i.index);
+        let indices: Vec<usize> = items.iter().map(|i| i.index).collect();
+        match stages.post.send(Process(items)).await {
+            Ok(Ok(processed)) => {
+                paused |= processed.paused;
+                for r in processed.results {
+                    let i = r.index;
+                    results[i] = Some(r);
+                }
+            }
+            _ => {
+                // The post-processor failed: the batch's results are still handed back, from
+                // what is known, so no call goes without one.
+                for i in indices {
+                    let p = &round.planned[i];
+                    let err = ToolError::tool(format!(
+                        "`{}` ran, but its result was lost when the post-processor failed. Its outcome is unknown; check before retrying.",
+                        p.name
+                    ));
+                    let f = finish_call(
+                        FinishContext {
+                            index: i,
+                            id: &p.id,
+                            name: &p.name,
+                            external: None,
+                            final_view: false,
+                        },
+                        Err(err),
+                        &shared.config.output,
+                        None,
+                    );
+                    shared.emit(PipelineEvent::CallFinished {
+                        index: i,
+                        id: p.id.clone(),
+                        name: p.name.clone(),
+                        is_error: true,
+                        duration_ms: 0,
+                    });
+                    results[i] = Some(f.result);
+                }
+            }
+        }
+    }
+    results
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.unwrap_or_else(|| {
+                let p = &round.planned[i];
+                ToolResult {
+                    index: i,
+                    tool_use_id: p.id.clone(),
+                    name: p.name.clone(),
+                    is_error: true,
+                    content: "No result was produced for this call; it may not have run.".into(),
+                }
+            })
+        })
+        .collect()
+}
+
+fn item(
+    shared: &SessionShared,
+    p: &PlannedCall,
+    result: Result<toolslot::tool::ToolOutput, ToolError>,
+    duration_ms: u64,
+) -> PostItem {
+    PostItem {
+        index: p.index,
+        id: p.id.clone(),
+        name: p.name.clone(),
+        input: p.input.clone(),
+        external: if result.is_ok() {
+            external_source(shared, &p.name)
+        } else {
+            None
+        },
+        result,
+        duration_ms,
+    }
+}

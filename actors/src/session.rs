@@ -1,0 +1,158 @@
+//! A session's shared state: what every stage of the session may read or signal.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{broadcast, mpsc, watch};
+use toolslot::config::{ApprovalMode, Config};
+use toolslot::event::PipelineEvent;
+use toolslot::notice::{Notice, NoticeKind};
+use toolslot::registry::Registry;
+use toolslot::session::SessionMemory;
+use toolslot::stream::Dialect;
+
+/// The pipeline stages, for supervision reports and fault injection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// StreamAssembler.
+    StreamAssembler,
+    /// Planner.
+    Planner,
+    /// Approval.
+    Approval,
+    /// BatchExecutor.
+    BatchExecutor,
+    /// PostProcessor.
+    PostProcessor,
+}
+
+/// How a session is opened.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// Workspace root for file tools (default: the current folder).
+    pub workspace: Option<PathBuf>,
+    /// Approval mode (default: the config's).
+    pub approval_mode: Option<ApprovalMode>,
+    /// Dialect of the streams (default: detected).
+    pub dialect: Option<Dialect>,
+}
+
+/// State shared by a session's stages and its rounds.
+pub struct SessionShared {
+    /// The session id.
+    pub id: String,
+    /// Memory shared with tools.
+    pub memory: Arc<SessionMemory>,
+    /// Configuration.
+    pub config: Arc<Config>,
+    /// Workspace root.
+    pub workspace: PathBuf,
+    /// Approval mode.
+    pub mode: ApprovalMode,
+    /// Dialect, if fixed.
+    pub dialect: Option<Dialect>,
+    /// The running round's event sink.
+    sink: Mutex<Option<mpsc::UnboundedSender<PipelineEvent>>>,
+    /// Every event of the session, for UIs.
+    pub live: broadcast::Sender<PipelineEvent>,
+    /// Set while a round runs.
+    pub round_running: AtomicBool,
+    /// Cancellation of the running round (true = cancelled).
+    pub cancel: watch::Sender<bool>,
+    /// Closed sessions run nothing more.
+    pub closed: AtomicBool,
+    /// Stages told to panic on their next message (tests of supervision).
+    faults: Mutex<Vec<Stage>>,
+}
+
+impl std::fmt::Debug for SessionShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionShared")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionShared {
+    /// A new session's state.
+    pub fn new(
+        id: String,
+        registry: Arc<Registry>,
+        config: Arc<Config>,
+        options: SessionOptions,
+        overflow: Arc<toolslot::output::OverflowStore>,
+    ) -> Self {
+        let memory = Arc::new(SessionMemory::new(id.clone(), registry, overflow));
+        let (cancel, _) = watch::channel(false);
+        // Live subscribers that fall this far behind lose the oldest events, never block
+        // the pipeline.
+        let (live, _) = broadcast::channel(1024);
+        Self {
+            workspace: options.workspace.unwrap_or_else(|| PathBuf::from(".")),
+            mode: options.approval_mode.unwrap_or(config.approval.mode),
+            dialect: options.dialect,
+            id,
+            memory,
+            config,
+            sink: Mutex::new(None),
+            live,
+            round_running: AtomicBool::new(false),
+            cancel,
+            closed: AtomicBool::new(false),
+            faults: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Sends an event to the running round's stream and to live subscribers.
+    pub fn emit(&self, event: PipelineEvent) {
+        let _ = self.live.send(event.clone());
+        if let Some(tx) = self.sink.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            let _ = tx.send(event);
+        }
+    }
+
+    /// Emits a notice.
+    pub fn notice(&self, notice: Notice) {
+        self.emit(PipelineEvent::Notice(notice));
+    }
+
+    /// Points the event sink at a new round's stream.
+    pub fn set_sink(&self, tx: Option<mpsc::UnboundedSender<PipelineEvent>>) {
+        *self.sink.lock().unwrap_or_else(|p| p.into_inner()) = tx;
+    }
+
+    /// Whether the running round was cancelled (or the session closed).
+    pub fn is_cancelled(&self) -> bool {
+        *self.cancel.borrow() || self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Arms a panic in `stage` on its next message.
+    pub fn inject_fault(&self, stage: Stage) {
+        self.faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(stage);
+    }
+
+    /// Panics if a fault was armed for `stage` (called at the top of each stage handler,
+    /// inside its panic boundary).
+    pub fn trip(&self, stage: Stage) {
+        let mut faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = faults.iter().position(|s| *s == stage) {
+            faults.remove(i);
+            drop(faults);
+            panic!("injected fault in {stage:?}");
+        }
+    }
+
+    /// Reports that a stage was restarted by its supervisor.
+    pub fn restarted(&self, stage: Stage) {
+        tracing::warn!(session = %self.id, ?stage, "actor restarted");
+        self.notice(Notice::new(
+            NoticeKind::ActorRestarted,
+            format!("{stage:?} failed and was restarted; the calls it held got error results"),
+        ));
+    }
+}

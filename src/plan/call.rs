@@ -1,0 +1,196 @@
+//! Planning one call: the whole serial decision, from raw call to "refuse" or "run how".
+//!
+//! In order: truncation gate and argument ladder, name resolution, validation, loop guard,
+//! approval requirement for this input under the session's mode, parallel safety, and
+//! eligibility for speculative start. The pipeline's Planner stage calls [`plan_call`] once per
+//! call, in index order; benches call it directly.
+
+use serde_json::Value;
+
+use super::approval::{Gate, gate};
+use super::finalize::{RepairMark, finalize_call, parses_strictly};
+use super::loop_guard::LoopGuard;
+use super::resolve::resolve_call;
+use crate::config::{ApprovalMode, Config};
+use crate::notice::{Notice, NoticeKind};
+use crate::registry::{Catalog, Registry};
+use crate::repair::args::decode_stringified;
+use crate::repair::names::NameLimits;
+use crate::stream::RawCall;
+use crate::tool::{ApprovalRequirement, ErrorCategory, ToolError};
+
+/// What planning decided for a call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Not run; this error is its result.
+    Refuse(ToolError),
+    /// Run, after the approval gate.
+    Run {
+        /// Asking, running or refusing under the session's mode.
+        gate: Gate,
+        /// The requirement for this input.
+        requirement: ApprovalRequirement,
+        /// The loose fingerprint `approved_for_session` covers.
+        approval_key: String,
+        /// May share a concurrent batch.
+        parallel_safe: bool,
+        /// May start before the stream ends (if every earlier call may too).
+        speculative: bool,
+    },
+}
+
+/// A planned call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedCall {
+    /// Index in the response.
+    pub index: usize,
+    /// Provider id.
+    pub id: String,
+    /// The name as the model wrote it.
+    pub called: String,
+    /// The resolved name (the written one when unresolved).
+    pub name: String,
+    /// Arguments after repair.
+    pub input: Value,
+    /// What repair did.
+    pub repair: RepairMark,
+    /// Notices raised while planning, in order.
+    pub notices: Vec<Notice>,
+    /// The decision.
+    pub action: Action,
+}
+
+/// What planning reads: the session's view of the tools and its policy.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanContext<'a> {
+    /// All tools.
+    pub registry: &'a Registry,
+    /// What the model can call now.
+    pub catalog: &'a Catalog,
+    /// Limits and policies.
+    pub config: &'a Config,
+    /// The session's approval mode.
+    pub mode: ApprovalMode,
+}
+
+/// Plans `call`. `cut` is true when the round ended at the output limit.
+pub fn plan_call(
+    ctx: PlanContext<'_>,
+    call: &RawCall,
+    cut: bool,
+    guard: &mut LoopGuard,
+) -> PlannedCall {
+    let schema = ctx.registry.get(&call.name).map(|t| t.spec.input_schema());
+    let finalized = finalize_call(call, cut, schema.as_ref(), &ctx.config.repair);
+    let mut planned = PlannedCall {
+        index: call.index,
+        id: call.id.clone(),
+        called: call.name.clone(),
+        name: call.name.clone(),
+        input: finalized.input,
+        repair: finalized.repair,
+        notices: finalized.notices,
+        action: Action::Refuse(ToolError::refused(
+            ErrorCategory::Unavailable,
+            "not planned",
+        )),
+    };
+    if let Some(refusal) = finalized.refusal {
+        planned.action = Action::Refuse(refusal);
+        return planned;
+    }
+    let limits = NameLimits::from(&ctx.config.names);
+    let name = match resolve_call(
+        ctx.registry,
+        ctx.catalog,
+        call.index,
+        &call.name,
+        &planned.input,
+        limits,
+    ) {
+        Ok((name, notice)) => {
+            planned.notices.extend(notice);
+            name
+        }
+        Err((error, notice)) => {
+            planned.notices.push(notice);
+            planned.action = Action::Refuse(error);
+            return planned;
+        }
+    };
+    planned.name = name.clone();
+    let Some(tool) = ctx.registry.get(&name) else {
+        planned.action = Action::Refuse(ToolError::refused(
+            ErrorCategory::UnknownTool,
+            format!("Unknown tool `{name}`."),
+        ));
+        return planned;
+    };
+    if name != call.name {
+        decode_stringified(
+            &mut planned.input,
+            &tool.spec.input_schema(),
+            ctx.config.repair.string_decode_depth,
+        );
+    }
+    if let Err(error) = tool.validate_input(&planned.input) {
+        planned.notices.push(Notice::for_call(
+            NoticeKind::ValidationFailed,
+            call.index,
+            format!("`{name}`: {}", error.message.lines().next().unwrap_or("")),
+        ));
+        planned.action = Action::Refuse(error);
+        return planned;
+    }
+    if let Err(error) = guard.check(&name, &planned.input, tool.meta.loop_exempt) {
+        let kind = if error.category == ErrorCategory::LoopBlocked {
+            NoticeKind::LoopBlocked
+        } else {
+            NoticeKind::LoopPaused
+        };
+        planned.notices.push(Notice::for_call(
+            kind,
+            call.index,
+            format!("`{name}` not run: {}", error.category_name()),
+        ));
+        planned.action = Action::Refuse(error);
+        return planned;
+    }
+    let requirement = tool
+        .spec
+        .approval_requirement_for_input(&planned.input, ctx.config.network.policy);
+    let g = gate(requirement, ctx.mode);
+    if g == Gate::Refuse {
+        let why = if requirement == ApprovalRequirement::Refused {
+            format!("Not run: `{name}` reaches the network and the network policy is deny.")
+        } else {
+            format!(
+                "Not approved: `{name}` needs approval and the session is in read-only mode; nothing was run."
+            )
+        };
+        planned.action = Action::Refuse(ToolError::refused(ErrorCategory::NotApproved, why));
+        return planned;
+    }
+    let meta = &tool.meta;
+    let parallel_safe =
+        meta.parallel_safe && requirement == ApprovalRequirement::Auto && g == Gate::Run;
+    // Network tools never start early: their approval can depend on host policy that the
+    // host may still change while the model is speaking, and a request once sent cannot be
+    // taken back. Interactive tools need the user, who is still reading the stream.
+    let speculative = ctx.config.execution.speculative_start
+        && parallel_safe
+        && meta.static_approval == ApprovalRequirement::Auto
+        && !meta.network
+        && !meta.interactive
+        && call.complete
+        && parses_strictly(&call.arguments)
+        && planned.repair == RepairMark::None;
+    planned.action = Action::Run {
+        gate: g,
+        requirement,
+        approval_key: tool.spec.approval_key(&planned.input),
+        parallel_safe,
+        speculative,
+    };
+    planned
+}

@@ -25,10 +25,7 @@ fn corpus() -> Vec<(Dialect, Vec<u8>)> {
         ("openai-responses", Dialect::OpenaiResponses),
         ("gemini", Dialect::Gemini),
     ] {
-        let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
+        let mut files: Vec<_> = std::fs::read_dir(root.join(dir)).unwrap().map(|e| e.unwrap().path()).collect();
         files.sort();
         for f in files {
             let raw = std::fs::read(&f).unwrap();
@@ -109,15 +106,11 @@ fn bench(c: &mut Criterion) {
     let bytes: usize = corpus.iter().map(|(_, b)| b.len()).sum();
     let mut g = c.benchmark_group("sse_to_events");
     g.throughput(Throughput::Bytes(bytes as u64));
-    g.bench_function("toolslot_decode", |b| {
-        b.iter(|| toolslot_decode(black_box(&corpus)))
-    });
+    g.bench_function("toolslot_decode", |b| b.iter(|| toolslot_decode(black_box(&corpus))));
     g.bench_function("eventsource_stream_serde_json", |b| {
         b.iter(|| eventsource_serde_json(black_box(&corpus)))
     });
-    g.bench_function("toolslot_assemble", |b| {
-        b.iter(|| toolslot_assemble(black_box(&corpus)))
-    });
+    g.bench_function("toolslot_assemble", |b| b.iter(|| toolslot_assemble(black_box(&corpus))));
     g.finish();
 }
 

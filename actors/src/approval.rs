@@ -101,8 +101,7 @@ impl Handler<Decide> for ApprovalActor {
         let shared = Arc::clone(&self.shared);
         let cached = guarded::<Self, _>(Stage::Approval, ctx, || {
             shared.trip(Stage::Approval);
-            self.approvals
-                .cached(&msg.name, &msg.input, &msg.approval_key)
+            self.approvals.cached(&msg.name, &msg.input, &msg.approval_key)
         });
         let cached = match cached {
             Ok(c) => c,
@@ -152,8 +151,7 @@ impl Handler<Decide> for ApprovalActor {
                 Some(HostDecision::ApproveForSession) => ApprovalDecision::ApprovedForSession,
                 Some(HostDecision::Reject) | None => ApprovalDecision::Rejected,
             };
-            act.approvals
-                .record(decision, &msg.name, &msg.input, &msg.approval_key);
+            act.approvals.record(decision, &msg.name, &msg.input, &msg.approval_key);
             act.shared.emit(PipelineEvent::ApprovalDecided {
                 index: msg.index,
                 id: msg.id,

@@ -1,7 +1,6 @@
 //! The BatchExecutor stage: runs batches (concurrently or one at a time) under the session's
 //! read/write gate, with timeouts, cancellation and panic containment per call.
 
-use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,9 +50,9 @@ pub struct Outcome {
     pub duration_ms: u64,
 }
 
-/// Start a call before the stream has ended.
+/// Start a call before the stream has ended; the outcome arrives on the returned receiver.
 #[derive(Message)]
-#[rtype(result = "Result<(), StageError>")]
+#[rtype(result = "Result<oneshot::Receiver<Outcome>, StageError>")]
 pub struct Speculate(pub ExecCall);
 
 /// Run one batch; one outcome per call, in the calls' order.
@@ -66,16 +65,10 @@ pub struct RunBatch {
     pub concurrent: bool,
 }
 
-/// The round ended: forget its speculative starts.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct EndRound;
-
-/// Owns the session's gate and the round's speculative starts.
+/// Owns the session's gate.
 pub struct BatchExecutorActor {
     shared: Arc<SessionShared>,
     gate: Arc<RwLock<()>>,
-    speculative: HashMap<usize, oneshot::Receiver<Outcome>>,
 }
 
 impl BatchExecutorActor {
@@ -84,7 +77,6 @@ impl BatchExecutorActor {
         Self {
             shared,
             gate: Arc::new(RwLock::new(())),
-            speculative: HashMap::new(),
         }
     }
 }
@@ -95,9 +87,8 @@ impl Actor for BatchExecutorActor {
 
 impl Supervised for BatchExecutorActor {
     fn restarting(&mut self, _ctx: &mut Context<Self>) {
-        // Speculative calls already running finish on their own; their receivers go, so the
-        // round reports their outcome as unknown rather than waiting on a dead handle.
-        self.speculative.clear();
+        // Calls started early run as their own tasks and report to the round directly, so
+        // a restart loses none of them.
         self.shared.restarted(Stage::BatchExecutor);
     }
 }
@@ -107,12 +98,7 @@ impl Supervised for BatchExecutorActor {
 /// # Cancel safety
 /// Dropping the future drops the tool's future, which abandons the call; the gate is
 /// released with it.
-pub async fn execute(
-    shared: Arc<SessionShared>,
-    gate: Arc<RwLock<()>>,
-    call: ExecCall,
-    speculative: bool,
-) -> Outcome {
+pub async fn execute(shared: Arc<SessionShared>, gate: Arc<RwLock<()>>, call: ExecCall, speculative: bool) -> Outcome {
     let index = call.index;
     if shared.is_cancelled() {
         return Outcome {
@@ -201,12 +187,8 @@ pub async fn execute(
 /// A held place in the session's gate (released on drop).
 enum Slot {
     Reentrant,
-    Shared {
-        _held: tokio::sync::OwnedRwLockReadGuard<()>,
-    },
-    Exclusive {
-        _held: tokio::sync::OwnedRwLockWriteGuard<()>,
-    },
+    Shared { _held: tokio::sync::OwnedRwLockReadGuard<()> },
+    Exclusive { _held: tokio::sync::OwnedRwLockWriteGuard<()> },
 }
 
 fn cancelled_before() -> ToolError {
@@ -217,94 +199,48 @@ fn cancelled_before() -> ToolError {
 }
 
 impl Handler<Speculate> for BatchExecutorActor {
-    type Result = Result<(), StageError>;
+    type Result = Result<oneshot::Receiver<Outcome>, StageError>;
     fn handle(&mut self, msg: Speculate, ctx: &mut Context<Self>) -> Self::Result {
-        guarded::<Self, _>(Stage::BatchExecutor, ctx, || {
-            self.shared.trip(Stage::BatchExecutor)
-        })?;
+        guarded::<Self, _>(Stage::BatchExecutor, ctx, || self.shared.trip(Stage::BatchExecutor))?;
         let (tx, rx) = oneshot::channel();
-        let index = msg.0.index;
-        let fut = execute(
-            Arc::clone(&self.shared),
-            Arc::clone(&self.gate),
-            msg.0,
-            true,
-        );
+        let fut = execute(Arc::clone(&self.shared), Arc::clone(&self.gate), msg.0, true);
+        // Its own task: the call runs while the stream goes on, and reports to the round.
         actix::spawn(async move {
             let _ = tx.send(fut.await);
         });
-        self.speculative.insert(index, rx);
-        Ok(())
+        Ok(rx)
     }
 }
 
 impl Handler<RunBatch> for BatchExecutorActor {
     type Result = ResponseFuture<Result<Vec<Outcome>, StageError>>;
     fn handle(&mut self, msg: RunBatch, ctx: &mut Context<Self>) -> Self::Result {
-        if let Err(e) = guarded::<Self, _>(Stage::BatchExecutor, ctx, || {
-            self.shared.trip(Stage::BatchExecutor)
-        }) {
+        if let Err(e) = guarded::<Self, _>(Stage::BatchExecutor, ctx, || self.shared.trip(Stage::BatchExecutor)) {
             return Box::pin(async move { Err(e) });
         }
         let shared = Arc::clone(&self.shared);
         let gate = Arc::clone(&self.gate);
-        // Calls started speculatively are awaited, not run again.
-        let jobs: Vec<_> = msg
-            .calls
-            .into_iter()
-            .map(|call| match self.speculative.remove(&call.index) {
-                Some(rx) => Job::Started(call.index, call.name, rx),
-                None => Job::Run(call),
-            })
-            .collect();
         Box::pin(async move {
-            let n = jobs.len();
+            let n = msg.calls.len();
             let mut slots: Vec<Option<Outcome>> = (0..n).map(|_| None).collect();
             if msg.concurrent {
-                let mut running: FuturesUnordered<_> = jobs
+                // Started in index order; each outcome lands in its own slot whatever the
+                // completion order.
+                let mut running: FuturesUnordered<_> = msg
+                    .calls
                     .into_iter()
                     .enumerate()
-                    .map(|(slot, job)| {
-                        job.run(Arc::clone(&shared), Arc::clone(&gate))
-                            .map(move |o| (slot, o))
-                    })
+                    .map(|(slot, call)| execute(Arc::clone(&shared), Arc::clone(&gate), call, false).map(move |o| (slot, o)))
                     .collect();
                 while let Some((slot, outcome)) = running.next().await {
                     slots[slot] = Some(outcome);
                 }
             } else {
-                for (slot, job) in jobs.into_iter().enumerate() {
-                    slots[slot] = Some(job.run(Arc::clone(&shared), Arc::clone(&gate)).await);
+                for (slot, call) in msg.calls.into_iter().enumerate() {
+                    slots[slot] = Some(execute(Arc::clone(&shared), Arc::clone(&gate), call, false).await);
                 }
             }
             Ok(slots.into_iter().flatten().collect())
         })
-    }
-}
-
-impl Handler<EndRound> for BatchExecutorActor {
-    type Result = ();
-    fn handle(&mut self, _msg: EndRound, _ctx: &mut Context<Self>) {
-        self.speculative.clear();
-    }
-}
-
-enum Job {
-    Run(ExecCall),
-    Started(usize, String, oneshot::Receiver<Outcome>),
-}
-
-impl Job {
-    async fn run(self, shared: Arc<SessionShared>, gate: Arc<RwLock<()>>) -> Outcome {
-        match self {
-            Job::Run(call) => execute(shared, gate, call, false).await,
-            Job::Started(index, name, rx) => rx.await.unwrap_or_else(|_| Outcome {
-                index,
-                result: Err(ToolError::tool(format!(
-                    "`{name}` was started early and its executor failed; its outcome is unknown."
-                ))),
-                duration_ms: 0,
-            }),
-        }
     }
 }

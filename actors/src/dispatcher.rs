@@ -96,9 +96,7 @@ impl Dispatcher {
             tracing::info!(removed, "expired saved outputs removed");
         }
         let n = match config.execution.workers {
-            0 => std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
+            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             n => n,
         };
         let arbiters: Vec<Arbiter> = (0..n).map(|_| Arbiter::new()).collect();
@@ -144,10 +142,7 @@ impl Dispatcher {
     }
 
     fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<SessionHandle>>> {
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn session(&self, id: &str) -> Result<Arc<SessionHandle>, DispatchError> {
@@ -171,8 +166,7 @@ impl Dispatcher {
         let i = self.inner.next_worker.fetch_add(1, Ordering::Relaxed) % self.inner.workers.len();
         let arbiter = self.inner.workers[i].clone();
         let s = Arc::clone(&shared);
-        let assembler =
-            Supervisor::start_in_arbiter(&arbiter, move |_| StreamAssemblerActor::new(s));
+        let assembler = Supervisor::start_in_arbiter(&arbiter, move |_| StreamAssemblerActor::new(s));
         let s = Arc::clone(&shared);
         let planner = Supervisor::start_in_arbiter(&arbiter, move |_| PlannerActor::new(s));
         let s = Arc::clone(&shared);
@@ -189,14 +183,8 @@ impl Dispatcher {
             executor,
             post,
         };
-        self.sessions().insert(
-            id.clone(),
-            Arc::new(SessionHandle {
-                shared,
-                stages,
-                arbiter,
-            }),
-        );
+        self.sessions()
+            .insert(id.clone(), Arc::new(SessionHandle { shared, stages, arbiter }));
         id
     }
 
@@ -204,11 +192,7 @@ impl Dispatcher {
     ///
     /// # Errors
     /// [`DispatchError::TooManySessions`].
-    pub fn open_session_limited(
-        &self,
-        options: SessionOptions,
-        max: usize,
-    ) -> Result<String, DispatchError> {
+    pub fn open_session_limited(&self, options: SessionOptions, max: usize) -> Result<String, DispatchError> {
         if max > 0 && self.session_count() >= max {
             return Err(DispatchError::TooManySessions(max));
         }
@@ -225,7 +209,7 @@ impl Dispatcher {
             .remove(id)
             .ok_or_else(|| DispatchError::UnknownSession(id.to_string()))?;
         handle.shared.closed.store(true, Ordering::SeqCst);
-        let _ = handle.shared.cancel.send(true);
+        handle.shared.cancel.send_replace(true);
         handle.stages.approval.do_send(DropPending);
         Ok(())
     }
@@ -239,24 +223,22 @@ impl Dispatcher {
     ///
     /// # Cancel safety
     /// Dropping the receiver does not stop the round; use [`Dispatcher::cancel_round`].
-    pub fn submit_round(
-        &self,
-        id: &str,
-        input: RoundInput,
-    ) -> Result<mpsc::UnboundedReceiver<PipelineEvent>, DispatchError> {
+    pub fn submit_round(&self, id: &str, input: RoundInput) -> Result<mpsc::UnboundedReceiver<PipelineEvent>, DispatchError> {
         let handle = self.session(id)?;
         if handle.shared.round_running.swap(true, Ordering::SeqCst) {
             return Err(DispatchError::RoundRunning(id.to_string()));
         }
         let (tx, rx) = mpsc::unbounded_channel();
         handle.shared.set_sink(Some(tx));
-        let _ = handle.shared.cancel.send(false);
+        handle.shared.cancel.send_replace(false);
         let shared = Arc::clone(&handle.shared);
         let stages = handle.stages.clone();
         let spawned = handle.arbiter.spawn(async move {
             run_submission(stages, Arc::clone(&shared), input).await;
-            shared.set_sink(None);
+            // Free the session before the receiver ends, so a host that submits the next
+            // round as soon as it sees the end is not refused.
             shared.round_running.store(false, Ordering::SeqCst);
+            shared.set_sink(None);
         });
         if !spawned {
             handle.shared.set_sink(None);
@@ -273,19 +255,9 @@ impl Dispatcher {
     ///
     /// # Cancel safety
     /// Dropping the future may lose the answer; the request then keeps waiting.
-    pub async fn answer_approval(
-        &self,
-        id: &str,
-        index: usize,
-        decision: HostDecision,
-    ) -> Result<(), DispatchError> {
+    pub async fn answer_approval(&self, id: &str, index: usize, decision: HostDecision) -> Result<(), DispatchError> {
         let handle = self.session(id)?;
-        match handle
-            .stages
-            .approval
-            .send(Answer { index, decision })
-            .await
-        {
+        match handle.stages.approval.send(Answer { index, decision }).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(DispatchError::NotWaiting {
                 session: id.to_string(),
@@ -302,7 +274,7 @@ impl Dispatcher {
     /// [`DispatchError::UnknownSession`].
     pub fn cancel_round(&self, id: &str) -> Result<(), DispatchError> {
         let handle = self.session(id)?;
-        let _ = handle.shared.cancel.send(true);
+        handle.shared.cancel.send_replace(true);
         handle.stages.approval.do_send(DropPending);
         Ok(())
     }
@@ -345,11 +317,7 @@ impl Dispatcher {
     /// # Errors
     /// [`DispatchError::UnknownSession`].
     pub fn is_running(&self, id: &str) -> Result<bool, DispatchError> {
-        Ok(self
-            .session(id)?
-            .shared
-            .round_running
-            .load(Ordering::SeqCst))
+        Ok(self.session(id)?.shared.round_running.load(Ordering::SeqCst))
     }
 
     /// Makes `stage` of the session panic on its next message, to test supervision.

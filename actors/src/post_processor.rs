@@ -89,12 +89,7 @@ impl Handler<Process> for PostProcessorActor {
                 .map(|item| {
                     if item.result.as_ref().is_ok_and(|o| !o.is_error) {
                         for o in observers.iter() {
-                            o.observe(
-                                &item.name,
-                                &item.input,
-                                &shared.workspace,
-                                shared.memory.as_ref(),
-                            );
+                            o.observe(&item.name, &item.input, &shared.workspace, shared.memory.as_ref());
                         }
                     }
                     let fctx = FinishContext {

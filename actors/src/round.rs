@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use actix::Addr;
-use futures::{Stream, StreamExt};
+use futures::future::BoxFuture;
+use futures::stream::FuturesOrdered;
+use futures::{FutureExt, Stream, StreamExt};
 use toolslot::event::{ApprovalDecision, PipelineEvent, ToolResult};
 use toolslot::notice::{Notice, NoticeKind};
 use toolslot::output::{FinishContext, finish_call};
@@ -18,7 +20,7 @@ use toolslot::tool::{Capability, ErrorCategory, ToolError, ToolSource};
 use tracing::Instrument;
 
 use crate::approval::{ApprovalActor, Decide};
-use crate::batch_executor::{BatchExecutorActor, EndRound, ExecCall, Outcome, RunBatch, Speculate};
+use crate::batch_executor::{BatchExecutorActor, ExecCall, Outcome, RunBatch, Speculate};
 use crate::planner::{Plan, PlannerActor};
 use crate::post_processor::{PostItem, PostProcessorActor, Process};
 use crate::session::SessionShared;
@@ -55,7 +57,11 @@ struct RoundState {
     /// Every call so far may start early: a later call may only start early while this holds,
     /// so nothing runs ahead of an earlier call that must wait.
     leading_batch_open: bool,
-    speculated: Vec<usize>,
+    /// Calls started early, yielding their outcomes in index order.
+    early: FuturesOrdered<BoxFuture<'static, Outcome>>,
+    /// Results already handed back (calls started early and post-processed).
+    done: BTreeMap<usize, ToolResult>,
+    paused: bool,
 }
 
 impl RoundState {
@@ -65,6 +71,11 @@ impl RoundState {
             ..Self::default()
         }
     }
+}
+
+enum Step {
+    Early(Outcome),
+    Chunk(Option<Result<Vec<u8>, std::io::Error>>),
 }
 
 /// Runs one submission (which may hold several rounds) to its end.
@@ -83,7 +94,29 @@ pub async fn run_submission(stages: Stages, shared: Arc<SessionShared>, input: R
                 }
             }
             RoundInput::Bytes(mut bytes) => loop {
-                let (events, done) = match bytes.next().await {
+                // A call started early is post-processed the moment it (and every call before
+                // it) is done, while the stream goes on: the host sees it finish early.
+                let step = {
+                    let early = async {
+                        match round.early.next().await {
+                            Some(o) => o,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        biased;
+                        o = early => Step::Early(o),
+                        c = bytes.next() => Step::Chunk(c),
+                    }
+                };
+                let chunk = match step {
+                    Step::Early(outcome) => {
+                        post_early(&stages, &shared, &mut round, outcome).await;
+                        continue;
+                    }
+                    Step::Chunk(c) => c,
+                };
+                let (events, done) = match chunk {
                     Some(Ok(chunk)) => match stages.assembler.send(Feed(chunk)).await {
                         Ok(Ok(events)) => (events, false),
                         // The assembler died mid-stream: what follows cannot be decoded from
@@ -91,10 +124,7 @@ pub async fn run_submission(stages: Stages, shared: Arc<SessionShared>, input: R
                         _ => (assembler_failed(&stages, &shared).await, true),
                     },
                     Some(Err(e)) => {
-                        shared.notice(Notice::new(
-                            NoticeKind::StreamError,
-                            format!("reading the stream failed: {e}"),
-                        ));
+                        shared.notice(Notice::new(NoticeKind::StreamError, format!("reading the stream failed: {e}")));
                         (flatten(&shared, stages.assembler.send(Finish).await), true)
                     }
                     None => (flatten(&shared, stages.assembler.send(Finish).await), true),
@@ -139,29 +169,17 @@ async fn assembler_failed(stages: &Stages, shared: &SessionShared) -> Vec<Assemb
     })]
 }
 
-fn flatten<E>(
-    shared: &SessionShared,
-    r: Result<Result<Vec<AssemblyEvent>, crate::stage::StageError>, E>,
-) -> Vec<AssemblyEvent> {
+fn flatten<E>(shared: &SessionShared, r: Result<Result<Vec<AssemblyEvent>, crate::stage::StageError>, E>) -> Vec<AssemblyEvent> {
     match r {
         Ok(Ok(events)) => events,
         _ => {
-            shared.notice(Notice::new(
-                NoticeKind::StreamError,
-                "the stream assembler failed",
-            ));
+            shared.notice(Notice::new(NoticeKind::StreamError, "the stream assembler failed"));
             Vec::new()
         }
     }
 }
 
-async fn handle(
-    stages: &Stages,
-    shared: &Arc<SessionShared>,
-    round: &mut RoundState,
-    ev: AssemblyEvent,
-    completed: &mut usize,
-) {
+async fn handle(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState, ev: AssemblyEvent, completed: &mut usize) {
     match ev {
         AssemblyEvent::Notice(n) => shared.notice(n),
         AssemblyEvent::CallReady(call) => {
@@ -183,12 +201,7 @@ async fn handle(
 /// Plans ready calls in index order. Before the round ends (`stop` is `None`) only calls whose
 /// arguments parse strictly are planned: whether the others may be repaired depends on the
 /// stop reason, which is not known yet.
-async fn plan_ready(
-    stages: &Stages,
-    shared: &Arc<SessionShared>,
-    round: &mut RoundState,
-    stop: Option<StopReason>,
-) {
+async fn plan_ready(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState, stop: Option<StopReason>) {
     while let Some(call) = round.ready.get(&round.next) {
         if stop.is_none() && !parses_strictly(&call.arguments) {
             return;
@@ -198,15 +211,7 @@ async fn plan_ready(
         };
         let cut = stop == Some(StopReason::MaxTokens);
         let span = tracing::debug_span!("plan", index = call.index, tool = %call.name);
-        let planned = match stages
-            .planner
-            .send(Plan {
-                call: call.clone(),
-                cut,
-            })
-            .instrument(span)
-            .await
-        {
+        let planned = match stages.planner.send(Plan { call: call.clone(), cut }).instrument(span).await {
             Ok(Ok(p)) => p,
             _ => PlannedCall {
                 index: call.index,
@@ -232,24 +237,30 @@ async fn plan_ready(
             input: planned.input.clone(),
             repair: planned.repair,
         });
-        let early = matches!(
-            planned.action,
-            Action::Run {
-                speculative: true,
-                ..
-            }
-        ) && stop.is_none()
-            && round.leading_batch_open;
-        if early && let Some(exec) = exec_call(shared, &planned) {
-            if stages
-                .executor
-                .send(Speculate(exec))
-                .await
-                .is_ok_and(|r| r.is_ok())
-            {
-                round.speculated.push(planned.index);
-            }
-        } else {
+        let early = matches!(planned.action, Action::Run { speculative: true, .. }) && stop.is_none() && round.leading_batch_open;
+        let started = match exec_call(shared, &planned) {
+            Some(exec) if early => match stages.executor.send(Speculate(exec)).await {
+                Ok(Ok(rx)) => {
+                    let (index, name) = (planned.index, planned.name.clone());
+                    round.early.push_back(
+                        rx.map(move |r| {
+                            r.unwrap_or_else(|_| Outcome {
+                                index,
+                                result: Err(ToolError::tool(format!(
+                                    "`{name}` was started early and its task was lost; its outcome is unknown."
+                                ))),
+                                duration_ms: 0,
+                            })
+                        })
+                        .boxed(),
+                    );
+                    true
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        if !started {
             round.leading_batch_open = false;
         }
         round.planned.push(planned);
@@ -257,15 +268,53 @@ async fn plan_ready(
     }
 }
 
+/// Post-processes one call that was started early, in index order.
+async fn post_early(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState, outcome: Outcome) {
+    let Some(p) = round.planned.get(outcome.index) else { return };
+    let index = outcome.index;
+    let it = item(shared, p, outcome.result, outcome.duration_ms);
+    let result = match stages.post.send(Process(vec![it])).await {
+        Ok(Ok(mut processed)) => {
+            round.paused |= processed.paused;
+            processed.results.pop()
+        }
+        _ => None,
+    };
+    let result = result.unwrap_or_else(|| lost_result(shared, p));
+    round.done.insert(index, result);
+}
+
+/// The result of a call whose post-processing failed: handed back from what is known.
+fn lost_result(shared: &SessionShared, p: &PlannedCall) -> ToolResult {
+    let err = ToolError::tool(format!(
+        "`{}` ran, but its result was lost when the post-processor failed. Its outcome is unknown; check before retrying.",
+        p.name
+    ));
+    let f = finish_call(
+        FinishContext {
+            index: p.index,
+            id: &p.id,
+            name: &p.name,
+            external: None,
+            final_view: false,
+        },
+        Err(err),
+        &shared.config.output,
+        None,
+    );
+    shared.emit(PipelineEvent::CallFinished {
+        index: p.index,
+        id: p.id.clone(),
+        name: p.name.clone(),
+        is_error: true,
+        duration_ms: 0,
+    });
+    f.result
+}
+
 fn exec_call(shared: &SessionShared, planned: &PlannedCall) -> Option<ExecCall> {
     let tool = shared.memory.registry().get(&planned.name)?;
-    let parallel = matches!(
-        planned.action,
-        Action::Run {
-            parallel_safe: true,
-            ..
-        }
-    );
+    let parallel = matches!(planned.action, Action::Run { parallel_safe: true, .. });
     Some(ExecCall {
         index: planned.index,
         id: planned.id.clone(),
@@ -279,17 +328,11 @@ fn exec_call(shared: &SessionShared, planned: &PlannedCall) -> Option<ExecCall> 
 /// The content of a tool comes from outside when it reaches the network or is an MCP tool.
 fn external_source(shared: &SessionShared, name: &str) -> Option<String> {
     let tool = shared.memory.registry().get(name)?;
-    let external = tool.meta.source == ToolSource::Mcp
-        || tool.spec.capabilities().contains(&Capability::Network);
+    let external = tool.meta.source == ToolSource::Mcp || tool.spec.capabilities().contains(&Capability::Network);
     external.then(|| name.to_string())
 }
 
-async fn complete_round(
-    stages: &Stages,
-    shared: &Arc<SessionShared>,
-    round: &mut RoundState,
-    end: RoundEnd,
-) {
+async fn complete_round(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState, end: RoundEnd) {
     let span = tracing::info_span!("round", session = %shared.id, calls = end.call_count);
     async {
         // Plan what is ready; an index the assembler never reported (a failed stage) still
@@ -308,27 +351,36 @@ async fn complete_round(
                 input: serde_json::json!({}),
                 repair: RepairMark::None,
                 notices: Vec::new(),
-                action: Action::Refuse(ToolError::refused(ErrorCategory::Unavailable, "Not run: this call was lost when a pipeline stage failed. Send it again.")),
+                action: Action::Refuse(ToolError::refused(
+                    ErrorCategory::Unavailable,
+                    "Not run: this call was lost when a pipeline stage failed. Send it again.",
+                )),
             });
             round.next += 1;
         }
         if end.stop_reason == StopReason::MaxTokens && end.call_count > 0 {
-            shared.notice(Notice::new(NoticeKind::RoundTruncated, "the model's output was cut at its limit; calls with incomplete arguments were not run"));
+            shared.notice(Notice::new(
+                NoticeKind::RoundTruncated,
+                "the model's output was cut at its limit; calls with incomplete arguments were not run",
+            ));
+        }
+        // Calls started early finish before the rest run, in index order.
+        while let Some(outcome) = round.early.next().await {
+            post_early(stages, shared, round, outcome).await;
         }
         let results = execute_planned(stages, shared, round).await;
-        let _ = stages.executor.send(EndRound).await;
-        shared.emit(PipelineEvent::RoundComplete { stop_reason: end.stop_reason, text: end.text, results });
+        shared.emit(PipelineEvent::RoundComplete {
+            stop_reason: end.stop_reason,
+            text: end.text,
+            results,
+        });
     }
     .instrument(span)
     .await
 }
 
 /// Approval, batches, post-processing: one result per planned call, by index.
-async fn execute_planned(
-    stages: &Stages,
-    shared: &Arc<SessionShared>,
-    round: &mut RoundState,
-) -> Vec<ToolResult> {
+async fn execute_planned(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState) -> Vec<ToolResult> {
     // Approval, in index order. A call started early never needs approval (it is Auto).
     for planned in round.planned.iter_mut() {
         let Action::Run {
@@ -347,13 +399,8 @@ async fn execute_planned(
             requirement: *requirement,
             approval_key: approval_key.clone(),
         };
-        let decision = stages.approval.send(ask).await;
-        match decision {
-            Ok(Ok(
-                ApprovalDecision::Approved
-                | ApprovalDecision::ApprovedForSession
-                | ApprovalDecision::CachedApproval,
-            )) => {}
+        match stages.approval.send(ask).await {
+            Ok(Ok(ApprovalDecision::Approved | ApprovalDecision::ApprovedForSession | ApprovalDecision::CachedApproval)) => {}
             Ok(Ok(ApprovalDecision::Rejected | ApprovalDecision::CachedRejection)) => {
                 planned.action = Action::Refuse(ToolError::refused(
                     ErrorCategory::NotApproved,
@@ -371,24 +418,14 @@ async fn execute_planned(
             }
         }
     }
+    // Refusals run nothing, so they never split a concurrent batch.
     let order: Vec<(usize, bool)> = round
         .planned
         .iter()
-        .map(|p| {
-            (
-                p.index,
-                !matches!(
-                    p.action,
-                    Action::Run {
-                        parallel_safe: false,
-                        ..
-                    }
-                ),
-            )
-        })
+        .filter(|p| !round.done.contains_key(&p.index))
+        .map(|p| (p.index, !matches!(p.action, Action::Run { parallel_safe: false, .. })))
         .collect();
-    let mut results: Vec<Option<ToolResult>> = (0..round.planned.len()).map(|_| None).collect();
-    let mut paused = false;
+    let mut paused = round.paused;
     for batch in plan_batches(&order) {
         let mut items: Vec<PostItem> = Vec::with_capacity(batch.indices.len());
         let mut exec = Vec::new();
@@ -396,9 +433,7 @@ async fn execute_planned(
             let p = &round.planned[i];
             match &p.action {
                 Action::Refuse(e) => items.push(item(shared, p, Err(e.clone()), 0)),
-                Action::Run { .. }
-                    if paused || shared.closed.load(std::sync::atomic::Ordering::SeqCst) =>
-                {
+                Action::Run { .. } if paused || shared.closed.load(std::sync::atomic::Ordering::SeqCst) => {
                     items.push(item(shared, p, Err(paused_error()), 0))
                 }
                 Action::Run { .. } => match exec_call(shared, p) {
@@ -416,10 +451,8 @@ async fn execute_planned(
             }
         }
         if !exec.is_empty() {
-            let names: Vec<(usize, String)> =
-                exec.iter().map(|c| (c.index, c.name.clone())).collect();
-            let span =
-                tracing::info_span!("batch", calls = exec.len(), concurrent = batch.concurrent);
+            let names: Vec<(usize, String)> = exec.iter().map(|c| (c.index, c.name.clone())).collect();
+            let span = tracing::info_span!("batch", calls = exec.len(), concurrent = batch.concurrent);
             let outcomes = stages
                 .executor
                 .send(RunBatch {
@@ -432,7 +465,13 @@ async fn execute_planned(
                 Ok(Ok(o)) => o,
                 _ => names
                     .iter()
-                    .map(|(index, name)| Outcome { index: *index, result: Err(ToolError::tool(format!("`{name}` could not be run to the end: the executor failed and was restarted. Its outcome is unknown; check before retrying."))), duration_ms: 0 })
+                    .map(|(index, name)| Outcome {
+                        index: *index,
+                        result: Err(ToolError::tool(format!(
+                            "`{name}` could not be run to the end: the executor failed and was restarted. Its outcome is unknown; check before retrying."
+                        ))),
+                        duration_ms: 0,
+                    })
                     .collect(),
             };
             for o in outcomes {
@@ -446,48 +485,22 @@ async fn execute_planned(
             Ok(Ok(processed)) => {
                 paused |= processed.paused;
                 for r in processed.results {
-                    let i = r.index;
-                    results[i] = Some(r);
+                    round.done.insert(r.index, r);
                 }
             }
             _ => {
                 // The post-processor failed: the batch's results are still handed back, from
                 // what is known, so no call goes without one.
                 for i in indices {
-                    let p = &round.planned[i];
-                    let err = ToolError::tool(format!(
-                        "`{}` ran, but its result was lost when the post-processor failed. Its outcome is unknown; check before retrying.",
-                        p.name
-                    ));
-                    let f = finish_call(
-                        FinishContext {
-                            index: i,
-                            id: &p.id,
-                            name: &p.name,
-                            external: None,
-                            final_view: false,
-                        },
-                        Err(err),
-                        &shared.config.output,
-                        None,
-                    );
-                    shared.emit(PipelineEvent::CallFinished {
-                        index: i,
-                        id: p.id.clone(),
-                        name: p.name.clone(),
-                        is_error: true,
-                        duration_ms: 0,
-                    });
-                    results[i] = Some(f.result);
+                    let r = lost_result(shared, &round.planned[i]);
+                    round.done.insert(i, r);
                 }
             }
         }
     }
-    results
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| {
-            r.unwrap_or_else(|| {
+    (0..round.planned.len())
+        .map(|i| {
+            round.done.remove(&i).unwrap_or_else(|| {
                 let p = &round.planned[i];
                 ToolResult {
                     index: i,
@@ -501,22 +514,13 @@ async fn execute_planned(
         .collect()
 }
 
-fn item(
-    shared: &SessionShared,
-    p: &PlannedCall,
-    result: Result<toolslot::tool::ToolOutput, ToolError>,
-    duration_ms: u64,
-) -> PostItem {
+fn item(shared: &SessionShared, p: &PlannedCall, result: Result<toolslot::tool::ToolOutput, ToolError>, duration_ms: u64) -> PostItem {
     PostItem {
         index: p.index,
         id: p.id.clone(),
         name: p.name.clone(),
         input: p.input.clone(),
-        external: if result.is_ok() {
-            external_source(shared, &p.name)
-        } else {
-            None
-        },
+        external: if result.is_ok() { external_source(shared, &p.name) } else { None },
         result,
         duration_ms,
     }

@@ -69,9 +69,7 @@ pub struct SessionShared {
 
 impl std::fmt::Debug for SessionShared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionShared")
-            .field("id", &self.id)
-            .finish_non_exhaustive()
+        f.debug_struct("SessionShared").field("id", &self.id).finish_non_exhaustive()
     }
 }
 
@@ -130,10 +128,7 @@ impl SessionShared {
 
     /// Arms a panic in `stage` on its next message.
     pub fn inject_fault(&self, stage: Stage) {
-        self.faults
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(stage);
+        self.faults.lock().unwrap_or_else(|p| p.into_inner()).push(stage);
     }
 
     /// Panics if a fault was armed for `stage` (called at the top of each stage handler,

@@ -14,11 +14,7 @@ pub enum StageError {
 
 /// Runs a handler body inside the panic boundary. On a panic the actor is stopped (its
 /// supervisor restarts it, keeping its address) and the sender gets [`StageError`].
-pub fn guarded<A, T>(
-    stage: Stage,
-    ctx: &mut A::Context,
-    body: impl FnOnce() -> T,
-) -> Result<T, StageError>
+pub fn guarded<A, T>(stage: Stage, ctx: &mut A::Context, body: impl FnOnce() -> T) -> Result<T, StageError>
 where
     A: actix::Actor<Context = actix::Context<A>>,
 {

@@ -11,20 +11,10 @@ fn toolslot() -> Command {
 #[test]
 fn catalog_prints_provider_shapes() {
     for (format, name_path) in [("anthropic", "/0/name"), ("openai", "/0/function/name")] {
-        let out = toolslot()
-            .args(["catalog", "--format", format])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = toolslot().args(["catalog", "--format", format]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert!(
-            v.pointer(name_path).is_some_and(Value::is_string),
-            "{format}: {v}"
-        );
+        assert!(v.pointer(name_path).is_some_and(Value::is_string), "{format}: {v}");
     }
 }
 
@@ -33,11 +23,7 @@ fn bad_config_is_exit_2_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.toml");
     std::fs::write(&file, "[approval]\nmood = \"ask\"\n").unwrap();
-    let out = toolslot()
-        .args(["catalog", "--config"])
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = toolslot().args(["catalog", "--config"]).arg(&file).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -47,10 +33,131 @@ fn bad_config_is_exit_2_with_one_line() {
 
 #[test]
 fn unknown_catalog_format_is_exit_2() {
-    let out = toolslot()
-        .args(["catalog", "--format", "yaml"])
-        .output()
-        .unwrap();
+    let out = toolslot().args(["catalog", "--format", "yaml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("yaml"));
+}
+
+fn examples() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+fn replay_lines(args: &[&str]) -> (Option<i32>, Vec<Value>, String) {
+    let out = toolslot().arg("replay").args(args).output().unwrap();
+    let lines = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out.status.code(), lines, String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn replay_runs_the_shipped_example() {
+    let ws = examples().join("workspace");
+    let stream = examples().join("streams/parallel-reads.sse");
+    let (code, events, err) = replay_lines(&["--workspace", ws.to_str().unwrap(), stream.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "round_complete");
+    let results = last["results"].as_array().unwrap();
+    assert_eq!(results.len(), 4);
+    assert!(results.iter().all(|r| r["is_error"] == false), "{last}");
+    assert!(results[0]["content"].as_str().unwrap().contains("demo workspace"));
+    assert!(events.iter().any(|e| e["type"] == "call_started" && e["speculative"] == true));
+}
+
+#[test]
+fn replay_answers_approvals_as_told() {
+    let ws = tempfile::tempdir().unwrap();
+    let stream = examples().join("streams/shell-approval.sse");
+    let (code, events, _) = replay_lines(&[
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--approve",
+        "all",
+        stream.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0));
+    assert!(ws.path().join("made-by-the-model.txt").exists());
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "approval_decided" && e["decision"] == "approved")
+    );
+    let ws = tempfile::tempdir().unwrap();
+    let (_, events, _) = replay_lines(&[
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--approve",
+        "none",
+        stream.to_str().unwrap(),
+    ]);
+    assert!(!ws.path().join("made-by-the-model.txt").exists());
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "approval_decided" && e["decision"] == "rejected")
+    );
+}
+
+#[test]
+fn replay_refuses_unusable_input_with_exit_2() {
+    for args in [
+        vec!["/no/such/file.sse"],
+        vec!["--dialect", "klingon", "-"],
+        vec!["--approve", "maybe", "-"],
+        vec!["--workspace", "/no/such/dir", "-"],
+    ] {
+        let out = toolslot().arg("replay").args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("panicked"));
+    }
+}
+
+#[test]
+fn replay_reads_stdin_incrementally() {
+    use std::io::{BufRead, BufReader, Write};
+    let ws = examples().join("workspace");
+    let body = std::fs::read_to_string(examples().join("streams/parallel-reads.sse")).unwrap();
+    // Everything up to the second tool block: the first read is complete.
+    let cut = body.find("\"toolu_02\"").map(|i| body[..i].rfind("event:").unwrap()).unwrap();
+    let mut child = toolslot()
+        .args(["replay", "--workspace", ws.to_str().unwrap(), "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&body.as_bytes()[..cut]).unwrap();
+    stdin.flush().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    // The first call starts while stdin is still open: the stream was read as it arrived.
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "stdout ended before the first call started");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["type"] == "call_started" {
+            assert_eq!(v["index"], 0);
+            break;
+        }
+    }
+    stdin.write_all(&body.as_bytes()[cut..]).unwrap();
+    drop(stdin);
+    let rest: Vec<Value> = out.lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
+    assert_eq!(rest.last().unwrap()["type"], "round_complete");
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn replay_of_jsonl_recordings_frames_them() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/recorded/anthropic/three-messages-tool-use-and-server-tool.jsonl");
+    let ws = tempfile::tempdir().unwrap();
+    let (code, events, _) = replay_lines(&["--workspace", ws.path().to_str().unwrap(), fixture.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    assert_eq!(events.iter().filter(|e| e["type"] == "round_complete").count(), 3);
 }

@@ -18,11 +18,7 @@ struct Ws {
 fn ws() -> Ws {
     let dir = tempfile::tempdir().unwrap();
     let cfg = Arc::new(Config::builtin());
-    let registry = Arc::new(
-        RegistryBuilder::new(Arc::clone(&cfg))
-            .with_builtins()
-            .build(),
-    );
+    let registry = Arc::new(RegistryBuilder::new(Arc::clone(&cfg)).with_builtins().build());
     let store = Arc::new(OverflowStore::new(dir.path().join(".overflow")));
     let services = Arc::new(SessionMemory::new("s1".into(), registry, store));
     let ctx = ToolContext {
@@ -41,10 +37,7 @@ impl Ws {
         self.dir.path()
     }
     fn run(&self, tool: &dyn ToolSpec, input: Value) -> Result<ToolOutput, ToolError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(tool.run(input, &self.ctx))
     }
 }
@@ -58,14 +51,10 @@ fn read_file_numbers_lines_and_pages() {
         "     1\tone\n     2\ttwo\n     3\tthree\n"
     );
     assert_eq!(
-        w.run(&ReadFile, json!({"path": "a.txt", "offset": 1, "limit": 1}))
-            .unwrap()
-            .content,
+        w.run(&ReadFile, json!({"path": "a.txt", "offset": 1, "limit": 1})).unwrap().content,
         "     2\ttwo\n[1 more lines; read on with offset=2]\n"
     );
-    let err = w
-        .run(&ReadFile, json!({"path": "a.txt", "offset": 9}))
-        .unwrap_err();
+    let err = w.run(&ReadFile, json!({"path": "a.txt", "offset": 9})).unwrap_err();
     assert_eq!(err.field.as_deref(), Some("offset"));
 }
 
@@ -75,21 +64,12 @@ fn read_file_refuses_binary_traversal_and_folders() {
     std::fs::write(w.path().join("b.bin"), [0u8, 1, 2, 3]).unwrap();
     let err = w.run(&ReadFile, json!({"path": "b.bin"})).unwrap_err();
     assert!(err.message.contains("binary"), "{}", err.message);
-    let err = w
-        .run(&ReadFile, json!({"path": "../etc/passwd"}))
-        .unwrap_err();
+    let err = w.run(&ReadFile, json!({"path": "../etc/passwd"})).unwrap_err();
     assert!(err.message.contains("outside the workspace"));
-    let err = w
-        .run(&ReadFile, json!({"path": "/etc/passwd"}))
-        .unwrap_err();
+    let err = w.run(&ReadFile, json!({"path": "/etc/passwd"})).unwrap_err();
     assert!(err.message.contains("outside the workspace"));
     std::fs::create_dir(w.path().join("d")).unwrap();
-    assert!(
-        w.run(&ReadFile, json!({"path": "d"}))
-            .unwrap_err()
-            .message
-            .contains("directory")
-    );
+    assert!(w.run(&ReadFile, json!({"path": "d"})).unwrap_err().message.contains("directory"));
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("s"), "secret").unwrap();
     std::os::unix::fs::symlink(outside.path().join("s"), w.path().join("link")).unwrap();
@@ -108,10 +88,7 @@ fn list_dir_is_sorted_and_depth_limited() {
     std::fs::write(w.path().join("a.txt"), "12345").unwrap();
     std::fs::write(w.path().join("b/x.rs"), "").unwrap();
     let out = w.run(&ListDir, json!({"depth": 2})).unwrap().content;
-    assert_eq!(
-        out,
-        "file  a.txt  (5 bytes)\ndir   b/\ndir   b/c/\nfile  b/x.rs  (0 bytes)"
-    );
+    assert_eq!(out, "file  a.txt  (5 bytes)\ndir   b/\ndir   b/c/\nfile  b/x.rs  (0 bytes)");
     let err = w.run(&ListDir, json!({"depth": 99})).unwrap_err();
     assert_eq!(err.field.as_deref(), Some("depth"));
 }
@@ -124,16 +101,11 @@ fn grep_honors_gitignore_and_caps() {
     std::fs::write(w.path().join("target/x.rs"), "fn needle() {}\n").unwrap();
     std::fs::write(w.path().join("lib.rs"), "// a\nfn needle() {}\n").unwrap();
     assert_eq!(
-        w.run(&GrepFiles, json!({"pattern": "needle"}))
-            .unwrap()
-            .content,
+        w.run(&GrepFiles, json!({"pattern": "needle"})).unwrap().content,
         "lib.rs:2:fn needle() {}"
     );
     assert_eq!(
-        w.run(&GrepFiles, json!({"pattern": "("}))
-            .unwrap_err()
-            .field
-            .as_deref(),
+        w.run(&GrepFiles, json!({"pattern": "("})).unwrap_err().field.as_deref(),
         Some("pattern")
     );
 }
@@ -141,25 +113,12 @@ fn grep_honors_gitignore_and_caps() {
 #[test]
 fn write_file_is_atomic_and_creates_folders() {
     let w = ws();
-    let out = w
-        .run(
-            &WriteFile,
-            json!({"path": "deep/new/f.txt", "content": "hello\n"}),
-        )
-        .unwrap();
+    let out = w.run(&WriteFile, json!({"path": "deep/new/f.txt", "content": "hello\n"})).unwrap();
     assert!(out.content.starts_with("Created"));
-    assert_eq!(
-        std::fs::read_to_string(w.path().join("deep/new/f.txt")).unwrap(),
-        "hello\n"
-    );
-    let leftovers: Vec<_> = std::fs::read_dir(w.path().join("deep/new"))
-        .unwrap()
-        .collect();
+    assert_eq!(std::fs::read_to_string(w.path().join("deep/new/f.txt")).unwrap(), "hello\n");
+    let leftovers: Vec<_> = std::fs::read_dir(w.path().join("deep/new")).unwrap().collect();
     assert_eq!(leftovers.len(), 1, "no temp file left behind");
-    assert!(
-        w.run(&WriteFile, json!({"path": "../x", "content": ""}))
-            .is_err()
-    );
+    assert!(w.run(&WriteFile, json!({"path": "../x", "content": ""})).is_err());
 }
 
 #[test]
@@ -174,12 +133,7 @@ fn edit_file_needs_a_fresh_read_and_a_unique_match() {
         )
     };
     // Never read: refused.
-    assert!(
-        edit("c = 2", false)
-            .unwrap_err()
-            .message
-            .contains("has not been read")
-    );
+    assert!(edit("c = 2", false).unwrap_err().message.contains("has not been read"));
     // Read it (as the pipeline's read observer would record).
     let real = f.canonicalize().unwrap();
     w.ctx
@@ -191,45 +145,24 @@ fn edit_file_needs_a_fresh_read_and_a_unique_match() {
         "{}",
         err.message
     );
-    assert!(
-        edit("nope", false)
-            .unwrap_err()
-            .message
-            .contains("not found")
-    );
+    assert!(edit("nope", false).unwrap_err().message.contains("not found"));
     assert!(edit("c = 2", false).is_ok());
-    assert_eq!(
-        std::fs::read_to_string(&f).unwrap(),
-        "let a = 1;\nlet b = 1;\nlet X;\n"
-    );
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "let a = 1;\nlet b = 1;\nlet X;\n");
     // Consecutive edits work: the tool records what it wrote.
     assert!(edit("= 1;", true).is_ok());
     // Changed behind the session's back: refused.
     std::thread::sleep(std::time::Duration::from_millis(20));
     std::fs::write(&f, "changed\n").unwrap();
-    assert!(
-        edit("changed", false)
-            .unwrap_err()
-            .message
-            .contains("changed since you read it")
-    );
+    assert!(edit("changed", false).unwrap_err().message.contains("changed since you read it"));
 }
 
 #[test]
 fn exec_shell_reports_exit_code_and_stderr_apart() {
     let w = ws();
-    let out = w
-        .run(
-            &ExecShell,
-            json!({"command": "echo out; echo err >&2; exit 3"}),
-        )
-        .unwrap();
+    let out = w.run(&ExecShell, json!({"command": "echo out; echo err >&2; exit 3"})).unwrap();
     assert_eq!(out.content, "out\n");
     assert!(out.is_error);
-    assert_eq!(
-        out.trailer.as_deref(),
-        Some("[exit code: 3]\n[stderr]\nerr\n")
-    );
+    assert_eq!(out.trailer.as_deref(), Some("[exit code: 3]\n[stderr]\nerr\n"));
 }
 
 #[test]
@@ -238,15 +171,10 @@ fn exec_shell_timeout_kills_the_whole_group() {
     let marker = w.path().join("survivor");
     // The background child would create the marker after 1 s if it survived the kill.
     let cmd = format!("(sleep 1 && touch {}) & sleep 5", marker.display());
-    let err = w
-        .run(&ExecShell, json!({"command": cmd, "timeout_ms": 200}))
-        .unwrap_err();
+    let err = w.run(&ExecShell, json!({"command": cmd, "timeout_ms": 200})).unwrap_err();
     assert_eq!(err.category, ErrorCategory::Timeout);
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    assert!(
-        !marker.exists(),
-        "a process of the group survived the timeout"
-    );
+    assert!(!marker.exists(), "a process of the group survived the timeout");
 }
 
 #[test]
@@ -254,15 +182,11 @@ fn exec_shell_approval_depends_on_the_command() {
     use crate::config::NetworkPolicy;
     use crate::tool::ApprovalRequirement;
     assert_eq!(
-        ExecShell.approval_requirement_for_input(
-            &json!({"command": "git status"}),
-            NetworkPolicy::Prompt
-        ),
+        ExecShell.approval_requirement_for_input(&json!({"command": "git status"}), NetworkPolicy::Prompt),
         ApprovalRequirement::Auto
     );
     assert_eq!(
-        ExecShell
-            .approval_requirement_for_input(&json!({"command": "rm -rf /"}), NetworkPolicy::Prompt),
+        ExecShell.approval_requirement_for_input(&json!({"command": "rm -rf /"}), NetworkPolicy::Prompt),
         ApprovalRequirement::Required
     );
 }
@@ -280,23 +204,14 @@ fn retrieve_reads_only_this_sessions_outputs() {
         )
         .unwrap();
     assert_eq!(out.content, "     3\terror: boom\n");
-    let err = w
-        .run(&RetrieveToolResult, json!({"ref": foreign}))
-        .unwrap_err();
+    let err = w.run(&RetrieveToolResult, json!({"ref": foreign})).unwrap_err();
     assert!(err.message.contains("another session"), "{}", err.message);
-    assert!(
-        w.run(&RetrieveToolResult, json!({"ref": "../../x"}))
-            .is_err()
-    );
+    assert!(w.run(&RetrieveToolResult, json!({"ref": "../../x"})).is_err());
 }
 
 #[test]
 fn tool_search_activates_deferred_tools() {
     let w = ws();
     let err = w.run(&ToolSearch, json!({"query": "x"})).unwrap_err();
-    assert_eq!(
-        err.category,
-        ErrorCategory::Unavailable,
-        "no deferred tools among the built-ins"
-    );
+    assert_eq!(err.category, ErrorCategory::Unavailable, "no deferred tools among the built-ins");
 }

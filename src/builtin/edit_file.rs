@@ -45,8 +45,7 @@ impl Tool for EditFile {
             let input: Input = parse_input(input)?;
             let path = workspace::confine(&ctx.workspace, &input.path, "path")?;
             let shown = workspace::display(&ctx.workspace, &path);
-            let meta = std::fs::metadata(&path)
-                .map_err(|e| ToolError::invalid("path", format!("cannot edit `{shown}`: {e}")))?;
+            let meta = std::fs::metadata(&path).map_err(|e| ToolError::invalid("path", format!("cannot edit `{shown}`: {e}")))?;
             let modified = meta
                 .modified()
                 .map_err(|e| ToolError::tool(format!("cannot stat `{shown}`: {e}")))?;
@@ -54,37 +53,27 @@ impl Tool for EditFile {
                 None => {
                     return Err(ToolError::invalid(
                         "path",
-                        format!(
-                            "`{shown}` has not been read in this session; read it with read_file before editing it"
-                        ),
+                        format!("`{shown}` has not been read in this session; read it with read_file before editing it"),
                     ));
                 }
                 Some(seen) if seen != modified => {
                     return Err(ToolError::invalid(
                         "path",
-                        format!(
-                            "`{shown}` changed since you read it; read it again before editing it"
-                        ),
+                        format!("`{shown}` changed since you read it; read it again before editing it"),
                     ));
                 }
                 Some(_) => {}
             }
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?;
+            let text = std::fs::read_to_string(&path).map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?;
             let starts: Vec<usize> = text.match_indices(&input.search).map(|(i, _)| i).collect();
             if starts.is_empty() {
                 return Err(ToolError::invalid(
                     "search",
-                    format!(
-                        "the search text was not found in `{shown}`; read the file again and copy the text exactly"
-                    ),
+                    format!("the search text was not found in `{shown}`; read the file again and copy the text exactly"),
                 ));
             }
             if starts.len() > 1 && !input.replace_all {
-                let lines: Vec<String> = starts
-                    .iter()
-                    .map(|i| (text[..*i].matches('\n').count() + 1).to_string())
-                    .collect();
+                let lines: Vec<String> = starts.iter().map(|i| (text[..*i].matches('\n').count() + 1).to_string()).collect();
                 return Err(ToolError::invalid(
                     "search",
                     format!(
@@ -101,10 +90,7 @@ impl Tool for EditFile {
             };
             let modified = write_atomic(&path, new_text.as_bytes(), &shown)?;
             ctx.services.record_file_state(&path, modified);
-            Ok(ToolOutput::text(format!(
-                "Edited `{shown}`: {} replacement(s).",
-                starts.len()
-            )))
+            Ok(ToolOutput::text(format!("Edited `{shown}`: {} replacement(s).", starts.len())))
         })
     }
 }
@@ -114,10 +100,7 @@ impl ToolSpec for EditFile {
         &[Capability::WritesFiles]
     }
     fn approval_key(&self, input: &Value) -> String {
-        format!(
-            "write_file:{}",
-            input.get("path").and_then(Value::as_str).unwrap_or("")
-        )
+        format!("write_file:{}", input.get("path").and_then(Value::as_str).unwrap_or(""))
     }
     fn field_aliases(&self) -> &[(&'static str, &'static str)] {
         &[

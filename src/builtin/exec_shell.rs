@@ -11,8 +11,7 @@ use crate::config::NetworkPolicy;
 use crate::output::{Budget, truncate};
 use crate::plan::arity::{has_shell_syntax, shell_approval_key, tokenize};
 use crate::tool::{
-    ApprovalRequirement, Approvals, Capability, ErrorCategory, OutputKind, Tool, ToolContext,
-    ToolError, ToolFuture, ToolOutput, ToolSpec,
+    ApprovalRequirement, Approvals, Capability, ErrorCategory, OutputKind, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec,
 };
 
 /// Runs a shell command; stdout is the result, exit code and stderr are reported apart.
@@ -64,8 +63,7 @@ pub const READ_ONLY_COMMANDS: &[&str] = &[
 
 /// Arguments that make an otherwise read-only command write or execute.
 const WRITING_ARGS: &[&str] = &[
-    "-exec", "-execdir", "-delete", "-fprint", "-fprintf", "-fls", "-ok", "-okdir", "--output",
-    "-o",
+    "-exec", "-execdir", "-delete", "-fprint", "-fprintf", "-fls", "-ok", "-okdir", "--output", "-o",
 ];
 
 /// Whether `command` is on the read-only allow-list (and so runs without approval).
@@ -83,11 +81,7 @@ pub fn is_read_only_command(command: &str) -> bool {
     if first == "env" && words.len() > 1 {
         return false;
     }
-    let plain: Vec<&str> = words
-        .iter()
-        .map(String::as_str)
-        .filter(|w| !w.starts_with('-'))
-        .collect();
+    let plain: Vec<&str> = words.iter().map(String::as_str).filter(|w| !w.starts_with('-')).collect();
     let listed = READ_ONLY_COMMANDS.iter().any(|entry| {
         let parts: Vec<&str> = entry.split(' ').collect();
         parts.len() <= plain.len() && parts.iter().zip(&plain).all(|(a, b)| a == b)
@@ -128,9 +122,7 @@ impl Tool for ExecShell {
                 // Its own process group, so a timeout can kill everything it started.
                 .process_group(0)
                 .kill_on_drop(true);
-            let mut child = cmd
-                .spawn()
-                .map_err(|e| ToolError::tool(format!("cannot start the shell: {e}")))?;
+            let mut child = cmd.spawn().map_err(|e| ToolError::tool(format!("cannot start the shell: {e}")))?;
             let group = GroupGuard(child.id());
             let mut stdout = child.stdout.take();
             let mut stderr = child.stderr.take();
@@ -170,8 +162,7 @@ impl Tool for ExecShell {
                 }
             };
             group.disarm();
-            let status = status
-                .map_err(|e| ToolError::tool(format!("waiting for the shell failed: {e}")))?;
+            let status = status.map_err(|e| ToolError::tool(format!("waiting for the shell failed: {e}")))?;
             let code = status.code();
             let stdout = String::from_utf8_lossy(&out).into_owned();
             let stderr = String::from_utf8_lossy(&err).into_owned();
@@ -229,11 +220,7 @@ impl ToolSpec for ExecShell {
     fn capabilities(&self) -> &[Capability] {
         &[Capability::ExecutesCode]
     }
-    fn approval_requirement_for_input(
-        &self,
-        input: &Value,
-        policy: NetworkPolicy,
-    ) -> ApprovalRequirement {
+    fn approval_requirement_for_input(&self, input: &Value, policy: NetworkPolicy) -> ApprovalRequirement {
         match input.get("command").and_then(Value::as_str) {
             Some(c) if is_read_only_command(c) => ApprovalRequirement::Auto,
             _ => self.approval_requirement(policy),

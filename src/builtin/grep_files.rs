@@ -45,11 +45,8 @@ impl Tool for GrepFiles {
             let re = regex::RegexBuilder::new(&input.pattern)
                 .case_insensitive(input.case_insensitive)
                 .build()
-                .map_err(|e| {
-                    ToolError::invalid("pattern", format!("invalid regular expression: {e}"))
-                })?;
-            let root =
-                workspace::confine(&ctx.workspace, input.path.as_deref().unwrap_or("."), "path")?;
+                .map_err(|e| ToolError::invalid("pattern", format!("invalid regular expression: {e}")))?;
+            let root = workspace::confine(&ctx.workspace, input.path.as_deref().unwrap_or("."), "path")?;
             let cfg = &ctx.config.grep_files;
             let mut out = Vec::new();
             let mut more = false;
@@ -84,10 +81,7 @@ impl Tool for GrepFiles {
                 }
             }
             if out.is_empty() {
-                return Ok(ToolOutput::text(format!(
-                    "no match for `{}`",
-                    input.pattern
-                )));
+                return Ok(ToolOutput::text(format!("no match for `{}`", input.pattern)));
             }
             let mut text = out.join("\n");
             if more {

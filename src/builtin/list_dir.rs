@@ -52,50 +52,29 @@ impl Tool for ListDir {
                     ),
                 ));
             }
-            let root =
-                workspace::confine(&ctx.workspace, input.path.as_deref().unwrap_or("."), "path")?;
+            let root = workspace::confine(&ctx.workspace, input.path.as_deref().unwrap_or("."), "path")?;
             if !root.is_dir() {
                 return Err(ToolError::invalid(
                     "path",
-                    format!(
-                        "`{}` is not a folder",
-                        workspace::display(&ctx.workspace, &root)
-                    ),
+                    format!("`{}` is not a folder", workspace::display(&ctx.workspace, &root)),
                 ));
             }
             let mut lines = Vec::new();
             let mut truncated = false;
-            walk(
-                &root,
-                &root,
-                depth,
-                cfg.max_entries,
-                &mut lines,
-                &mut truncated,
-            );
+            walk(&root, &root, depth, cfg.max_entries, &mut lines, &mut truncated);
             let mut out = lines.join("\n");
             if lines.is_empty() {
                 out.push_str("(empty folder)");
             }
             if truncated {
-                out.push_str(&format!(
-                    "\n[listing stopped at {} entries; list a subfolder]",
-                    cfg.max_entries
-                ));
+                out.push_str(&format!("\n[listing stopped at {} entries; list a subfolder]", cfg.max_entries));
             }
             Ok(ToolOutput::text(out))
         })
     }
 }
 
-fn walk(
-    root: &Path,
-    dir: &Path,
-    depth: usize,
-    max: usize,
-    out: &mut Vec<String>,
-    truncated: &mut bool,
-) {
+fn walk(root: &Path, dir: &Path, depth: usize, max: usize, out: &mut Vec<String>, truncated: &mut bool) {
     let Ok(read) = std::fs::read_dir(dir) else {
         return;
     };
@@ -107,11 +86,7 @@ fn walk(
             return;
         }
         let path = e.path();
-        let rel = path
-            .strip_prefix(root)
-            .unwrap_or(&path)
-            .display()
-            .to_string();
+        let rel = path.strip_prefix(root).unwrap_or(&path).display().to_string();
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
         };

@@ -48,10 +48,7 @@ impl Tool for ReadFile {
                 .await
                 .map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?;
             if meta.is_dir() {
-                return Err(ToolError::invalid(
-                    "path",
-                    format!("`{shown}` is a directory; use list_dir"),
-                ));
+                return Err(ToolError::invalid("path", format!("`{shown}` is a directory; use list_dir")));
             }
             let cfg = &ctx.config.read_file;
             if meta.len() > cfg.max_file_bytes {
@@ -70,10 +67,7 @@ impl Tool for ReadFile {
             if bytes[..bytes.len().min(8192)].contains(&0) {
                 return Err(ToolError::invalid(
                     "path",
-                    format!(
-                        "`{shown}` is a binary file ({} bytes); read_file reads text only",
-                        bytes.len()
-                    ),
+                    format!("`{shown}` is a binary file ({} bytes); read_file reads text only", bytes.len()),
                 ));
             }
             let text = String::from_utf8_lossy(&bytes);
@@ -111,10 +105,6 @@ impl ToolSpec for ReadFile {
         true
     }
     fn field_aliases(&self) -> &[(&'static str, &'static str)] {
-        &[
-            ("file_path", "path"),
-            ("start_line", "offset"),
-            ("lines", "limit"),
-        ]
+        &[("file_path", "path"), ("start_line", "offset"), ("lines", "limit")]
     }
 }

@@ -76,19 +76,14 @@ impl Tool for RetrieveToolResult {
                     }
                 }
                 other => {
-                    return Err(ToolError::invalid(
-                        "mode",
-                        format!("unknown mode `{other}`"),
-                    ));
+                    return Err(ToolError::invalid("mode", format!("unknown mode `{other}`")));
                 }
             };
             let text = ctx
                 .services
                 .load_overflow(&input.id)
                 .map_err(|e| ToolError::invalid("ref", e.to_string()))?;
-            let out = slice
-                .apply(&text, max)
-                .map_err(|e| ToolError::invalid("pattern", e.to_string()))?;
+            let out = slice.apply(&text, max).map_err(|e| ToolError::invalid("pattern", e.to_string()))?;
             Ok(ToolOutput::text(out))
         })
     }

@@ -3,9 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::tool::{
-    Capability, ErrorCategory, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec,
-};
+use crate::tool::{Capability, ErrorCategory, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
 /// Ranks deferred tools for a query and activates the matches for the session.
 #[derive(Debug, Default)]
@@ -39,12 +37,8 @@ impl Tool for ToolSearch {
     }
     fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let input: Input = serde_json::from_value(input).map_err(|e| {
-                ToolError::invalid(
-                    "query",
-                    format!("tool_search needs {{\"query\": string}}: {e}"),
-                )
-            })?;
+            let input: Input = serde_json::from_value(input)
+                .map_err(|e| ToolError::invalid("query", format!("tool_search needs {{\"query\": string}}: {e}")))?;
             let Some(index) = ctx.services.search_index() else {
                 return Err(ToolError::refused(
                     ErrorCategory::Unavailable,
@@ -52,10 +46,7 @@ impl Tool for ToolSearch {
                 ));
             };
             let cfg = &ctx.config.search;
-            let top = input
-                .limit
-                .unwrap_or(cfg.top_n)
-                .clamp(1, cfg.max_results.max(1));
+            let top = input.limit.unwrap_or(cfg.top_n).clamp(1, cfg.max_results.max(1));
             let hits = index.search(&input.query, top);
             if hits.is_empty() {
                 return Ok(ToolOutput::text(format!(

@@ -20,17 +20,11 @@ pub fn confine(workspace: &Path, path: &str, field: &str) -> Result<PathBuf, Too
         ));
     }
     if path.contains('\0') {
-        return Err(ToolError::invalid(
-            field,
-            format!("`{field}` contains a NUL byte"),
-        ));
+        return Err(ToolError::invalid(field, format!("`{field}` contains a NUL byte")));
     }
-    let root = workspace.canonicalize().map_err(|e| {
-        ToolError::tool(format!(
-            "the workspace {} is not usable: {e}",
-            workspace.display()
-        ))
-    })?;
+    let root = workspace
+        .canonicalize()
+        .map_err(|e| ToolError::tool(format!("the workspace {} is not usable: {e}", workspace.display())))?;
     let joined = if Path::new(path).is_absolute() {
         PathBuf::from(path)
     } else {
@@ -53,10 +47,7 @@ pub fn confine(workspace: &Path, path: &str, field: &str) -> Result<PathBuf, Too
     };
     let mut full = resolved;
     for part in tail.iter().rev() {
-        if Path::new(part)
-            .components()
-            .any(|c| matches!(c, Component::ParentDir))
-        {
+        if Path::new(part).components().any(|c| matches!(c, Component::ParentDir)) {
             return Err(outside(field, path));
         }
         full.push(part);
@@ -81,17 +72,13 @@ pub fn confine(workspace: &Path, path: &str, field: &str) -> Result<PathBuf, Too
 fn outside(field: &str, path: &str) -> ToolError {
     ToolError::invalid(
         field,
-        format!(
-            "`{path}` is outside the workspace; only paths inside the workspace root may be used"
-        ),
+        format!("`{path}` is outside the workspace; only paths inside the workspace root may be used"),
     )
 }
 
 /// The path shown to the model: relative to the workspace where possible.
 pub fn display(workspace: &Path, path: &Path) -> String {
-    let root = workspace
-        .canonicalize()
-        .unwrap_or_else(|_| workspace.to_path_buf());
+    let root = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
     path.strip_prefix(&root)
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| path.display().to_string())
@@ -108,14 +95,8 @@ mod tests {
         std::fs::create_dir(ws.join("src")).unwrap();
         std::fs::write(ws.join("src/a.txt"), "x").unwrap();
         let root = ws.canonicalize().unwrap();
-        assert_eq!(
-            confine(ws, "src/a.txt", "path").unwrap(),
-            root.join("src/a.txt")
-        );
-        assert_eq!(
-            confine(ws, "src/new/b.txt", "path").unwrap(),
-            root.join("src/new/b.txt")
-        );
+        assert_eq!(confine(ws, "src/a.txt", "path").unwrap(), root.join("src/a.txt"));
+        assert_eq!(confine(ws, "src/new/b.txt", "path").unwrap(), root.join("src/new/b.txt"));
         assert_eq!(
             confine(ws, root.join("src/a.txt").to_str().unwrap(), "path").unwrap(),
             root.join("src/a.txt")
@@ -132,11 +113,7 @@ mod tests {
         let outside_dir = tempfile::tempdir().unwrap();
         std::fs::write(outside_dir.path().join("secret"), "s").unwrap();
         std::os::unix::fs::symlink(outside_dir.path(), dir.path().join("link")).unwrap();
-        std::os::unix::fs::symlink(
-            outside_dir.path().join("secret"),
-            dir.path().join("file_link"),
-        )
-        .unwrap();
+        std::os::unix::fs::symlink(outside_dir.path().join("secret"), dir.path().join("file_link")).unwrap();
         assert!(confine(dir.path(), "link/secret", "path").is_err());
         assert!(confine(dir.path(), "link/new_file", "path").is_err());
         assert!(confine(dir.path(), "file_link", "path").is_err());

@@ -41,10 +41,7 @@ impl Tool for WriteFile {
             let path = workspace::confine(&ctx.workspace, &input.path, "path")?;
             let shown = workspace::display(&ctx.workspace, &path);
             if path.is_dir() {
-                return Err(crate::tool::ToolError::invalid(
-                    "path",
-                    format!("`{shown}` is a folder"),
-                ));
+                return Err(crate::tool::ToolError::invalid("path", format!("`{shown}` is a folder")));
             }
             let existed = path.exists();
             let modified = write_atomic(&path, input.content.as_bytes(), &shown)?;
@@ -65,16 +62,9 @@ impl ToolSpec for WriteFile {
     }
     fn approval_key(&self, input: &Value) -> String {
         // Approval for the session covers later writes to the same path.
-        format!(
-            "write_file:{}",
-            input.get("path").and_then(Value::as_str).unwrap_or("")
-        )
+        format!("write_file:{}", input.get("path").and_then(Value::as_str).unwrap_or(""))
     }
     fn field_aliases(&self) -> &[(&'static str, &'static str)] {
-        &[
-            ("file_path", "path"),
-            ("text", "content"),
-            ("contents", "content"),
-        ]
+        &[("file_path", "path"), ("text", "content"), ("contents", "content")]
     }
 }

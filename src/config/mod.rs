@@ -373,12 +373,8 @@ impl Config {
     ///
     /// # Errors
     /// As [`Config::load`].
-    pub fn load_with_env(
-        file: Option<&Path>,
-        env: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<Config, ConfigError> {
-        let defaults =
-            config::File::from_str(DEFAULT_TOML, config::FileFormat::Toml).required(true);
+    pub fn load_with_env(file: Option<&Path>, env: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
+        let defaults = config::File::from_str(DEFAULT_TOML, config::FileFormat::Toml).required(true);
         let mut builder = config::Config::builder().add_source(defaults.clone());
         if let Some(path) = file {
             let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
@@ -388,21 +384,14 @@ impl Config {
             builder = builder.add_source(config::File::from_str(&text, config::FileFormat::Toml));
         }
         // The file layer is checked alone first so its errors name the file, not "the config".
-        let without_env: Config = builder
-            .clone()
-            .build()
-            .and_then(|c| c.try_deserialize())
-            .map_err(|e| match file {
-                Some(path) => ConfigError::File {
-                    path: path.to_path_buf(),
-                    reason: e.to_string(),
-                },
-                None => ConfigError::Builtin(e.to_string()),
-            })?;
-        let vars: config::Map<String, String> = env
-            .into_iter()
-            .filter(|(k, _)| k.starts_with("TOOLSLOT_"))
-            .collect();
+        let without_env: Config = builder.clone().build().and_then(|c| c.try_deserialize()).map_err(|e| match file {
+            Some(path) => ConfigError::File {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            },
+            None => ConfigError::Builtin(e.to_string()),
+        })?;
+        let vars: config::Map<String, String> = env.into_iter().filter(|(k, _)| k.starts_with("TOOLSLOT_")).collect();
         if vars.is_empty() {
             return without_env.validated();
         }
@@ -494,11 +483,7 @@ mod tests {
         assert_eq!(c.approval.mode, ApprovalMode::Ask);
         assert_eq!(c.network.policy, NetworkPolicy::Prompt);
         assert_eq!(
-            (
-                c.output.shell_max_bytes,
-                c.output.shell_head_bytes,
-                c.output.shell_tail_bytes
-            ),
+            (c.output.shell_max_bytes, c.output.shell_head_bytes, c.output.shell_tail_bytes),
             (30_000, 22_000, 8_000)
         );
         assert_eq!(c.loop_guard.repeat_block, 3);
@@ -506,9 +491,7 @@ mod tests {
 
     #[test]
     fn file_overlays_defaults() {
-        let f = file_with(
-            "[approval]\nmode = \"full-auto\"\n[network]\nallow_hosts = [\"127.0.0.1\"]\n",
-        );
+        let f = file_with("[approval]\nmode = \"full-auto\"\n[network]\nallow_hosts = [\"127.0.0.1\"]\n");
         let c = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap();
         assert_eq!(c.approval.mode, ApprovalMode::FullAuto);
         assert_eq!(c.network.allow_hosts, vec!["127.0.0.1".to_string()]);
@@ -519,10 +502,7 @@ mod tests {
     fn env_overlays_file() {
         let f = file_with("[approval]\nmode = \"full-auto\"\n");
         let env = vec![
-            (
-                "TOOLSLOT_APPROVAL__MODE".to_string(),
-                "read-only".to_string(),
-            ),
+            ("TOOLSLOT_APPROVAL__MODE".to_string(), "read-only".to_string()),
             ("TOOLSLOT_SEARCH__TOP_N".to_string(), "9".to_string()),
             ("PATH".to_string(), "/bin".to_string()),
         ];
@@ -563,8 +543,7 @@ mod tests {
 
     #[test]
     fn missing_file_is_a_clear_error() {
-        let err = Config::load_with_env(Some(Path::new("/nonexistent/x.toml")), std::iter::empty())
-            .unwrap_err();
+        let err = Config::load_with_env(Some(Path::new("/nonexistent/x.toml")), std::iter::empty()).unwrap_err();
         assert!(err.to_string().contains("/nonexistent/x.toml"), "{err}");
     }
 

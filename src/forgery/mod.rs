@@ -204,11 +204,7 @@ impl ForgeryStripper {
         match &self.state {
             State::Fence { ch, len, forged } => {
                 let (ch, len, forged) = (*ch, *len, *forged);
-                if indent <= 3
-                    && !last
-                    && after.chars().all(|c| c == ch)
-                    && after.chars().count() < len
-                {
+                if indent <= 3 && !last && after.chars().all(|c| c == ch) && after.chars().count() < len {
                     return Some(None);
                 }
                 if indent <= 3 && after.starts_with(ch) {
@@ -249,8 +245,7 @@ impl ForgeryStripper {
                 self.line_start(rest, last, out)
             }
             State::Normal => {
-                let could_be_fence =
-                    after.len() < 3 && ("```".starts_with(after) || "~~~".starts_with(after));
+                let could_be_fence = after.len() < 3 && ("```".starts_with(after) || "~~~".starts_with(after));
                 if indent <= 3 && could_be_fence && !last {
                     return Some(None);
                 }
@@ -264,20 +259,14 @@ impl ForgeryStripper {
                     }
                     let info = tail[..word_end.unwrap_or(tail.len())].trim();
                     let forged = FORGED_INFO.contains(&info);
-                    self.state = State::Fence {
-                        ch,
-                        len: run,
-                        forged,
-                    };
+                    self.state = State::Fence { ch, len: run, forged };
                     self.at_line_start = false;
                     if forged {
                         self.found += 1;
                     }
                     return Some(Some(self.emit_line(rest, out, !forged)));
                 }
-                let indented = !after.is_empty()
-                    && !after.starts_with('\n')
-                    && (indent >= 4 || rest.starts_with('\t'));
+                let indented = !after.is_empty() && !after.starts_with('\n') && (indent >= 4 || rest.starts_with('\t'));
                 if indented && self.prev_line_blank {
                     self.state = State::Indented;
                     self.at_line_start = false;
@@ -447,11 +436,7 @@ fn probe(rest: &str, last: bool) -> Probe {
         Err(true) => need_more = true,
         Err(false) => {}
     }
-    if need_more && !last {
-        Probe::NeedMore
-    } else {
-        Probe::No
-    }
+    if need_more && !last { Probe::NeedMore } else { Probe::No }
 }
 
 fn tag_end(name: &str) -> String {

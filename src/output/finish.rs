@@ -57,9 +57,7 @@ pub fn finish_call(
         Err(e) => {
             let failed = !matches!(
                 e.category,
-                ErrorCategory::NotApproved
-                    | ErrorCategory::Cancelled
-                    | ErrorCategory::TruncatedRound
+                ErrorCategory::NotApproved | ErrorCategory::Cancelled | ErrorCategory::TruncatedRound
             );
             (e.to_model_text(), true, failed)
         }
@@ -79,18 +77,10 @@ pub fn finish_call(
                         None => content.clone(),
                     };
                     match o.store.save(o.session, &full) {
-                        Ok(id) => {
-                            pointer = Some(format!(
-                                "Full output saved; call retrieve_tool_result ref={id} to view it."
-                            ))
-                        }
+                        Ok(id) => pointer = Some(format!("Full output saved; call retrieve_tool_result ref={id} to view it.")),
                         Err(e) => {
                             tracing::warn!(error = %e, "overflow save failed");
-                            notices.push(Notice::for_call(
-                                NoticeKind::OverflowFailed,
-                                ctx.index,
-                                e.to_string(),
-                            ));
+                            notices.push(Notice::for_call(NoticeKind::OverflowFailed, ctx.index, e.to_string()));
                         }
                     }
                 }
@@ -174,21 +164,9 @@ mod tests {
             }),
         );
         let content = &f.result.content;
-        assert!(
-            content.ends_with("[exit code: 0]"),
-            "the trailer survives the cut"
-        );
-        let id = content
-            .split("ref=")
-            .nth(1)
-            .unwrap()
-            .split(' ')
-            .next()
-            .unwrap();
-        assert_eq!(
-            store.load("s", id).unwrap(),
-            format!("{big}\n[exit code: 0]")
-        );
+        assert!(content.ends_with("[exit code: 0]"), "the trailer survives the cut");
+        let id = content.split("ref=").nth(1).unwrap().split(' ').next().unwrap();
+        assert_eq!(store.load("s", id).unwrap(), format!("{big}\n[exit code: 0]"));
         assert_eq!(f.notices[0].kind, NoticeKind::OutputTruncated);
     }
 
@@ -225,39 +203,22 @@ mod tests {
             }),
         );
         assert!(!f.result.content.contains("retrieve_tool_result"));
-        assert!(
-            f.notices
-                .iter()
-                .any(|n| n.kind == NoticeKind::OverflowFailed)
-        );
+        assert!(f.notices.iter().any(|n| n.kind == NoticeKind::OverflowFailed));
     }
 
     #[test]
     fn errors_carry_their_category_and_side_effect() {
-        let f = finish_call(
-            ctx(true),
-            Err(ToolError::invalid("path", "bad path")),
-            &cfg(),
-            None,
-        );
+        let f = finish_call(ctx(true), Err(ToolError::invalid("path", "bad path")), &cfg(), None);
         assert!(f.result.is_error && f.failed);
         assert!(
-            f.result.content.ends_with(
-                r#"{"error":"invalid_input","field":"path","side_effect":"not_started"}"#
-            ),
+            f.result
+                .content
+                .ends_with(r#"{"error":"invalid_input","field":"path","side_effect":"not_started"}"#),
             "{}",
             f.result.content
         );
-        let rejected = finish_call(
-            ctx(true),
-            Err(ToolError::refused(ErrorCategory::NotApproved, "no")),
-            &cfg(),
-            None,
-        );
-        assert!(
-            !rejected.failed,
-            "a user's rejection is not the model failing"
-        );
+        let rejected = finish_call(ctx(true), Err(ToolError::refused(ErrorCategory::NotApproved, "no")), &cfg(), None);
+        assert!(!rejected.failed, "a user's rejection is not the model failing");
     }
 
     #[test]
@@ -271,10 +232,6 @@ mod tests {
             &cfg(),
             None,
         );
-        assert!(
-            f.result
-                .content
-                .starts_with("<external_content source=\"fetch_url\"")
-        );
+        assert!(f.result.content.starts_with("<external_content source=\"fetch_url\""));
     }
 }

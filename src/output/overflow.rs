@@ -17,14 +17,10 @@ pub enum OverflowError {
         source: std::io::Error,
     },
     /// No such output for this session: unknown, expired, or another session's.
-    #[error(
-        "no saved output `{0}` in this session (unknown, expired after the retention period, or saved by another session)"
-    )]
+    #[error("no saved output `{0}` in this session (unknown, expired after the retention period, or saved by another session)")]
     NotFound(String),
     /// The ref is not of the form this store hands out.
-    #[error(
-        "`{0}` is not a saved-output ref (expected the ref=<pid>-<millis>-<seq> value from a truncation marker)"
-    )]
+    #[error("`{0}` is not a saved-output ref (expected the ref=<pid>-<millis>-<seq> value from a truncation marker)")]
     BadRef(String),
     /// The slice asked for is not valid.
     #[error("{0}")]
@@ -64,11 +60,7 @@ impl OverflowStore {
             })
             .take(80)
             .collect();
-        self.dir.join(if safe.is_empty() {
-            "_".to_string()
-        } else {
-            safe
-        })
+        self.dir.join(if safe.is_empty() { "_".to_string() } else { safe })
     }
 
     /// Saves `text` for `session`, atomically (temp file + rename), and returns its ref.
@@ -77,21 +69,10 @@ impl OverflowStore {
     /// [`OverflowError::Write`] when the folder or file cannot be written.
     pub fn save(&self, session: &str, text: &str) -> Result<String, OverflowError> {
         let dir = self.session_dir(session);
-        let err = |source| OverflowError::Write {
-            dir: dir.clone(),
-            source,
-        };
+        let err = |source| OverflowError::Write { dir: dir.clone(), source };
         std::fs::create_dir_all(&dir).map_err(err)?;
-        let millis = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
-        let id = format!(
-            "{}-{}-{}",
-            std::process::id(),
-            millis,
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
+        let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+        let id = format!("{}-{}-{}", std::process::id(), millis, SEQ.fetch_add(1, Ordering::Relaxed));
         let tmp = dir.join(format!(".{id}.tmp"));
         let done = dir.join(format!("{id}.txt"));
         let write = || -> std::io::Result<()> {
@@ -113,15 +94,10 @@ impl OverflowStore {
     /// [`OverflowError::BadRef`] for a malformed ref, [`OverflowError::NotFound`] otherwise.
     pub fn load(&self, session: &str, id: &str) -> Result<String, OverflowError> {
         let parts: Vec<&str> = id.split('-').collect();
-        if parts.len() != 3
-            || parts
-                .iter()
-                .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
-        {
+        if parts.len() != 3 || parts.iter().any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) {
             return Err(OverflowError::BadRef(id.to_string()));
         }
-        std::fs::read_to_string(self.session_dir(session).join(format!("{id}.txt")))
-            .map_err(|_| OverflowError::NotFound(id.to_string()))
+        std::fs::read_to_string(self.session_dir(session).join(format!("{id}.txt"))).map_err(|_| OverflowError::NotFound(id.to_string()))
     }
 
     /// Removes saved outputs older than `days` (0 keeps everything); returns how many went.
@@ -141,10 +117,7 @@ impl OverflowStore {
                 continue;
             };
             for f in files.flatten() {
-                let old = f
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .is_ok_and(|t| t < cutoff);
+                let old = f.metadata().and_then(|m| m.modified()).is_ok_and(|t| t < cutoff);
                 if old && std::fs::remove_file(f.path()).is_ok() {
                     removed += 1;
                 }
@@ -212,9 +185,7 @@ impl Slice {
             Slice::Head(n) => numbered(0, *n),
             Slice::Tail(n) => numbered(lines.len().saturating_sub(*n), lines.len()),
             Slice::Grep { pattern, context } => {
-                let re = regex::Regex::new(pattern).map_err(|e| {
-                    OverflowError::BadSlice(format!("invalid pattern `{pattern}`: {e}"))
-                })?;
+                let re = regex::Regex::new(pattern).map_err(|e| OverflowError::BadSlice(format!("invalid pattern `{pattern}`: {e}")))?;
                 let mut keep = vec![false; lines.len()];
                 for (i, l) in lines.iter().enumerate() {
                     if re.is_match(l) {
@@ -267,18 +238,9 @@ mod tests {
         let store = OverflowStore::new(dir.path().to_path_buf());
         let id = store.save("s1", "alpha\nbeta\ngamma\n").unwrap();
         assert_eq!(store.load("s1", &id).unwrap(), "alpha\nbeta\ngamma\n");
-        assert!(matches!(
-            store.load("s2", &id),
-            Err(OverflowError::NotFound(_))
-        ));
-        assert!(matches!(
-            store.load("s1", "../../etc/passwd"),
-            Err(OverflowError::BadRef(_))
-        ));
-        assert!(matches!(
-            store.load("s1", "1-2-99999"),
-            Err(OverflowError::NotFound(_))
-        ));
+        assert!(matches!(store.load("s2", &id), Err(OverflowError::NotFound(_))));
+        assert!(matches!(store.load("s1", "../../etc/passwd"), Err(OverflowError::BadRef(_))));
+        assert!(matches!(store.load("s1", "1-2-99999"), Err(OverflowError::NotFound(_))));
         // No temp file is left behind.
         let names: Vec<String> = std::fs::read_dir(dir.path().join("s1"))
             .unwrap()
@@ -305,10 +267,7 @@ mod tests {
         let file = dir.path().join("not-a-dir");
         std::fs::write(&file, "x").unwrap();
         let store = OverflowStore::new(file);
-        assert!(matches!(
-            store.save("s", "text"),
-            Err(OverflowError::Write { .. })
-        ));
+        assert!(matches!(store.save("s", "text"), Err(OverflowError::Write { .. })));
     }
 
     #[test]
@@ -318,12 +277,8 @@ mod tests {
         let old = store.save("s", "old").unwrap();
         let new = store.save("s", "new").unwrap();
         let old_path = dir.path().join("s").join(format!("{old}.txt"));
-        let f = std::fs::File::options()
-            .write(true)
-            .open(&old_path)
-            .unwrap();
-        f.set_modified(SystemTime::now() - Duration::from_secs(8 * 86_400))
-            .unwrap();
+        let f = std::fs::File::options().write(true).open(&old_path).unwrap();
+        f.set_modified(SystemTime::now() - Duration::from_secs(8 * 86_400)).unwrap();
         assert_eq!(store.remove_older_than(7), 1);
         assert!(store.load("s", &old).is_err());
         assert!(store.load("s", &new).is_ok());
@@ -333,29 +288,10 @@ mod tests {
     #[test]
     fn slices() {
         let text = "a\nb\nc\nerror here\nd\ne\n";
-        assert_eq!(
-            Slice::Head(2).apply(text, 1000).unwrap(),
-            "     1\ta\n     2\tb\n"
-        );
+        assert_eq!(Slice::Head(2).apply(text, 1000).unwrap(), "     1\ta\n     2\tb\n");
         assert_eq!(Slice::Tail(1).apply(text, 1000).unwrap(), "     6\te\n");
-        assert_eq!(
-            Slice::Lines {
-                offset: 2,
-                limit: 1
-            }
-            .apply(text, 1000)
-            .unwrap(),
-            "     3\tc\n"
-        );
-        assert_eq!(
-            Slice::Bytes {
-                offset: 2,
-                limit: 3
-            }
-            .apply(text, 1000)
-            .unwrap(),
-            "b\nc"
-        );
+        assert_eq!(Slice::Lines { offset: 2, limit: 1 }.apply(text, 1000).unwrap(), "     3\tc\n");
+        assert_eq!(Slice::Bytes { offset: 2, limit: 3 }.apply(text, 1000).unwrap(), "b\nc");
         assert_eq!(
             Slice::Grep {
                 pattern: "error".into(),
@@ -373,11 +309,6 @@ mod tests {
             .apply(text, 1000)
             .is_err()
         );
-        assert!(
-            Slice::Head(6)
-                .apply(text, 10)
-                .unwrap()
-                .contains("slice cut at 10 bytes")
-        );
+        assert!(Slice::Head(6).apply(text, 10).unwrap().contains("slice cut at 10 bytes"));
     }
 }

@@ -67,12 +67,7 @@ static IMPORTANT: LazyLock<Regex> = LazyLock::new(|| {
 /// Cuts `text` to the budget, or returns `None` when it fits. The marker says exactly how
 /// many bytes and lines were left out; `pointer` (where the full output is) is appended to it;
 /// with `rescue`, important lines of the cut middle are kept inside the same budget.
-pub fn truncate(
-    text: &str,
-    budget: &Budget,
-    rescue: bool,
-    pointer: Option<&str>,
-) -> Option<Truncated> {
+pub fn truncate(text: &str, budget: &Budget, rescue: bool, pointer: Option<&str>) -> Option<Truncated> {
     if text.len() <= budget.max {
         return None;
     }
@@ -97,13 +92,8 @@ pub fn truncate(
     let head = &text[..head_len];
     let tail = &text[tail_start..];
     let omitted = &text[head_len..tail_start];
-    let omitted_lines = omitted.matches('\n').count()
-        + usize::from(!omitted.is_empty() && !omitted.ends_with('\n'));
-    let mut marker = format!(
-        "\n[... {} bytes ({} lines) omitted ...]\n",
-        omitted.len(),
-        omitted_lines
-    );
+    let omitted_lines = omitted.matches('\n').count() + usize::from(!omitted.is_empty() && !omitted.ends_with('\n'));
+    let mut marker = format!("\n[... {} bytes ({} lines) omitted ...]\n", omitted.len(), omitted_lines);
     if !rescued_lines.is_empty() {
         marker.push_str("[important lines from the omitted part:]\n");
         for l in &rescued_lines {
@@ -217,9 +207,6 @@ mod tests {
         assert!(t.text.contains("error[E0308]: mismatched types"));
         assert_eq!(t.rescued, 1);
         let marker_len = t.text.len() - 22_000 - 8_000;
-        assert!(
-            marker_len < 200,
-            "rescued lines come out of the head budget"
-        );
+        assert!(marker_len < 200, "rescued lines come out of the head budget");
     }
 }

@@ -64,12 +64,7 @@ pub struct SessionApprovals {
 impl SessionApprovals {
     /// A decision an earlier one implies for this call, if any. Rejection is checked first:
     /// a call the user refused stays refused even if a looser approval would cover it.
-    pub fn cached(
-        &self,
-        tool: &str,
-        input: &Value,
-        approval_key: &str,
-    ) -> Option<ApprovalDecision> {
+    pub fn cached(&self, tool: &str, input: &Value, approval_key: &str) -> Option<ApprovalDecision> {
         if self.rejected.contains(&exact_fingerprint(tool, input)) {
             return Some(ApprovalDecision::CachedRejection);
         }
@@ -80,13 +75,7 @@ impl SessionApprovals {
     }
 
     /// Remembers a host's decision.
-    pub fn record(
-        &mut self,
-        decision: ApprovalDecision,
-        tool: &str,
-        input: &Value,
-        approval_key: &str,
-    ) {
+    pub fn record(&mut self, decision: ApprovalDecision, tool: &str, input: &Value, approval_key: &str) {
         match decision {
             ApprovalDecision::ApprovedForSession => {
                 self.approved_keys.insert(approval_key.to_string());
@@ -94,9 +83,7 @@ impl SessionApprovals {
             ApprovalDecision::Rejected => {
                 self.rejected.insert(exact_fingerprint(tool, input));
             }
-            ApprovalDecision::Approved
-            | ApprovalDecision::CachedApproval
-            | ApprovalDecision::CachedRejection => {}
+            ApprovalDecision::Approved | ApprovalDecision::CachedApproval | ApprovalDecision::CachedRejection => {}
         }
     }
 }
@@ -117,11 +104,7 @@ mod tests {
             (FullAuto, [Gate::Run, Gate::Run, Gate::Run]),
         ];
         for (mode, row) in want {
-            assert_eq!(
-                [gate(Auto, mode), gate(Suggest, mode), gate(Required, mode)],
-                row,
-                "{mode:?}"
-            );
+            assert_eq!([gate(Auto, mode), gate(Suggest, mode), gate(Required, mode)], row, "{mode:?}");
             assert_eq!(gate(Refused, mode), Gate::Refuse);
         }
     }
@@ -129,20 +112,12 @@ mod tests {
     #[test]
     fn rejection_is_precise_and_approval_is_loose() {
         let mut s = SessionApprovals::default();
-        s.record(
-            ApprovalDecision::Rejected,
-            "exec_shell",
-            &json!({"command": "rm -rf build"}),
-            "k1",
-        );
+        s.record(ApprovalDecision::Rejected, "exec_shell", &json!({"command": "rm -rf build"}), "k1");
         assert_eq!(
             s.cached("exec_shell", &json!({"command": "rm -rf build"}), "k1"),
             Some(ApprovalDecision::CachedRejection)
         );
-        assert_eq!(
-            s.cached("exec_shell", &json!({"command": "rm -rf dist"}), "k2"),
-            None
-        );
+        assert_eq!(s.cached("exec_shell", &json!({"command": "rm -rf dist"}), "k2"), None);
         s.record(
             ApprovalDecision::ApprovedForSession,
             "exec_shell",
@@ -150,19 +125,10 @@ mod tests {
             "exec_shell:cargo build",
         );
         assert_eq!(
-            s.cached(
-                "exec_shell",
-                &json!({"command": "cargo build --release"}),
-                "exec_shell:cargo build"
-            ),
+            s.cached("exec_shell", &json!({"command": "cargo build --release"}), "exec_shell:cargo build"),
             Some(ApprovalDecision::CachedApproval)
         );
-        s.record(
-            ApprovalDecision::Approved,
-            "write_file",
-            &json!({"path": "a"}),
-            "write_file:a",
-        );
+        s.record(ApprovalDecision::Approved, "write_file", &json!({"path": "a"}), "write_file:a");
         assert_eq!(
             s.cached("write_file", &json!({"path": "a"}), "write_file:a"),
             None,

@@ -50,26 +50,10 @@ pub const ARITY: &[(&str, usize)] = &[
 
 /// Flags that take the next word as their value, per program.
 const VALUE_FLAGS: &[(&str, &[&str])] = &[
-    (
-        "git",
-        &["-C", "-c", "--git-dir", "--work-tree", "--namespace"],
-    ),
+    ("git", &["-C", "-c", "--git-dir", "--work-tree", "--namespace"]),
     ("cargo", &["--manifest-path", "-Z", "--config", "--color"]),
-    (
-        "docker",
-        &["-H", "--host", "--context", "--config", "-l", "--log-level"],
-    ),
-    (
-        "kubectl",
-        &[
-            "-n",
-            "--namespace",
-            "--context",
-            "--kubeconfig",
-            "-s",
-            "--server",
-        ],
-    ),
+    ("docker", &["-H", "--host", "--context", "--config", "-l", "--log-level"]),
+    ("kubectl", &["-n", "--namespace", "--context", "--kubeconfig", "-s", "--server"]),
     ("npm", &["--prefix"]),
     ("make", &["-C", "-f", "--directory", "--file", "-j"]),
     ("go", &["-C"]),
@@ -77,9 +61,8 @@ const VALUE_FLAGS: &[(&str, &[&str])] = &[
 
 /// Programs whose approval never carries over: each call is approved on its own.
 const NEVER_LOOSE: &[&str] = &[
-    "rm", "rmdir", "dd", "mkfs", "chmod", "chown", "chgrp", "sudo", "su", "doas", "shred",
-    "truncate", "kill", "pkill", "killall", "reboot", "shutdown", "mv", "curl", "wget", "ssh",
-    "scp", "eval", "exec", "xargs", "env", "sh", "bash", "zsh", "crontab",
+    "rm", "rmdir", "dd", "mkfs", "chmod", "chown", "chgrp", "sudo", "su", "doas", "shred", "truncate", "kill", "pkill", "killall",
+    "reboot", "shutdown", "mv", "curl", "wget", "ssh", "scp", "eval", "exec", "xargs", "env", "sh", "bash", "zsh", "crontab",
 ];
 
 /// Subcommands (program, subcommand, dangerous flags) whose use makes a call exact-only.
@@ -87,14 +70,7 @@ const DANGEROUS_FLAGS: &[(&str, &str, &[&str])] = &[
     (
         "git",
         "push",
-        &[
-            "--force",
-            "-f",
-            "--force-with-lease",
-            "--mirror",
-            "--delete",
-            "-d",
-        ],
+        &["--force", "-f", "--force-with-lease", "--mirror", "--delete", "-d"],
     ),
     ("git", "reset", &["--hard"]),
     ("git", "clean", &["-f", "-fd", "-fdx", "-xdf", "--force"]),
@@ -102,9 +78,7 @@ const DANGEROUS_FLAGS: &[(&str, &str, &[&str])] = &[
 ];
 
 /// Words that make a command more than one simple command.
-const OPERATORS: &[&str] = &[
-    ";", "&&", "||", "|", "&", ">", ">>", "<", "<<", "2>", "2>&1", "&>", "|&",
-];
+const OPERATORS: &[&str] = &[";", "&&", "||", "|", "&", ">", ">>", "<", "<<", "2>", "2>&1", "&>", "|&"];
 
 /// Splits a command as a POSIX shell would: quotes, backslash escapes, and operators as
 /// their own words. Returns `None` for unbalanced quotes.
@@ -188,11 +162,7 @@ pub fn tokenize(command: &str) -> Option<Vec<String>> {
 /// Whether a raw command holds shell syntax beyond one simple command (operators,
 /// substitutions, redirections).
 pub fn has_shell_syntax(command: &str) -> bool {
-    if command.contains("$(")
-        || command.contains('`')
-        || command.contains("<(")
-        || command.contains(">(")
-    {
+    if command.contains("$(") || command.contains('`') || command.contains("<(") || command.contains(">(") {
         return true;
     }
     match tokenize(command) {
@@ -201,9 +171,7 @@ pub fn has_shell_syntax(command: &str) -> bool {
         // which only makes its key exact: the safe side.
         Some(words) => words.iter().any(|w| {
             OPERATORS.contains(&w.as_str())
-                || (w.chars().any(|c| "&|;<>()".contains(c))
-                    && w.chars()
-                        .all(|c| "&|;<>()".contains(c) || c.is_ascii_digit()))
+                || (w.chars().any(|c| "&|;<>()".contains(c)) && w.chars().all(|c| "&|;<>()".contains(c) || c.is_ascii_digit()))
         }),
         None => true,
     }
@@ -222,16 +190,10 @@ pub fn shell_approval_key(command: &str) -> String {
         return exact();
     };
     let program = program.rsplit('/').next().unwrap_or(program).to_string();
-    if NEVER_LOOSE
-        .iter()
-        .any(|p| program == *p || program.starts_with("mkfs"))
-    {
+    if NEVER_LOOSE.iter().any(|p| program == *p || program.starts_with("mkfs")) {
         return exact();
     }
-    let value_flags: &[&str] = VALUE_FLAGS
-        .iter()
-        .find(|(p, _)| *p == program)
-        .map_or(&[], |(_, f)| f);
+    let value_flags: &[&str] = VALUE_FLAGS.iter().find(|(p, _)| *p == program).map_or(&[], |(_, f)| f);
     // The program and its non-flag words, flags (and their values) skipped.
     let mut plain = vec![program.clone()];
     let mut i = 1;
@@ -247,10 +209,7 @@ pub fn shell_approval_key(command: &str) -> String {
         i += 1;
     }
     for (prog, sub, flags) in DANGEROUS_FLAGS {
-        if program == *prog
-            && plain.get(1).is_some_and(|s| s == sub)
-            && words.iter().any(|w| flags.contains(&w.as_str()))
-        {
+        if program == *prog && plain.get(1).is_some_and(|s| s == sub) && words.iter().any(|w| flags.contains(&w.as_str())) {
             return exact();
         }
     }
@@ -258,10 +217,7 @@ pub fn shell_approval_key(command: &str) -> String {
     let mut best_len = 0;
     for (prefix, arity) in ARITY {
         let parts: Vec<&str> = prefix.split(' ').collect();
-        if parts.len() <= plain.len()
-            && parts.iter().zip(&plain).all(|(a, b)| a == b)
-            && parts.len() > best_len
-        {
+        if parts.len() <= plain.len() && parts.iter().zip(&plain).all(|(a, b)| a == b) && parts.len() > best_len {
             best = Some(*arity);
             best_len = parts.len();
         }
@@ -296,10 +252,7 @@ mod tests {
 
     #[test]
     fn git_push_is_not_covered_by_git_status() {
-        assert_ne!(
-            shell_approval_key("git push"),
-            shell_approval_key("git status")
-        );
+        assert_ne!(shell_approval_key("git push"), shell_approval_key("git status"));
     }
 
     #[test]
@@ -322,11 +275,7 @@ mod tests {
             "cargo build &",
             "git",
         ] {
-            assert_eq!(
-                shell_approval_key(cmd),
-                format!("exec_shell:exact:{}", cmd.trim()),
-                "{cmd}"
-            );
+            assert_eq!(shell_approval_key(cmd), format!("exec_shell:exact:{}", cmd.trim()), "{cmd}");
         }
     }
 

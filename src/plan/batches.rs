@@ -32,14 +32,7 @@ mod tests {
 
     #[test]
     fn consecutive_parallel_calls_share_a_batch() {
-        let b = plan_batches(&[
-            (0, true),
-            (1, true),
-            (2, false),
-            (3, true),
-            (4, false),
-            (5, false),
-        ]);
+        let b = plan_batches(&[(0, true), (1, true), (2, false), (3, true), (4, false), (5, false)]);
         let want = vec![
             Batch {
                 indices: vec![0, 1],

@@ -74,12 +74,7 @@ pub struct PlanContext<'a> {
 }
 
 /// Plans `call`. `cut` is true when the round ended at the output limit.
-pub fn plan_call(
-    ctx: PlanContext<'_>,
-    call: &RawCall,
-    cut: bool,
-    guard: &mut LoopGuard,
-) -> PlannedCall {
+pub fn plan_call(ctx: PlanContext<'_>, call: &RawCall, cut: bool, guard: &mut LoopGuard) -> PlannedCall {
     let schema = ctx.registry.get(&call.name).map(|t| t.spec.input_schema());
     let finalized = finalize_call(call, cut, schema.as_ref(), &ctx.config.repair);
     let mut planned = PlannedCall {
@@ -90,24 +85,14 @@ pub fn plan_call(
         input: finalized.input,
         repair: finalized.repair,
         notices: finalized.notices,
-        action: Action::Refuse(ToolError::refused(
-            ErrorCategory::Unavailable,
-            "not planned",
-        )),
+        action: Action::Refuse(ToolError::refused(ErrorCategory::Unavailable, "not planned")),
     };
     if let Some(refusal) = finalized.refusal {
         planned.action = Action::Refuse(refusal);
         return planned;
     }
     let limits = NameLimits::from(&ctx.config.names);
-    let name = match resolve_call(
-        ctx.registry,
-        ctx.catalog,
-        call.index,
-        &call.name,
-        &planned.input,
-        limits,
-    ) {
+    let name = match resolve_call(ctx.registry, ctx.catalog, call.index, &call.name, &planned.input, limits) {
         Ok((name, notice)) => {
             planned.notices.extend(notice);
             name
@@ -120,18 +105,11 @@ pub fn plan_call(
     };
     planned.name = name.clone();
     let Some(tool) = ctx.registry.get(&name) else {
-        planned.action = Action::Refuse(ToolError::refused(
-            ErrorCategory::UnknownTool,
-            format!("Unknown tool `{name}`."),
-        ));
+        planned.action = Action::Refuse(ToolError::refused(ErrorCategory::UnknownTool, format!("Unknown tool `{name}`.")));
         return planned;
     };
     if name != call.name {
-        decode_stringified(
-            &mut planned.input,
-            &tool.spec.input_schema(),
-            ctx.config.repair.string_decode_depth,
-        );
+        decode_stringified(&mut planned.input, &tool.spec.input_schema(), ctx.config.repair.string_decode_depth);
     }
     if let Err(error) = tool.validate_input(&planned.input) {
         planned.notices.push(Notice::for_call(
@@ -156,24 +134,19 @@ pub fn plan_call(
         planned.action = Action::Refuse(error);
         return planned;
     }
-    let requirement = tool
-        .spec
-        .approval_requirement_for_input(&planned.input, ctx.config.network.policy);
+    let requirement = tool.spec.approval_requirement_for_input(&planned.input, ctx.config.network.policy);
     let g = gate(requirement, ctx.mode);
     if g == Gate::Refuse {
         let why = if requirement == ApprovalRequirement::Refused {
             format!("Not run: `{name}` reaches the network and the network policy is deny.")
         } else {
-            format!(
-                "Not approved: `{name}` needs approval and the session is in read-only mode; nothing was run."
-            )
+            format!("Not approved: `{name}` needs approval and the session is in read-only mode; nothing was run.")
         };
         planned.action = Action::Refuse(ToolError::refused(ErrorCategory::NotApproved, why));
         return planned;
     }
     let meta = &tool.meta;
-    let parallel_safe =
-        meta.parallel_safe && requirement == ApprovalRequirement::Auto && g == Gate::Run;
+    let parallel_safe = meta.parallel_safe && requirement == ApprovalRequirement::Auto && g == Gate::Run;
     // Network tools never start early: their approval can depend on host policy that the
     // host may still change while the model is speaking, and a request once sent cannot be
     // taken back. Interactive tools need the user, who is still reading the stream.

@@ -48,12 +48,8 @@ mod tests {
     #[test]
     fn key_order_does_not_matter() {
         let a = json!({"b": 1, "a": {"y": [1, {"d": 2, "c": 3}], "x": null}});
-        let b: Value =
-            serde_json::from_str(r#"{"a":{"x":null,"y":[1,{"c":3,"d":2}]},"b":1}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":{"x":null,"y":[1,{"c":3,"d":2}]},"b":1}"#).unwrap();
         assert_eq!(canonical_json(&a), canonical_json(&b));
-        assert_eq!(
-            canonical_json(&a),
-            r#"{"a":{"x":null,"y":[1,{"c":3,"d":2}]},"b":1}"#
-        );
+        assert_eq!(canonical_json(&a), r#"{"a":{"x":null,"y":[1,{"c":3,"d":2}]},"b":1}"#);
     }
 }

@@ -58,12 +58,7 @@ pub fn parses_strictly(arguments: &str) -> bool {
 /// Applies the truncation gate and the ladder to `call`. `cut` is true when the round ended
 /// at the output limit; a call whose block never ended counts as cut too, since its end was
 /// never seen. `schema` (the tool's own) lets stringified structures be decoded.
-pub fn finalize_call(
-    call: &RawCall,
-    cut: bool,
-    schema: Option<&Value>,
-    cfg: &RepairConfig,
-) -> Finalized {
+pub fn finalize_call(call: &RawCall, cut: bool, schema: Option<&Value>, cfg: &RepairConfig) -> Finalized {
     let index = call.index;
     if cut || !call.complete {
         if parses_strictly(&call.arguments) {
@@ -91,10 +86,7 @@ pub fn finalize_call(
             notices: vec![Notice::for_call(
                 NoticeKind::ArgsRejected,
                 index,
-                format!(
-                    "arguments of `{}` were cut at the output limit; not repaired, not run",
-                    call.name
-                ),
+                format!("arguments of `{}` were cut at the output limit; not repaired, not run", call.name),
             )],
         };
     }
@@ -132,10 +124,7 @@ pub fn finalize_call(
                 notices: vec![Notice::for_call(
                     NoticeKind::ArgsRejected,
                     index,
-                    format!(
-                        "arguments of `{}` rejected: {reason}; the call goes on with {{}}",
-                        call.name
-                    ),
+                    format!("arguments of `{}` rejected: {reason}; the call goes on with {{}}", call.name),
                 )],
             }
         }
@@ -177,10 +166,7 @@ mod tests {
             (f.input, f.repair, f.refusal.is_none(), f.notices.len()),
             (json!({"path": "a"}), RepairMark::None, true, 0)
         );
-        assert_eq!(
-            finalize_call(&call("", true), false, None, &cfg()).input,
-            json!({})
-        );
+        assert_eq!(finalize_call(&call("", true), false, None, &cfg()).input, json!({}));
     }
 
     #[test]
@@ -189,10 +175,7 @@ mod tests {
         assert_eq!(f.input, json!({"path": "a"}));
         assert_eq!(f.repair, RepairMark::Step(RepairStep::TrailingCommas));
         assert_eq!(f.notices[0].kind, NoticeKind::ArgsRepaired);
-        assert_eq!(
-            serde_json::to_value(f.repair).unwrap(),
-            json!("trailing_commas")
-        );
+        assert_eq!(serde_json::to_value(f.repair).unwrap(), json!("trailing_commas"));
     }
 
     #[test]
@@ -200,15 +183,9 @@ mod tests {
         let f = finalize_call(&call("path=a.txt", true), false, None, &cfg());
         assert_eq!(f.input, json!({}));
         assert_eq!(f.repair, RepairMark::Rejected);
-        assert!(
-            f.refusal.is_none(),
-            "validation, not the gate, explains what is missing"
-        );
+        assert!(f.refusal.is_none(), "validation, not the gate, explains what is missing");
         assert_eq!(f.notices[0].kind, NoticeKind::ArgsRejected);
-        assert!(
-            !f.notices[0].message.contains("path=a.txt"),
-            "the raw text is not kept"
-        );
+        assert!(!f.notices[0].message.contains("path=a.txt"), "the raw text is not kept");
     }
 
     #[test]
@@ -236,27 +213,14 @@ mod tests {
 
     #[test]
     fn unended_block_counts_as_cut() {
-        let f = finalize_call(
-            &call(r#"{"path": "a", "content": "half a fi"#, false),
-            false,
-            None,
-            &cfg(),
-        );
-        assert_eq!(
-            f.refusal.map(|r| r.category),
-            Some(ErrorCategory::TruncatedRound)
-        );
+        let f = finalize_call(&call(r#"{"path": "a", "content": "half a fi"#, false), false, None, &cfg());
+        assert_eq!(f.refusal.map(|r| r.category), Some(ErrorCategory::TruncatedRound));
     }
 
     #[test]
     fn stringified_structures_are_decoded_with_the_schema() {
         let schema = json!({"type": "object", "properties": {"edits": {"type": "array"}}});
-        let f = finalize_call(
-            &call(r#"{"edits": "[1, 2]"}"#, true),
-            false,
-            Some(&schema),
-            &cfg(),
-        );
+        let f = finalize_call(&call(r#"{"edits": "[1, 2]"}"#, true), false, Some(&schema), &cfg());
         assert_eq!(f.input, json!({"edits": [1, 2]}));
         assert_eq!(f.repair, RepairMark::Step(RepairStep::DecodedString));
     }

@@ -74,9 +74,7 @@ impl LoopGuard {
             notices.push(Notice::for_call(
                 NoticeKind::LoopPaused,
                 index,
-                format!(
-                    "{n} calls in a row failed; the session is paused until the host resumes it"
-                ),
+                format!("{n} calls in a row failed; the session is paused until the host resumes it"),
             ));
         } else if n == self.cfg.failure_warn {
             notices.push(Notice::for_call(
@@ -125,17 +123,9 @@ mod tests {
     #[test]
     fn third_identical_call_is_blocked_whatever_the_key_order() {
         let mut g = guard();
-        assert!(
-            g.check("read_file", &json!({"path": "a", "limit": 5}), false)
-                .is_ok()
-        );
-        assert!(
-            g.check("read_file", &json!({"limit": 5, "path": "a"}), false)
-                .is_ok()
-        );
-        let err = g
-            .check("read_file", &json!({"path": "a", "limit": 5}), false)
-            .unwrap_err();
+        assert!(g.check("read_file", &json!({"path": "a", "limit": 5}), false).is_ok());
+        assert!(g.check("read_file", &json!({"limit": 5, "path": "a"}), false).is_ok());
+        let err = g.check("read_file", &json!({"path": "a", "limit": 5}), false).unwrap_err();
         assert_eq!(err.category, ErrorCategory::LoopBlocked);
         assert!(err.message.contains("call number 3"));
         assert!(
@@ -165,10 +155,7 @@ mod tests {
         assert_eq!(kinds, vec![NoticeKind::LoopWarning, NoticeKind::LoopPaused]);
         assert_eq!(hints, 1);
         assert!(g.is_paused());
-        assert_eq!(
-            g.check("x", &json!({}), false).unwrap_err().category,
-            ErrorCategory::Unavailable
-        );
+        assert_eq!(g.check("x", &json!({}), false).unwrap_err().category, ErrorCategory::Unavailable);
         g.resume();
         assert!(g.check("x", &json!({}), false).is_ok());
     }

@@ -54,14 +54,8 @@ pub fn resolve_call(
         }
         NameResolution::Unknown { .. } => {}
     }
-    let deferred: Vec<String> = registry
-        .names()
-        .iter()
-        .filter(|n| !catalog.contains(n))
-        .cloned()
-        .collect();
-    if let NameResolution::Exact(name) | NameResolution::Repaired { name, .. } =
-        resolve_name(called, &deferred, limits)
+    let deferred: Vec<String> = registry.names().iter().filter(|n| !catalog.contains(n)).cloned().collect();
+    if let NameResolution::Exact(name) | NameResolution::Repaired { name, .. } = resolve_name(called, &deferred, limits)
         && let Some(tool) = registry.get(&name)
     {
         let error = deferred_error(&name, &tool.model_schema, input, tool.spec.field_aliases());
@@ -83,25 +77,13 @@ pub fn resolve_call(
     if registry.has_deferred() {
         message.push_str(" More tools can be loaded with tool_search: call it with a short description of what you need.");
     }
-    let notice = Notice::for_call(
-        NoticeKind::UnknownTool,
-        index,
-        format!("unknown tool `{called}`"),
-    );
-    Err((
-        ToolError::refused(ErrorCategory::UnknownTool, message),
-        notice,
-    ))
+    let notice = Notice::for_call(NoticeKind::UnknownTool, index, format!("unknown tool `{called}`"));
+    Err((ToolError::refused(ErrorCategory::UnknownTool, message), notice))
 }
 
 /// The refusal of a call to a deferred tool: how to load it, `"retry_required": true`, the
 /// fields it expects with their types, the fields received, and renamed fields mapped.
-fn deferred_error(
-    name: &str,
-    schema: &Value,
-    input: &Value,
-    aliases: &[(&'static str, &'static str)],
-) -> ToolError {
+fn deferred_error(name: &str, schema: &Value, input: &Value, aliases: &[(&'static str, &'static str)]) -> ToolError {
     let props = schema.get("properties").and_then(Value::as_object);
     let required: Vec<&str> = schema
         .get("required")
@@ -113,18 +95,12 @@ fn deferred_error(
             p.iter()
                 .map(|(k, v)| {
                     let ty = v.get("type").cloned().unwrap_or(json!("any"));
-                    (
-                        k.clone(),
-                        json!({"type": ty, "required": required.contains(&k.as_str())}),
-                    )
+                    (k.clone(), json!({"type": ty, "required": required.contains(&k.as_str())}))
                 })
                 .collect()
         })
         .unwrap_or_default();
-    let received: Vec<String> = input
-        .as_object()
-        .map(|o| o.keys().cloned().collect())
-        .unwrap_or_default();
+    let received: Vec<String> = input.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
     let renamed: serde_json::Map<String, Value> = received
         .iter()
         .filter(|r| !expected.contains_key(*r))
@@ -216,23 +192,12 @@ mod tests {
             detail["renamed_fields"],
             json!({"file_path": "path", "old_string": "search", "new_string": "replace"})
         );
-        assert_eq!(
-            detail["expected_fields"]["path"],
-            json!({"type": "string", "required": true})
-        );
-        assert_eq!(
-            detail["received_fields"],
-            json!(["file_path", "new_string", "old_string"])
-        );
+        assert_eq!(detail["expected_fields"]["path"], json!({"type": "string", "required": true}));
+        assert_eq!(detail["received_fields"], json!(["file_path", "new_string", "old_string"]));
         assert!(err.message.contains("tool_search"));
         // Once activated, it resolves.
         let cat = cat.activate(&["remote_edit".into()]);
-        assert_eq!(
-            resolve_call(&reg, &cat, 2, "remote_edit", &input, LIMITS)
-                .unwrap()
-                .0,
-            "remote_edit"
-        );
+        assert_eq!(resolve_call(&reg, &cat, 2, "remote_edit", &input, LIMITS).unwrap().0, "remote_edit");
     }
 
     #[test]
@@ -240,8 +205,7 @@ mod tests {
         let (reg, cat) = setup();
         let (err, _) = resolve_call(&reg, &cat, 0, "read_fiel", &json!({}), LIMITS).unwrap_err();
         assert!(
-            err.message
-                .starts_with("Unknown tool `read_fiel`. Did you mean: read_file?"),
+            err.message.starts_with("Unknown tool `read_fiel`. Did you mean: read_file?"),
             "{}",
             err.message
         );

@@ -26,9 +26,7 @@ impl std::str::FromStr for CatalogFormat {
         match s {
             "anthropic" => Ok(Self::Anthropic),
             "openai" => Ok(Self::OpenAi),
-            other => Err(format!(
-                "unknown catalog format `{other}` (expected anthropic or openai)"
-            )),
+            other => Err(format!("unknown catalog format `{other}` (expected anthropic or openai)")),
         }
     }
 }
@@ -114,8 +112,7 @@ impl Catalog {
 
     /// Whether the model can call `name` now (resident or activated).
     pub fn contains(&self, name: &str) -> bool {
-        self.registry.get(name).is_some_and(|t| !t.meta.deferred)
-            || self.activated.iter().any(|(n, _)| n == name)
+        self.registry.get(name).is_some_and(|t| !t.meta.deferred) || self.activated.iter().any(|(n, _)| n == name)
     }
 
     /// The names the model sees, in catalog order.
@@ -163,14 +160,9 @@ impl Catalog {
         };
         Arc::clone(slot.get_or_init(|| {
             let block = self.registry.resident_block();
-            let mut out = String::with_capacity(
-                64 * (self.registry.resident_count() + self.activated.len()) + 2,
-            );
+            let mut out = String::with_capacity(64 * (self.registry.resident_count() + self.activated.len()) + 2);
             out.push('[');
-            let entries = block
-                .entries
-                .iter()
-                .chain(self.activated.iter().map(|(_, e)| e.as_ref()));
+            let entries = block.entries.iter().chain(self.activated.iter().map(|(_, e)| e.as_ref()));
             for (i, entry) in entries.enumerate() {
                 if i > 0 {
                     out.push(',');

@@ -2,13 +2,10 @@
 
 use serde_json::{Value, json};
 
-use crate::tool::{
-    Capability, ErrorCategory, Tool, ToolContext, ToolError, ToolFuture, ToolSource, ToolSpec,
-};
+use crate::tool::{Capability, ErrorCategory, Tool, ToolContext, ToolError, ToolFuture, ToolSource, ToolSpec};
 
 /// What the model reads about a fail-closed tool.
-pub const FAIL_CLOSED_DESCRIPTION: &str =
-    "Unavailable: this tool failed to initialize and is in a fail-closed state. Do not call it.";
+pub const FAIL_CLOSED_DESCRIPTION: &str = "Unavailable: this tool failed to initialize and is in a fail-closed state. Do not call it.";
 
 /// A tool that failed admission. It stays in the catalog under a valid name so the model is
 /// told, rather than left to guess, and every call answers that it is unavailable and why.

@@ -49,9 +49,7 @@ pub struct RegisteredTool {
 
 impl std::fmt::Debug for RegisteredTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RegisteredTool")
-            .field("meta", &self.meta)
-            .finish_non_exhaustive()
+        f.debug_struct("RegisteredTool").field("meta", &self.meta).finish_non_exhaustive()
     }
 }
 
@@ -68,15 +66,8 @@ impl RegisteredTool {
         {
             let mut field = err.instance_path().to_string();
             if let jsonschema::error::ValidationErrorKind::Required { property } = err.kind() {
-                let name = property
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| property.to_string());
-                field = if field.is_empty() {
-                    name
-                } else {
-                    format!("{field}/{name}")
-                };
+                let name = property.as_str().map(str::to_string).unwrap_or_else(|| property.to_string());
+                field = if field.is_empty() { name } else { format!("{field}/{name}") };
             }
             let field = field.trim_start_matches('/').to_string();
             let shown = if field.is_empty() {
@@ -98,10 +89,7 @@ impl RegisteredTool {
 
 /// Checks a tool name against `^[a-zA-Z0-9_-]{1,64}$`, the rule every provider accepts.
 pub fn is_valid_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Turns any string into a valid tool name (invalid characters become `_`, cut to 64).
@@ -132,10 +120,7 @@ pub struct RegistryBuilder {
 impl RegistryBuilder {
     /// A builder with no tools.
     pub fn new(config: Arc<Config>) -> Self {
-        Self {
-            config,
-            tools: Vec::new(),
-        }
+        Self { config, tools: Vec::new() }
     }
 
     /// Adds the built-in tools, less those named in `tools.disable`.
@@ -171,22 +156,14 @@ impl RegistryBuilder {
             let name = spec.name().to_string();
             let (spec, validator) = match admission_problem(spec.as_ref(), &by_name) {
                 None => {
-                    let validator = jsonschema::validator_for(&spec.input_schema())
-                        .ok()
-                        .map(Arc::new);
+                    let validator = jsonschema::validator_for(&spec.input_schema()).ok().map(Arc::new);
                     (spec, validator)
                 }
                 Some(reason) => {
                     let mut safe = sanitize_tool_name(&name);
                     let mut n = 2;
                     while by_name.contains_key(&safe) {
-                        safe = format!(
-                            "{}_{n}",
-                            sanitize_tool_name(&name)
-                                .chars()
-                                .take(60)
-                                .collect::<String>()
-                        );
+                        safe = format!("{}_{n}", sanitize_tool_name(&name).chars().take(60).collect::<String>());
                         n += 1;
                     }
                     tracing::warn!(tool = %name, %reason, "tool failed closed");
@@ -194,12 +171,7 @@ impl RegistryBuilder {
                         NoticeKind::FailClosedTool,
                         format!("tool `{name}` failed closed (listed as `{safe}`): {reason}"),
                     ));
-                    let closed: Arc<dyn ToolSpec> = Arc::new(FailClosedTool::new(
-                        safe,
-                        name.clone(),
-                        reason,
-                        spec.source(),
-                    ));
+                    let closed: Arc<dyn ToolSpec> = Arc::new(FailClosedTool::new(safe, name.clone(), reason, spec.source()));
                     (closed, None)
                 }
             };
@@ -223,9 +195,7 @@ impl RegistryBuilder {
 fn admission_problem(spec: &dyn ToolSpec, by_name: &HashMap<String, usize>) -> Option<String> {
     let name = spec.name();
     if !is_valid_tool_name(name) {
-        return Some(format!(
-            "name `{name}` does not match ^[a-zA-Z0-9_-]{{1,64}}$"
-        ));
+        return Some(format!("name `{name}` does not match ^[a-zA-Z0-9_-]{{1,64}}$"));
     }
     if by_name.contains_key(name) {
         return Some(format!("name `{name}` is already taken by another tool"));
@@ -234,9 +204,7 @@ fn admission_problem(spec: &dyn ToolSpec, by_name: &HashMap<String, usize>) -> O
     match schema.get("type") {
         Some(Value::String(t)) if t == "object" => {}
         _ => {
-            return Some(
-                "input schema root is not an object schema (`\"type\": \"object\"`)".into(),
-            );
+            return Some("input schema root is not an object schema (`\"type\": \"object\"`)".into());
         }
     }
     if let Err(e) = jsonschema::validator_for(&schema) {
@@ -247,10 +215,7 @@ fn admission_problem(spec: &dyn ToolSpec, by_name: &HashMap<String, usize>) -> O
 
 /// Caps a description and removes control characters (kept: newline and tab).
 fn model_description(text: &str, max_chars: usize) -> String {
-    let cleaned: String = text
-        .chars()
-        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
-        .collect();
+    let cleaned: String = text.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect();
     if max_chars == 0 || cleaned.chars().count() <= max_chars {
         return cleaned;
     }
@@ -281,28 +246,15 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
-    fn from_admitted(
-        tools: Vec<RegisteredTool>,
-        by_name: HashMap<String, usize>,
-        notices: Vec<Notice>,
-    ) -> Self {
+    fn from_admitted(tools: Vec<RegisteredTool>, by_name: HashMap<String, usize>, notices: Vec<Notice>) -> Self {
         let mut sorted: Vec<usize> = (0..tools.len()).collect();
         sorted.sort_by(|a, b| tools[*a].meta.name.cmp(&tools[*b].meta.name));
-        let resident: Vec<usize> = sorted
-            .iter()
-            .copied()
-            .filter(|i| !tools[*i].meta.deferred)
-            .collect();
+        let resident: Vec<usize> = sorted.iter().copied().filter(|i| !tools[*i].meta.deferred).collect();
         let sorted_names = sorted.iter().map(|i| tools[*i].meta.name.clone()).collect();
         let deferred: Vec<(String, String)> = sorted
             .iter()
             .filter(|i| tools[**i].meta.deferred)
-            .map(|i| {
-                (
-                    tools[*i].meta.name.clone(),
-                    tools[*i].model_description.clone(),
-                )
-            })
+            .map(|i| (tools[*i].meta.name.clone(), tools[*i].model_description.clone()))
             .collect();
         let search = (!deferred.is_empty()).then(|| Arc::new(SearchIndex::new(deferred)));
         let resident_catalog = catalog::RenderedBlock::new(resident.iter().map(|i| &tools[*i]));

@@ -76,33 +76,15 @@ fn bad_tools_fail_closed_without_breaking_the_others() {
     let names = reg.names().to_vec();
     assert_eq!(
         names,
-        vec![
-            "bad_name_",
-            "good",
-            "good_2",
-            "no_compile",
-            "not_object",
-            "x".repeat(64).as_str()
-        ],
+        vec!["bad_name_", "good", "good_2", "no_compile", "not_object", "x".repeat(64).as_str()],
         "every tool is listed, invalid names sanitized"
     );
     assert_eq!(reg.notices().len(), 5);
-    assert!(
-        reg.notices()
-            .iter()
-            .all(|n| n.kind == NoticeKind::FailClosedTool)
-    );
+    assert!(reg.notices().iter().all(|n| n.kind == NoticeKind::FailClosedTool));
     for n in ["bad_name_", "good_2", "no_compile", "not_object"] {
-        assert_eq!(
-            reg.get(n).unwrap().spec.description(),
-            FAIL_CLOSED_DESCRIPTION,
-            "{n}"
-        );
+        assert_eq!(reg.get(n).unwrap().spec.description(), FAIL_CLOSED_DESCRIPTION, "{n}");
     }
-    assert_eq!(
-        reg.get("good").unwrap().spec.description(),
-        "The good tool."
-    );
+    assert_eq!(reg.get("good").unwrap().spec.description(), "The good tool.");
     assert!(
         reg.notices()
             .iter()
@@ -126,11 +108,7 @@ fn fail_closed_tool_answers_unavailable() {
     let tool = reg.get("broken").unwrap();
     let err = futures::executor::block_on(tool.spec.run(json!({}), &ctx)).unwrap_err();
     assert_eq!(err.category, crate::tool::ErrorCategory::Unavailable);
-    assert!(
-        err.message.contains("root is not an object"),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains("root is not an object"), "{}", err.message);
     assert!(!err.started);
 }
 
@@ -161,10 +139,7 @@ fn catalog_is_sorted_and_cached() {
     let openai: Vec<Value> = serde_json::from_str(&cat.render(CatalogFormat::OpenAi)).unwrap();
     assert_eq!(openai[0]["type"], "function");
     assert_eq!(openai[0]["function"]["name"], "alpha");
-    assert_eq!(
-        openai[0]["function"]["parameters"]["required"],
-        json!(["path"])
-    );
+    assert_eq!(openai[0]["function"]["parameters"]["required"], json!(["path"]));
 }
 
 #[test]
@@ -204,12 +179,8 @@ fn activation_appends_and_keeps_the_byte_prefix() {
 
 #[test]
 fn same_tools_give_the_same_bytes() {
-    let a = registry(vec![fake("b"), fake("a")])
-        .catalog()
-        .render(CatalogFormat::OpenAi);
-    let b = registry(vec![fake("a"), fake("b")])
-        .catalog()
-        .render(CatalogFormat::OpenAi);
+    let a = registry(vec![fake("b"), fake("a")]).catalog().render(CatalogFormat::OpenAi);
+    let b = registry(vec![fake("a"), fake("b")]).catalog().render(CatalogFormat::OpenAi);
     assert_eq!(a, b);
 }
 

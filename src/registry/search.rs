@@ -41,9 +41,7 @@ pub struct SearchIndex {
 
 impl std::fmt::Debug for SearchIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SearchIndex")
-            .field("docs", &self.docs.len())
-            .finish()
+        f.debug_struct("SearchIndex").field("docs", &self.docs.len()).finish()
     }
 }
 
@@ -121,8 +119,7 @@ impl SearchIndex {
                     };
                     let df = *self.df.get(term).unwrap_or(&0) as f64;
                     let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-                    score += qw * idf * (tf * (K1 + 1.0))
-                        / (tf + K1 * (1.0 - B + B * doc.len / self.avg_len));
+                    score += qw * idf * (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * doc.len / self.avg_len));
                 }
                 (score > 0.0).then(|| SearchHit {
                     name: doc.name.clone(),
@@ -131,22 +128,14 @@ impl SearchIndex {
                 })
             })
             .collect();
-        hits.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| a.name.cmp(&b.name))
-        });
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.name.cmp(&b.name)));
         hits.truncate(top);
         hits
     }
 }
 
 fn summary(description: &str) -> String {
-    let first = description
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
+    let first = description.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
     let end = first.find(". ").map(|i| i + 1).unwrap_or(first.len());
     let s = &first[..end];
     if s.chars().count() > 160 {
@@ -186,10 +175,9 @@ pub(crate) fn tokenize(text: &str) -> Vec<String> {
 }
 
 const STOP_WORDS: &[&str] = &[
-    "a", "an", "the", "of", "to", "in", "on", "for", "and", "or", "is", "are", "be", "with", "by",
-    "it", "this", "that", "i", "me", "my", "we", "you", "your", "can", "how", "do", "does", "what",
-    "which", "some", "all", "from", "at", "as", "if", "into", "want", "need", "please", "tool",
-    "tools", "using", "use",
+    "a", "an", "the", "of", "to", "in", "on", "for", "and", "or", "is", "are", "be", "with", "by", "it", "this", "that", "i", "me", "my",
+    "we", "you", "your", "can", "how", "do", "does", "what", "which", "some", "all", "from", "at", "as", "if", "into", "want", "need",
+    "please", "tool", "tools", "using", "use",
 ];
 
 /// A crude suffix stripper: enough that "listing", "lists" and "listed" meet "list".
@@ -198,11 +186,7 @@ pub(crate) fn stem(word: &str) -> String {
     for (suffix, min_len) in [("ies", 4), ("ing", 5), ("ed", 4), ("es", 4), ("s", 3)] {
         if w.len() > min_len && w.ends_with(suffix) && !w.ends_with("ss") {
             let base = &w[..w.len() - suffix.len()];
-            return if suffix == "ies" {
-                format!("{base}y")
-            } else {
-                base.to_string()
-            };
+            return if suffix == "ies" { format!("{base}y") } else { base.to_string() };
         }
     }
     w.to_string()
@@ -213,18 +197,12 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     &["delete", "remove", "erase", "rm", "unlink", "drop"],
     &["directory", "folder", "dir", "directories"],
     &["file", "document", "files"],
-    &[
-        "read", "open", "view", "show", "display", "cat", "content", "contents", "get",
-    ],
+    &["read", "open", "view", "show", "display", "cat", "content", "contents", "get"],
     &["write", "save", "create", "store", "put"],
     &["edit", "modify", "change", "update", "replace", "patch"],
     &["list", "enumerate", "ls", "show"],
-    &[
-        "search", "find", "grep", "lookup", "query", "locate", "look",
-    ],
-    &[
-        "fetch", "download", "url", "web", "http", "page", "website", "internet",
-    ],
+    &["search", "find", "grep", "lookup", "query", "locate", "look"],
+    &["fetch", "download", "url", "web", "http", "page", "website", "internet"],
     &["run", "execute", "exec", "shell", "command", "launch"],
     &["move", "rename", "mv", "relocate"],
     &["copy", "duplicate", "cp"],
@@ -234,15 +212,7 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     &["diff", "difference", "changes", "changed", "compare"],
     &["stage", "add", "staged", "index"],
     &["branch", "checkout", "switch"],
-    &[
-        "memory",
-        "remember",
-        "knowledge",
-        "graph",
-        "entity",
-        "entities",
-        "note",
-    ],
+    &["memory", "remember", "knowledge", "graph", "entity", "entities", "note"],
     &["relation", "relationship", "link", "connect"],
     &["observation", "fact", "detail"],
     &["size", "metadata", "info", "information", "stat", "details"],
@@ -277,23 +247,14 @@ mod tests {
                 "filesystem__list_directory".into(),
                 "Get a detailed listing of all files and directories in a specified path.".into(),
             ),
-            (
-                "filesystem__move_file".into(),
-                "Move or rename files and directories.".into(),
-            ),
+            ("filesystem__move_file".into(), "Move or rename files and directories.".into()),
             (
                 "git__git_diff_unstaged".into(),
                 "Shows changes in the working directory that are not yet staged".into(),
             ),
             ("git__git_log".into(), "Shows the commit logs".into()),
-            (
-                "time__get_current_time".into(),
-                "Get current time in a specific timezones".into(),
-            ),
-            (
-                "time__convert_time".into(),
-                "Convert time between timezones".into(),
-            ),
+            ("time__get_current_time".into(), "Get current time in a specific timezones".into()),
+            ("time__convert_time".into(), "Convert time between timezones".into()),
         ])
     }
 
@@ -311,16 +272,10 @@ mod tests {
     fn paraphrases_find_the_tool() {
         check("show me what's in a folder", "filesystem__list_directory");
         check("rename a file", "filesystem__move_file");
-        check(
-            "what changed that I haven't staged",
-            "git__git_diff_unstaged",
-        );
+        check("what changed that I haven't staged", "git__git_diff_unstaged");
         check("recent commit history", "git__git_log");
         check("what time is it in Tokyo", "time__get_current_time");
-        check(
-            "open a file and show its contents",
-            "filesystem__read_text_file",
-        );
+        check("open a file and show its contents", "filesystem__read_text_file");
     }
 
     #[test]

@@ -210,11 +210,7 @@ fn decode_one(v: &mut Value, schema: &Value, depth: usize) -> usize {
 /// Step 2: raw control characters inside strings become escapes (LF, CR, TAB) or go; outside
 /// strings, control characters other than JSON whitespace go.
 fn fix_control_chars(s: &str) -> Option<String> {
-    if !s
-        .bytes()
-        .any(|b| b < 0x20 && !matches!(b, b' ' | b'\n' | b'\r' | b'\t'))
-        && !has_control_in_string(s)
-    {
+    if !s.bytes().any(|b| b < 0x20 && !matches!(b, b' ' | b'\n' | b'\r' | b'\t')) && !has_control_in_string(s) {
         return None;
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -370,11 +366,7 @@ fn close_open(s: &str) -> Option<String> {
         match b {
             b'{' | b'[' if matches!(expect, Expect::Value) => {
                 stack.push(if b == b'{' { Kind::Object } else { Kind::Array });
-                expect = if b == b'{' {
-                    Expect::Key
-                } else {
-                    Expect::Value
-                };
+                expect = if b == b'{' { Expect::Key } else { Expect::Value };
                 out.push(b as char);
                 mark_safe!();
                 i += 1;
@@ -401,11 +393,7 @@ fn close_open(s: &str) -> Option<String> {
                 };
                 while stack.len() > depth + 1 {
                     let inner = stack.pop();
-                    out.push(if inner == Some(Kind::Object) {
-                        '}'
-                    } else {
-                        ']'
-                    });
+                    out.push(if inner == Some(Kind::Object) { '}' } else { ']' });
                     changed = true;
                 }
                 stack.pop();
@@ -486,9 +474,7 @@ fn close_open(s: &str) -> Option<String> {
             b'-' | b'0'..=b'9' if matches!(expect, Expect::Value) => {
                 let end = bytes[i..]
                     .iter()
-                    .position(|c| {
-                        !(c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E'))
-                    })
+                    .position(|c| !(c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E')))
                     .map_or(bytes.len(), |p| i + p);
                 let num = &s[i..end];
                 let complete = num.ends_with(|c: char| c.is_ascii_digit());
@@ -548,22 +534,14 @@ fn trim_partial_escape(s: &str) -> &str {
     let bytes = s.as_bytes();
     // Count the backslashes that end the string, and look for a `\u` cut short.
     if let Some(pos) = s.rfind("\\u") {
-        let preceding = bytes[..pos]
-            .iter()
-            .rev()
-            .take_while(|b| **b == b'\\')
-            .count();
+        let preceding = bytes[..pos].iter().rev().take_while(|b| **b == b'\\').count();
         let hex = &s[pos + 2..];
         if preceding % 2 == 0 && hex.len() < 4 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
             return &s[..pos];
         }
     }
     let trailing = bytes.iter().rev().take_while(|b| **b == b'\\').count();
-    if trailing % 2 == 1 {
-        &s[..s.len() - 1]
-    } else {
-        s
-    }
+    if trailing % 2 == 1 { &s[..s.len() - 1] } else { s }
 }
 
 /// Step 5: closers that match no open bracket are removed (outside strings).

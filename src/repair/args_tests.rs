@@ -20,10 +20,7 @@ fn check(raw: &str, want: Want) {
         }
         (Err(_), Want::Refused) => {}
         (got, Want::Fixed(v, _)) => panic!("{raw:?}: expected {v}, got {got:?}"),
-        (Ok(r), Want::Refused) => panic!(
-            "{raw:?}: expected a refusal, got {} (a valid-but-wrong guess)",
-            r.value
-        ),
+        (Ok(r), Want::Refused) => panic!("{raw:?}: expected a refusal, got {} (a valid-but-wrong guess)", r.value),
     }
 }
 
@@ -35,10 +32,7 @@ use Want::*;
 fn table() -> Vec<(&'static str, Want)> {
     vec![
         // Valid input passes unchanged.
-        (
-            r#"{"path": "src/main.rs"}"#,
-            Fixed(json!({"path": "src/main.rs"}), None),
-        ),
+        (r#"{"path": "src/main.rs"}"#, Fixed(json!({"path": "src/main.rs"}), None)),
         ("", Fixed(json!({}), None)),
         ("   ", Fixed(json!({}), None)),
         ("{}", Fixed(json!({}), None)),
@@ -49,130 +43,61 @@ fn table() -> Vec<(&'static str, Want)> {
         // Control characters inside strings: multi-line code keeps its lines.
         (
             "{\"code\": \"fn main() {\n\tprintln!();\n}\"}",
-            Fixed(
-                json!({"code": "fn main() {\n\tprintln!();\n}"}),
-                Some(ControlChars),
-            ),
+            Fixed(json!({"code": "fn main() {\n\tprintln!();\n}"}), Some(ControlChars)),
         ),
-        (
-            "{\"text\": \"a\r\nb\"}",
-            Fixed(json!({"text": "a\r\nb"}), Some(ControlChars)),
-        ),
+        ("{\"text\": \"a\r\nb\"}", Fixed(json!({"text": "a\r\nb"}), Some(ControlChars))),
         (
             "{\"text\": \"bell\u{7}here\"}",
             Fixed(json!({"text": "bellhere"}), Some(ControlChars)),
         ),
         // Trailing commas.
         (r#"{"a": 1,}"#, Fixed(json!({"a": 1}), Some(TrailingCommas))),
-        (
-            r#"{"a": [1, 2, ], }"#,
-            Fixed(json!({"a": [1, 2]}), Some(TrailingCommas)),
-        ),
+        (r#"{"a": [1, 2, ], }"#, Fixed(json!({"a": [1, 2]}), Some(TrailingCommas))),
         (
             r#"{"old": "f(a,]", "new": "g(b,}",}"#,
-            Fixed(
-                json!({"old": "f(a,]", "new": "g(b,}"}),
-                Some(TrailingCommas),
-            ),
+            Fixed(json!({"old": "f(a,]", "new": "g(b,}"}), Some(TrailingCommas)),
         ),
         // Close what is open.
-        (
-            r#"{"path": "a.txt""#,
-            Fixed(json!({"path": "a.txt"}), Some(CloseBrackets)),
-        ),
-        (
-            r#"{"path": "a.txt"#,
-            Fixed(json!({"path": "a.txt"}), Some(CloseBrackets)),
-        ),
-        (
-            r#"{"old": "f(a,]"#,
-            Fixed(json!({"old": "f(a,]"}), Some(CloseBrackets)),
-        ),
+        (r#"{"path": "a.txt""#, Fixed(json!({"path": "a.txt"}), Some(CloseBrackets))),
+        (r#"{"path": "a.txt"#, Fixed(json!({"path": "a.txt"}), Some(CloseBrackets))),
+        (r#"{"old": "f(a,]"#, Fixed(json!({"old": "f(a,]"}), Some(CloseBrackets))),
         (
             r#"{"a": {"b": [{"c": 1"#,
             Fixed(json!({"a": {"b": [{"c": 1}]}}), Some(CloseBrackets)),
         ),
         (
             r#"{"edits": [{"search": "x", "replace": "y"}"#,
-            Fixed(
-                json!({"edits": [{"search": "x", "replace": "y"}]}),
-                Some(CloseBrackets),
-            ),
+            Fixed(json!({"edits": [{"search": "x", "replace": "y"}]}), Some(CloseBrackets)),
         ),
-        (
-            r#"{"a": 1, "b": tru"#,
-            Fixed(json!({"a": 1, "b": true}), Some(CloseBrackets)),
-        ),
-        (
-            r#"{"a": 1, "b": nul"#,
-            Fixed(json!({"a": 1, "b": null}), Some(CloseBrackets)),
-        ),
-        (
-            r#"{"a": 1, "b": f"#,
-            Fixed(json!({"a": 1, "b": false}), Some(CloseBrackets)),
-        ),
-        (
-            r#"{"a": 1, "b": -"#,
-            Fixed(json!({"a": 1}), Some(CloseBrackets)),
-        ),
-        (
-            r#"{"a": 1, "b": 1."#,
-            Fixed(json!({"a": 1}), Some(CloseBrackets)),
-        ),
-        (
-            r#"{"a": 1, "b": 2e"#,
-            Fixed(json!({"a": 1}), Some(CloseBrackets)),
-        ),
-        (
-            r#"{"a": 1, "b": 42"#,
-            Fixed(json!({"a": 1, "b": 42}), Some(CloseBrackets)),
-        ),
-        (
-            r#"{"a": 1, "b":"#,
-            Fixed(json!({"a": 1}), Some(CloseBrackets)),
-        ),
-        (
-            r#"{"a": 1, "b""#,
-            Fixed(json!({"a": 1}), Some(CloseBrackets)),
-        ),
-        (
-            r#"{"a": 1, "b"#,
-            Fixed(json!({"a": 1}), Some(CloseBrackets)),
-        ),
+        (r#"{"a": 1, "b": tru"#, Fixed(json!({"a": 1, "b": true}), Some(CloseBrackets))),
+        (r#"{"a": 1, "b": nul"#, Fixed(json!({"a": 1, "b": null}), Some(CloseBrackets))),
+        (r#"{"a": 1, "b": f"#, Fixed(json!({"a": 1, "b": false}), Some(CloseBrackets))),
+        (r#"{"a": 1, "b": -"#, Fixed(json!({"a": 1}), Some(CloseBrackets))),
+        (r#"{"a": 1, "b": 1."#, Fixed(json!({"a": 1}), Some(CloseBrackets))),
+        (r#"{"a": 1, "b": 2e"#, Fixed(json!({"a": 1}), Some(CloseBrackets))),
+        (r#"{"a": 1, "b": 42"#, Fixed(json!({"a": 1, "b": 42}), Some(CloseBrackets))),
+        (r#"{"a": 1, "b":"#, Fixed(json!({"a": 1}), Some(CloseBrackets))),
+        (r#"{"a": 1, "b""#, Fixed(json!({"a": 1}), Some(CloseBrackets))),
+        (r#"{"a": 1, "b"#, Fixed(json!({"a": 1}), Some(CloseBrackets))),
         (r#"{"a": 1,"#, Fixed(json!({"a": 1}), Some(CloseBrackets))),
-        (
-            r#"{"a": [1, 2,"#,
-            Fixed(json!({"a": [1, 2]}), Some(CloseBrackets)),
-        ),
+        (r#"{"a": [1, 2,"#, Fixed(json!({"a": [1, 2]}), Some(CloseBrackets))),
         (r#"{"a"#, Fixed(json!({}), Some(CloseBrackets))),
         ("{", Fixed(json!({}), Some(CloseBrackets))),
         (
             r#"{"s": "ends with backslash \"#,
             Fixed(json!({"s": "ends with backslash "}), Some(CloseBrackets)),
         ),
-        (
-            r#"{"s": "cut escape \u00"#,
-            Fixed(json!({"s": "cut escape "}), Some(CloseBrackets)),
-        ),
+        (r#"{"s": "cut escape \u00"#, Fixed(json!({"s": "cut escape "}), Some(CloseBrackets))),
         (
             r#"{"s": "quote \" inside"#,
             Fixed(json!({"s": "quote \" inside"}), Some(CloseBrackets)),
         ),
         // A mismatched closer implies the inner closer.
-        (
-            r#"{"a": [1, 2}"#,
-            Fixed(json!({"a": [1, 2]}), Some(CloseBrackets)),
-        ),
+        (r#"{"a": [1, 2}"#, Fixed(json!({"a": [1, 2]}), Some(CloseBrackets))),
         // Strip extra closers.
         (r#"{"a": 1}}"#, Fixed(json!({"a": 1}), Some(ExtraClosers))),
-        (
-            r#"{"a": [1]]}"#,
-            Fixed(json!({"a": [1]}), Some(ExtraClosers)),
-        ),
-        (
-            r#"{"a": "}"}]"#,
-            Fixed(json!({"a": "}"}), Some(ExtraClosers)),
-        ),
+        (r#"{"a": [1]]}"#, Fixed(json!({"a": [1]}), Some(ExtraClosers))),
+        (r#"{"a": "}"}]"#, Fixed(json!({"a": "}"}), Some(ExtraClosers))),
         // Combined faults.
         (
             "{\"code\": \"a\nb\", \"n\": [1,2,],",
@@ -180,10 +105,7 @@ fn table() -> Vec<(&'static str, Want)> {
         ),
         ("{\"a\": 1,}}", Fixed(json!({"a": 1}), Some(ExtraClosers))),
         // Double-encoded arguments.
-        (
-            r#""{\"path\": \"a\"}""#,
-            Fixed(json!({"path": "a"}), Some(DecodedString)),
-        ),
+        (r#""{\"path\": \"a\"}""#, Fixed(json!({"path": "a"}), Some(DecodedString))),
         // Not objects, or not repairable without guessing: refused.
         ("[1, 2]", Refused),
         ("42", Refused),
@@ -220,13 +142,7 @@ fn no_valid_but_wrong_outcomes() {
 #[test]
 fn oversized_input_is_refused_untried() {
     let big = format!("{{\"a\": \"{}\"", "x".repeat(100));
-    assert_eq!(
-        repair_arguments(&big, 50),
-        Err(RepairError::TooLarge {
-            len: big.len(),
-            limit: 50
-        })
-    );
+    assert_eq!(repair_arguments(&big, 50), Err(RepairError::TooLarge { len: big.len(), limit: 50 }));
 }
 
 #[test]
@@ -286,10 +202,8 @@ fn arb_object() -> impl proptest::strategy::Strategy<Value = Value> {
     let value = leaf.prop_recursive(3, 24, 4, |inner| {
         prop_oneof![
             proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            proptest::collection::btree_map("[a-z]{1,4}", inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            proptest::collection::btree_map("[a-z]{1,4}", inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     });
-    proptest::collection::btree_map("[a-z]{1,4}", value, 0..4)
-        .prop_map(|m| Value::Object(m.into_iter().collect()))
+    proptest::collection::btree_map("[a-z]{1,4}", value, 0..4).prop_map(|m| Value::Object(m.into_iter().collect()))
 }

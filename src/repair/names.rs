@@ -71,11 +71,7 @@ pub fn resolve_name(called: &str, catalog: &[String], limits: NameLimits) -> Nam
         let want = normalize(called);
         // Catalog names are normalized the same way, except that the suffix step strips the
         // suffix only from the called name.
-        let catalog_form = if step == "tool_suffix" {
-            snake_case
-        } else {
-            normalize
-        };
+        let catalog_form = if step == "tool_suffix" { snake_case } else { normalize };
         let hits: Vec<&&String> = sorted.iter().filter(|n| catalog_form(n) == want).collect();
         match hits.as_slice() {
             [one] => {
@@ -95,8 +91,7 @@ pub fn resolve_name(called: &str, catalog: &[String], limits: NameLimits) -> Nam
             .iter()
             .filter(|n| {
                 let c = snake_case(n);
-                c.starts_with(&want)
-                    || (c.chars().count() >= limits.prefix_min_chars && want.starts_with(&c))
+                c.starts_with(&want) || (c.chars().count() >= limits.prefix_min_chars && want.starts_with(&c))
             })
             .collect();
         if let [one] = hits.as_slice() {
@@ -118,11 +113,7 @@ fn unknown(called: &str, sorted: &[&String], limits: NameLimits) -> NameResoluti
         .collect();
     near.sort();
     NameResolution::Unknown {
-        suggestions: near
-            .into_iter()
-            .take(limits.max_suggestions)
-            .map(|(_, n)| n.clone())
-            .collect(),
+        suggestions: near.into_iter().take(limits.max_suggestions).map(|(_, n)| n.clone()).collect(),
     }
 }
 
@@ -191,18 +182,11 @@ mod tests {
 
     #[track_caller]
     fn check(called: &str, expected: NameResolution) {
-        assert_eq!(
-            resolve_name(called, &catalog(), LIMITS),
-            expected,
-            "{called}"
-        );
+        assert_eq!(resolve_name(called, &catalog(), LIMITS), expected, "{called}");
     }
 
     fn fixed(name: &str, step: &'static str) -> NameResolution {
-        NameResolution::Repaired {
-            name: name.into(),
-            step,
-        }
+        NameResolution::Repaired { name: name.into(), step }
     }
 
     #[test]
@@ -231,10 +215,7 @@ mod tests {
 
     #[test]
     fn short_prefix_resolves_nothing() {
-        assert!(matches!(
-            resolve_name("ex", &catalog(), LIMITS),
-            NameResolution::Unknown { .. }
-        ));
+        assert!(matches!(resolve_name("ex", &catalog(), LIMITS), NameResolution::Unknown { .. }));
     }
 
     #[test]
@@ -247,9 +228,7 @@ mod tests {
         );
         assert_eq!(
             resolve_name("zzzzzzzz", &catalog(), LIMITS),
-            NameResolution::Unknown {
-                suggestions: vec![]
-            }
+            NameResolution::Unknown { suggestions: vec![] }
         );
     }
 
@@ -258,10 +237,7 @@ mod tests {
         let mut reversed = catalog();
         reversed.reverse();
         for called in ["read", "rite_file", "HTTPGet", "grep"] {
-            assert_eq!(
-                resolve_name(called, &catalog(), LIMITS),
-                resolve_name(called, &reversed, LIMITS)
-            );
+            assert_eq!(resolve_name(called, &catalog(), LIMITS), resolve_name(called, &reversed, LIMITS));
         }
     }
 

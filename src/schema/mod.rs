@@ -62,13 +62,7 @@ fn clean_in_place(schema: &mut Value, style: NullableStyle) {
             }
         }
     }
-    for key in [
-        "items",
-        "additionalProperties",
-        "not",
-        "contains",
-        "additionalItems",
-    ] {
+    for key in ["items", "additionalProperties", "not", "contains", "additionalItems"] {
         if let Some(child) = obj.get_mut(key) {
             clean_in_place(child, style);
         }
@@ -169,10 +163,7 @@ fn prune_required(obj: &mut Map<String, Value>) {
     };
     let declared: Vec<String> = props.keys().cloned().collect();
     if let Some(Value::Array(required)) = obj.get_mut("required") {
-        required.retain(|r| {
-            r.as_str()
-                .is_some_and(|name| declared.iter().any(|d| d == name))
-        });
+        required.retain(|r| r.as_str().is_some_and(|name| declared.iter().any(|d| d == name)));
         if required.is_empty() {
             obj.remove("required");
         }
@@ -271,11 +262,7 @@ mod tests {
                 json!({"type": "object", "properties": {"path": {"type": "string", "format": "uri"}}, "required": ["path"], "additionalProperties": false}),
             ),
             // Type arrays in the TypeArray dialect are left alone.
-            (
-                TypeArray,
-                json!({"type": ["string", "null"]}),
-                json!({"type": ["string", "null"]}),
-            ),
+            (TypeArray, json!({"type": ["string", "null"]}), json!({"type": ["string", "null"]})),
         ];
         for (style, input, expected) in cases {
             check(style, input, expected);

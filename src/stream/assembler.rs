@@ -116,11 +116,7 @@ impl Assembler {
     }
 
     /// Feeds events a host already parsed.
-    pub fn push_events(
-        &mut self,
-        events: impl IntoIterator<Item = StreamEvent>,
-        out: &mut Vec<AssemblyEvent>,
-    ) {
+    pub fn push_events(&mut self, events: impl IntoIterator<Item = StreamEvent>, out: &mut Vec<AssemblyEvent>) {
         for ev in events {
             self.apply(ev, out);
         }
@@ -185,11 +181,7 @@ impl Assembler {
     fn apply(&mut self, ev: StreamEvent, out: &mut Vec<AssemblyEvent>) {
         match ev {
             StreamEvent::MessageStart => {
-                if self.round.active
-                    && (self.round.stop.is_some()
-                        || !self.round.calls.is_empty()
-                        || !self.round.text.is_empty())
-                {
+                if self.round.active && (self.round.stop.is_some() || !self.round.calls.is_empty() || !self.round.text.is_empty()) {
                     self.end_round(out);
                 }
                 self.round.active = true;
@@ -207,11 +199,7 @@ impl Assembler {
             } => {
                 self.round.active = true;
                 let index = self.round.calls.len();
-                let id = if id.is_empty() {
-                    format!("call_{index}")
-                } else {
-                    id
-                };
+                let id = if id.is_empty() { format!("call_{index}") } else { id };
                 self.round.calls.push(CallBuf {
                     slot,
                     call: RawCall {
@@ -251,21 +239,14 @@ impl Assembler {
             StreamEvent::MessageEnd => self.end_round(out),
             StreamEvent::Error(message) => {
                 tracing::warn!(%message, "stream error");
-                out.push(AssemblyEvent::Notice(Notice::new(
-                    NoticeKind::StreamError,
-                    message.clone(),
-                )));
+                out.push(AssemblyEvent::Notice(Notice::new(NoticeKind::StreamError, message.clone())));
                 self.round.errors.push(message);
             }
         }
     }
 
     fn open_call(&mut self, slot: usize) -> Option<&mut CallBuf> {
-        self.round
-            .calls
-            .iter_mut()
-            .rev()
-            .find(|c| c.slot == slot && !c.call.complete)
+        self.round.calls.iter_mut().rev().find(|c| c.slot == slot && !c.call.complete)
     }
 
     fn end_round(&mut self, out: &mut Vec<AssemblyEvent>) {
@@ -275,9 +256,7 @@ impl Assembler {
         if forged > 0 {
             out.push(AssemblyEvent::Notice(Notice::new(
                 NoticeKind::ForgedCallStripped,
-                format!(
-                    "{forged} tool call(s) written as text were removed from the reply and not run"
-                ),
+                format!("{forged} tool call(s) written as text were removed from the reply and not run"),
             )));
         }
         let call_count = round.calls.len();

@@ -18,11 +18,7 @@ pub(crate) fn fixture_bytes(rel: &str) -> Vec<u8> {
 }
 
 /// What a round came to: (text, stop, calls as (index, id, name, arguments, complete)).
-type Summary = Vec<(
-    String,
-    StopReason,
-    Vec<(usize, String, String, String, bool)>,
-)>;
+type Summary = Vec<(String, StopReason, Vec<(usize, String, String, String, bool)>)>;
 
 fn assemble(chunks: &[&[u8]]) -> (Summary, Vec<Notice>) {
     let mut a = Assembler::new(None);
@@ -36,16 +32,10 @@ fn assemble(chunks: &[&[u8]]) -> (Summary, Vec<Notice>) {
     let mut notices = Vec::new();
     for ev in out {
         match ev {
-            AssemblyEvent::CallReady(c) => {
-                calls.push((c.index, c.id, c.name, c.arguments, c.complete))
-            }
+            AssemblyEvent::CallReady(c) => calls.push((c.index, c.id, c.name, c.arguments, c.complete)),
             AssemblyEvent::Notice(n) => notices.push(n),
             AssemblyEvent::RoundEnd(r) => {
-                calls.extend(
-                    r.unfinished
-                        .into_iter()
-                        .map(|c| (c.index, c.id, c.name, c.arguments, c.complete)),
-                );
+                calls.extend(r.unfinished.into_iter().map(|c| (c.index, c.id, c.name, c.arguments, c.complete)));
                 calls.sort();
                 rounds.push((r.text, r.stop_reason, std::mem::take(&mut calls)));
             }
@@ -56,13 +46,7 @@ fn assemble(chunks: &[&[u8]]) -> (Summary, Vec<Notice>) {
 
 pub(crate) fn all_fixtures() -> Vec<String> {
     let mut out = Vec::new();
-    for dir in [
-        "anthropic",
-        "gemini",
-        "openai-chat",
-        "openai-compatible",
-        "openai-responses",
-    ] {
+    for dir in ["anthropic", "gemini", "openai-chat", "openai-compatible", "openai-responses"] {
         let mut names: Vec<String> = std::fs::read_dir(fixtures_dir().join(dir))
             .unwrap()
             .map(|e| format!("{dir}/{}", e.unwrap().file_name().to_string_lossy()))
@@ -102,8 +86,7 @@ fn every_fixture_gives_the_same_calls_however_it_is_chunked() {
                 assert!(*complete, "{name}: {tool} never ended");
                 assert!(!id.is_empty());
                 if !args.is_empty() {
-                    serde_json::from_str::<serde_json::Value>(args)
-                        .unwrap_or_else(|e| panic!("{name}: {tool}: {e}: {args}"));
+                    serde_json::from_str::<serde_json::Value>(args).unwrap_or_else(|e| panic!("{name}: {tool}: {e}: {args}"));
                 }
             }
         }
@@ -137,15 +120,7 @@ fn expect_calls(name: &str, expected: &[ExpectedRound]) {
         .collect();
     let want: Vec<(StopReason, Vec<(String, serde_json::Value)>)> = expected
         .iter()
-        .map(|(_, stop, calls)| {
-            (
-                *stop,
-                calls
-                    .iter()
-                    .map(|(n, v)| (n.to_string(), v.clone()))
-                    .collect(),
-            )
-        })
+        .map(|(_, stop, calls)| (*stop, calls.iter().map(|(n, v)| (n.to_string(), v.clone())).collect()))
         .collect();
     assert_eq!(got, want, "{name}");
 }
@@ -156,35 +131,20 @@ fn fixtures_yield_the_recorded_calls() {
     use serde_json::json;
     expect_calls(
         "openai-chat/gpt4o-single-call-split-string.sse",
-        &[(
-            "",
-            ToolUse,
-            &[("get_weather", json!({"city": "Mexico City"}))],
-        )],
+        &[("", ToolUse, &[("get_weather", json!({"city": "Mexico City"}))])],
     );
     expect_calls(
         "openai-chat/gpt4o-parallel-two-noarg-calls.sse",
-        &[(
-            "",
-            ToolUse,
-            &[("get_country", json!({})), ("get_product_name", json!({}))],
-        )],
+        &[("", ToolUse, &[("get_country", json!({})), ("get_product_name", json!({}))])],
     );
-    expect_calls(
-        "openai-chat/gpt5nano-finish-length-reasoning-only.sse",
-        &[("", MaxTokens, &[])],
-    );
+    expect_calls("openai-chat/gpt5nano-finish-length-reasoning-only.sse", &[("", MaxTokens, &[])]);
     expect_calls(
         "anthropic/sonnet-tool-use-no-args.jsonl",
         &[("", ToolUse, &[("updateIssueList", json!({}))])],
     );
     expect_calls(
         "gemini/gemini2-flash-single-chunk-call.sse",
-        &[(
-            "",
-            ToolUse,
-            &[("get_capital", json!({"country": "France"}))],
-        )],
+        &[("", ToolUse, &[("get_capital", json!({"country": "France"}))])],
     );
     expect_calls(
         "gemini/vertex-partial-args-two-parallel-calls.jsonl",
@@ -199,10 +159,6 @@ fn fixtures_yield_the_recorded_calls() {
     );
     expect_calls(
         "openai-responses/gpt-function-call-get-capital.sse",
-        &[(
-            "",
-            ToolUse,
-            &[("get_capital", json!({"country": "France"}))],
-        )],
+        &[("", ToolUse, &[("get_capital", json!({"country": "France"}))])],
     );
 }

@@ -212,20 +212,12 @@ mod tests {
             (b"data:  two spaces\n\n", vec![ev("", " two spaces")]),
             (b"data\n\n", vec![ev("", "")]),
             (b"event: lonely\n\ndata: x\n\n", vec![ev("", "x")]),
-            (
-                b"data: last without blank line",
-                vec![ev("", "last without blank line")],
-            ),
+            (b"data: last without blank line", vec![ev("", "last without blank line")]),
             (b"\xEF\xBB\xBFdata: bom\n\n", vec![ev("", "bom")]),
             (b"retry: 10\nfoo: bar\ndata: z\n\n", vec![ev("", "z")]),
         ];
         for (input, expected) in cases {
-            assert_eq!(
-                all(&[input]),
-                expected,
-                "{:?}",
-                String::from_utf8_lossy(input)
-            );
+            assert_eq!(all(&[input]), expected, "{:?}", String::from_utf8_lossy(input));
         }
     }
 

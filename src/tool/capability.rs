@@ -94,9 +94,7 @@ pub fn derive_approval(caps: &[Capability], policy: NetworkPolicy) -> ApprovalRe
 /// True when the capabilities make a tool read-only: it declares ReadOnly and neither
 /// WritesFiles nor ExecutesCode (a contradictory declaration is read as the unsafe one).
 pub fn is_read_only(caps: &[Capability]) -> bool {
-    caps.contains(&Capability::ReadOnly)
-        && !caps.contains(&Capability::WritesFiles)
-        && !caps.contains(&Capability::ExecutesCode)
+    caps.contains(&Capability::ReadOnly) && !caps.contains(&Capability::WritesFiles) && !caps.contains(&Capability::ExecutesCode)
 }
 
 /// The capability-derived approval, for every [`super::ToolSpec`]. A blanket trait rather
@@ -120,11 +118,7 @@ mod tests {
 
     #[track_caller]
     fn check(caps: &[Capability], policy: NetworkPolicy, expected: ApprovalRequirement) {
-        assert_eq!(
-            derive_approval(caps, policy),
-            expected,
-            "{caps:?} under {policy:?}"
-        );
+        assert_eq!(derive_approval(caps, policy), expected, "{caps:?} under {policy:?}");
     }
 
     #[test]

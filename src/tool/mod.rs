@@ -36,9 +36,7 @@ mod output;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-pub use capability::{
-    ApprovalRequirement, Approvals, Capability, ToolSource, derive_approval, is_read_only,
-};
+pub use capability::{ApprovalRequirement, Approvals, Capability, ToolSource, derive_approval, is_read_only};
 pub use context::{NoServices, SessionServices, ToolContext};
 pub use error::{ErrorCategory, ToolError};
 pub use metadata::ToolMetadata;
@@ -75,11 +73,7 @@ pub trait ToolSpec: Tool {
 
     /// Approval for this particular input; defaults to the capability-derived requirement.
     /// A shell tool overrides it so that `ls` runs and `rm` asks.
-    fn approval_requirement_for_input(
-        &self,
-        input: &Value,
-        policy: crate::config::NetworkPolicy,
-    ) -> ApprovalRequirement {
+    fn approval_requirement_for_input(&self, input: &Value, policy: crate::config::NetworkPolicy) -> ApprovalRequirement {
         let _ = input;
         self.approval_requirement(policy)
     }

@@ -1,1 +1,3 @@
+mod pipeline;
+mod support;
 mod tidy;

@@ -82,11 +82,8 @@ pub enum Command {
 
 /// Sets up `tracing` on stderr, filtered by RUST_LOG (default: warnings).
 pub fn init_tracing(args: &Cli) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match args.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -138,11 +135,7 @@ pub fn run(args: Cli) -> Result<(), CliError> {
 /// Loads the config and builds the registry every subcommand uses.
 pub fn load(config: Option<&std::path::Path>) -> Result<(Arc<Config>, Arc<Registry>), CliError> {
     let cfg = Arc::new(Config::load(config)?);
-    let registry = Arc::new(
-        RegistryBuilder::new(Arc::clone(&cfg))
-            .with_builtins()
-            .build(),
-    );
+    let registry = Arc::new(RegistryBuilder::new(Arc::clone(&cfg)).with_builtins().build());
     for notice in registry.notices() {
         tracing::warn!(kind = ?notice.kind, "{}", notice.message);
     }

@@ -42,9 +42,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         Some("all") => Answerer::All,
         Some("none") => Answerer::None,
         Some(other) => {
-            return Err(CliError::Usage(format!(
-                "--approve takes all or none, not `{other}`"
-            )));
+            return Err(CliError::Usage(format!("--approve takes all or none, not `{other}`")));
         }
         None => Answerer::Prompt,
     };
@@ -52,37 +50,24 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         Some("pretty") => true,
         Some("jsonl") => false,
         Some(other) => {
-            return Err(CliError::Usage(format!(
-                "--format takes jsonl or pretty, not `{other}`"
-            )));
+            return Err(CliError::Usage(format!("--format takes jsonl or pretty, not `{other}`")));
         }
         None => std::io::stdout().is_terminal(),
     };
     if args.files.is_empty() {
-        return Err(CliError::Usage(
-            "replay needs at least one FILE (or - for stdin)".into(),
-        ));
+        return Err(CliError::Usage("replay needs at least one FILE (or - for stdin)".into()));
     }
     // Unusable input is refused before anything runs.
     for f in &args.files {
         if f != "-" && std::fs::metadata(f).map(|m| !m.is_file()).unwrap_or(true) {
-            return Err(CliError::Io(format!(
-                "cannot read `{f}`: not a readable file"
-            )));
+            return Err(CliError::Io(format!("cannot read `{f}`: not a readable file")));
         }
     }
     let workspace = args.workspace.unwrap_or_else(|| PathBuf::from("."));
     if !workspace.is_dir() {
-        return Err(CliError::Usage(format!(
-            "--workspace `{}` is not a folder",
-            workspace.display()
-        )));
+        return Err(CliError::Usage(format!("--workspace `{}` is not a folder", workspace.display())));
     }
-    let registry = Arc::new(
-        RegistryBuilder::new(Arc::clone(&cfg))
-            .with_builtins()
-            .build(),
-    );
+    let registry = Arc::new(RegistryBuilder::new(Arc::clone(&cfg)).with_builtins().build());
     let system = actix_rt::System::new();
     system.block_on(async move {
         let dispatcher = Dispatcher::new(cfg, registry);
@@ -163,23 +148,12 @@ fn pretty_line(event: &PipelineEvent) -> String {
             )
         }
         PipelineEvent::CallStarted {
-            index,
-            name,
-            speculative,
-            ..
-        } => format!(
-            "started  #{index} {name}{}",
-            if *speculative { " (speculative)" } else { "" }
-        ),
+            index, name, speculative, ..
+        } => format!("started  #{index} {name}{}", if *speculative { " (speculative)" } else { "" }),
         PipelineEvent::ApprovalRequired {
-            index,
-            name,
-            requirement,
-            ..
+            index, name, requirement, ..
         } => format!("approval #{index} {name} ({requirement:?})"),
-        PipelineEvent::ApprovalDecided {
-            index, decision, ..
-        } => format!("decided  #{index} {decision:?}"),
+        PipelineEvent::ApprovalDecided { index, decision, .. } => format!("decided  #{index} {decision:?}"),
         PipelineEvent::CallFinished {
             index,
             name,
@@ -195,10 +169,7 @@ fn pretty_line(event: &PipelineEvent) -> String {
             let mut s = format!("round complete ({stop_reason:?}): {}", text.trim());
             for r in results {
                 let first = r.content.lines().next().unwrap_or("");
-                s.push_str(&format!(
-                    "\n  result #{} {} error={}: {first}",
-                    r.index, r.name, r.is_error
-                ));
+                s.push_str(&format!("\n  result #{} {} error={}: {first}", r.index, r.name, r.is_error));
             }
             s
         }
@@ -220,37 +191,31 @@ async fn open_input(file: &str) -> Result<ByteStream, CliError> {
                 .map_err(|e| CliError::Io(format!("cannot read `{file}`: {e}")))?,
         )
     };
-    let stream = futures::stream::unfold(
-        (reader, Vec::new(), false),
-        move |(mut reader, mut carry, done)| async move {
-            if done {
-                return None;
-            }
-            let mut buf = vec![0u8; 64 * 1024];
-            match reader.read(&mut buf).await {
-                Ok(0) => {
-                    if jsonl && !carry.is_empty() {
-                        let framed = toolslot::stream::sse::frame_data_lines(&carry);
-                        return Some((Ok(framed), (reader, Vec::new(), true)));
-                    }
-                    None
+    let stream = futures::stream::unfold((reader, Vec::new(), false), move |(mut reader, mut carry, done)| async move {
+        if done {
+            return None;
+        }
+        let mut buf = vec![0u8; 64 * 1024];
+        match reader.read(&mut buf).await {
+            Ok(0) => {
+                if jsonl && !carry.is_empty() {
+                    let framed = toolslot::stream::sse::frame_data_lines(&carry);
+                    return Some((Ok(framed), (reader, Vec::new(), true)));
                 }
-                Ok(n) => {
-                    buf.truncate(n);
-                    if !jsonl {
-                        return Some((Ok(buf), (reader, carry, false)));
-                    }
-                    carry.extend_from_slice(&buf);
-                    let cut = carry.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
-                    let rest = carry.split_off(cut);
-                    Some((
-                        Ok(toolslot::stream::sse::frame_data_lines(&carry)),
-                        (reader, rest, false),
-                    ))
-                }
-                Err(e) => Some((Err(e), (reader, Vec::new(), true))),
+                None
             }
-        },
-    );
+            Ok(n) => {
+                buf.truncate(n);
+                if !jsonl {
+                    return Some((Ok(buf), (reader, carry, false)));
+                }
+                carry.extend_from_slice(&buf);
+                let cut = carry.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
+                let rest = carry.split_off(cut);
+                Some((Ok(toolslot::stream::sse::frame_data_lines(&carry)), (reader, rest, false)))
+            }
+            Err(e) => Some((Err(e), (reader, Vec::new(), true))),
+        }
+    });
     Ok(Box::pin(stream))
 }

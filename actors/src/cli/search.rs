@@ -8,16 +8,9 @@ use toolslot::registry::SearchIndex;
 
 use super::{CliError, load};
 
-pub fn run(
-    config: Option<&Path>,
-    top: Option<usize>,
-    format: &str,
-    query: &str,
-) -> Result<(), CliError> {
+pub fn run(config: Option<&Path>, top: Option<usize>, format: &str, query: &str) -> Result<(), CliError> {
     if format != "text" && format != "json" {
-        return Err(CliError::Usage(format!(
-            "unknown search format `{format}` (expected text or json)"
-        )));
+        return Err(CliError::Usage(format!("unknown search format `{format}` (expected text or json)")));
     }
     let (cfg, registry) = load(config)?;
     let top = top.unwrap_or(cfg.search.top_n);

@@ -87,9 +87,7 @@ impl Decoder for AnthropicDecoder {
                     return;
                 };
                 match block.kind.as_ref() {
-                    "text" if !block.text.is_empty() => {
-                        out.push(StreamEvent::Text(block.text.into_owned()))
-                    }
+                    "text" if !block.text.is_empty() => out.push(StreamEvent::Text(block.text.into_owned())),
                     "tool_use" => {
                         self.client_blocks.push(frame.index);
                         out.push(StreamEvent::CallStart {
@@ -117,10 +115,7 @@ impl Decoder for AnthropicDecoder {
                 let Some(delta) = frame.delta else { return };
                 match delta.kind.as_ref() {
                     "text_delta" => out.push(StreamEvent::Text(delta.text.into_owned())),
-                    "input_json_delta"
-                        if self.client_blocks.contains(&frame.index)
-                            && !delta.partial_json.is_empty() =>
-                    {
+                    "input_json_delta" if self.client_blocks.contains(&frame.index) && !delta.partial_json.is_empty() => {
                         out.push(StreamEvent::CallArgs {
                             slot: frame.index,
                             fragment: delta.partial_json.into_owned(),
@@ -139,10 +134,7 @@ impl Decoder for AnthropicDecoder {
             }
             "message_stop" => out.push(StreamEvent::MessageEnd),
             "error" => {
-                let detail = frame
-                    .error
-                    .map(|e| e.get().to_string())
-                    .unwrap_or_else(|| event.data.clone());
+                let detail = frame.error.map(|e| e.get().to_string()).unwrap_or_else(|| event.data.clone());
                 out.push(StreamEvent::Error(format!("provider error: {detail}")));
             }
             _ => {}

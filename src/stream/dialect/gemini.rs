@@ -107,21 +107,13 @@ impl GeminiDecoder {
         }
     }
 
-    fn function_call(
-        &mut self,
-        call: FunctionCall,
-        signature: Option<String>,
-        out: &mut Vec<StreamEvent>,
-    ) {
+    fn function_call(&mut self, call: FunctionCall, signature: Option<String>, out: &mut Vec<StreamEvent>) {
         if let Some(name) = call.name {
             self.close(out);
             let slot = self.next_slot;
             self.next_slot += 1;
             self.any_call = true;
-            let id = call
-                .id
-                .filter(|i| !i.is_empty())
-                .unwrap_or_else(|| format!("call_{slot}"));
+            let id = call.id.filter(|i| !i.is_empty()).unwrap_or_else(|| format!("call_{slot}"));
             out.push(StreamEvent::CallStart {
                 slot,
                 id,
@@ -179,9 +171,7 @@ fn apply_path(root: &mut Value, path: &str, value: PieceValue) {
                 let inner = &rest[i + 1..close];
                 match inner.parse::<usize>() {
                     Ok(n) => segments.push(Seg::Index(n)),
-                    Err(_) => segments.push(Seg::Key(
-                        inner.trim_matches(|c| c == '\'' || c == '"').to_string(),
-                    )),
+                    Err(_) => segments.push(Seg::Key(inner.trim_matches(|c| c == '\'' || c == '"').to_string())),
                 }
                 i = close + 1;
             }
@@ -240,8 +230,7 @@ impl Decoder for GeminiDecoder {
         for candidate in chunk.candidates.into_iter().take(1) {
             for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
                 if let Some(call) = part.function_call {
-                    let is_empty_marker =
-                        call.name.is_none() && call.partial_args.is_empty() && call.args.is_none();
+                    let is_empty_marker = call.name.is_none() && call.partial_args.is_empty() && call.args.is_none();
                     let continues = call.will_continue;
                     let whole = call.name.is_some() && !continues;
                     self.function_call(call, part.thought_signature, out);
@@ -275,21 +264,9 @@ mod tests {
     #[test]
     fn paths_build_nested_values() {
         let mut v = json!({});
-        apply_path(
-            &mut v,
-            "$.recipe.ingredients[1].name",
-            PieceValue::Str("Beef".into()),
-        );
-        apply_path(
-            &mut v,
-            "$.recipe.ingredients[1].name",
-            PieceValue::Str(" mince".into()),
-        );
-        apply_path(
-            &mut v,
-            "$.recipe.ingredients[0].amount",
-            PieceValue::Set(json!(2)),
-        );
+        apply_path(&mut v, "$.recipe.ingredients[1].name", PieceValue::Str("Beef".into()));
+        apply_path(&mut v, "$.recipe.ingredients[1].name", PieceValue::Str(" mince".into()));
+        apply_path(&mut v, "$.recipe.ingredients[0].amount", PieceValue::Set(json!(2)));
         apply_path(&mut v, "$.ok", PieceValue::Set(json!(true)));
         assert_eq!(
             v,

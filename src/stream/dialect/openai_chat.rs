@@ -129,11 +129,7 @@ impl Decoder for OpenAiChatDecoder {
                         // A new call: the ones before it are complete.
                         self.end_open(out);
                         self.open.push(slot);
-                        let id = call
-                            .id
-                            .filter(|i| !i.is_empty())
-                            .map(Cow::into_owned)
-                            .unwrap_or_default();
+                        let id = call.id.filter(|i| !i.is_empty()).map(Cow::into_owned).unwrap_or_default();
                         let name = function
                             .as_ref()
                             .and_then(|f| f.name.clone())

@@ -108,9 +108,7 @@ impl Decoder for OpenAiResponsesDecoder {
                     });
                 }
             }
-            "response.output_item.done"
-                if self.calls.contains(&slot) && !self.ended.contains(&slot) =>
-            {
+            "response.output_item.done" if self.calls.contains(&slot) && !self.ended.contains(&slot) => {
                 if let Some(a) = frame.item.and_then(|i| i.arguments) {
                     out.push(StreamEvent::CallArgsFull {
                         slot,
@@ -137,10 +135,7 @@ impl Decoder for OpenAiResponsesDecoder {
             }
             "response.incomplete" => {
                 self.end_open(out);
-                let reason = frame
-                    .response
-                    .and_then(|r| r.incomplete_details)
-                    .map(|d| d.reason.into_owned());
+                let reason = frame.response.and_then(|r| r.incomplete_details).map(|d| d.reason.into_owned());
                 let stop = match reason.as_deref() {
                     Some("max_output_tokens") => StopReason::MaxTokens,
                     _ => StopReason::Other,
@@ -154,9 +149,7 @@ impl Decoder for OpenAiResponsesDecoder {
                     .and_then(|r| r.error)
                     .map(|e| e.get().to_string())
                     .unwrap_or_default();
-                out.push(StreamEvent::Error(format!(
-                    "provider error: response failed {detail}"
-                )));
+                out.push(StreamEvent::Error(format!("provider error: response failed {detail}")));
                 out.push(StreamEvent::MessageEnd);
             }
             "error" => {

@@ -296,14 +296,14 @@ fn every_stage_recovers_from_a_panic() {
                 let cut = text[cut + 1..].find("data: ").map(|j| cut + 1 + j).unwrap();
                 let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<Vec<u8>, std::io::Error>>();
                 let mut events = d.submit_round(&s, RoundInput::Bytes(tokio_stream(rx))).unwrap();
-                tx.send(Ok(text[..cut].as_bytes().to_vec())).unwrap();
+                tx.send(Ok(text.as_bytes()[..cut].to_vec())).unwrap();
                 let mut ev = Vec::new();
                 while let Some(e) = events.recv().await {
                     let assembled = matches!(e, PipelineEvent::CallAssembled { index: 0, .. });
                     ev.push(e);
                     if assembled {
                         d.inject_fault(&s, stage).unwrap();
-                        let _ = tx.send(Ok(text[cut..].as_bytes().to_vec()));
+                        let _ = tx.send(Ok(text.as_bytes()[cut..].to_vec()));
                     }
                 }
                 let r = results(&ev);

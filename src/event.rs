@@ -57,6 +57,9 @@ pub enum PipelineEvent {
         input: Value,
         /// What repair did.
         repair: RepairMark,
+        /// Gemini's thought signature, to send back with the call (absent elsewhere).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        thought_signature: Option<String>,
     },
     /// A tool begins executing.
     CallStarted {

@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio::sync::{RwLock, oneshot};
 use toolslot::event::PipelineEvent;
 use toolslot::tool::{ErrorCategory, ToolContext, ToolError, ToolOutput, ToolSpec};
+use tracing::Instrument;
 
 use crate::session::{SessionShared, Stage};
 use crate::stage::{StageError, guarded};
@@ -99,6 +100,11 @@ impl Supervised for BatchExecutorActor {
 /// Dropping the future drops the tool's future, which abandons the call; the gate is
 /// released with it.
 pub async fn execute(shared: Arc<SessionShared>, gate: Arc<RwLock<()>>, call: ExecCall, speculative: bool) -> Outcome {
+    let span = tracing::info_span!("call", session = %shared.id, index = call.index, tool = %call.name, speculative);
+    execute_inner(shared, gate, call, speculative).instrument(span).await
+}
+
+async fn execute_inner(shared: Arc<SessionShared>, gate: Arc<RwLock<()>>, call: ExecCall, speculative: bool) -> Outcome {
     let index = call.index;
     if shared.is_cancelled() {
         return Outcome {

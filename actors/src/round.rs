@@ -221,6 +221,7 @@ async fn plan_ready(stages: &Stages, shared: &Arc<SessionShared>, round: &mut Ro
                 input: serde_json::json!({}),
                 repair: RepairMark::None,
                 notices: Vec::new(),
+                thought_signature: None,
                 action: Action::Refuse(ToolError::refused(
                     ErrorCategory::Unavailable,
                     "Not run: the planner failed on this call and was restarted; nothing was run. You may send the call again.",
@@ -236,6 +237,7 @@ async fn plan_ready(stages: &Stages, shared: &Arc<SessionShared>, round: &mut Ro
             name: planned.called.clone(),
             input: planned.input.clone(),
             repair: planned.repair,
+            thought_signature: planned.thought_signature.clone(),
         });
         let early = matches!(planned.action, Action::Run { speculative: true, .. }) && stop.is_none() && round.leading_batch_open;
         let started = match exec_call(shared, &planned) {
@@ -351,6 +353,7 @@ async fn complete_round(stages: &Stages, shared: &Arc<SessionShared>, round: &mu
                 input: serde_json::json!({}),
                 repair: RepairMark::None,
                 notices: Vec::new(),
+                thought_signature: None,
                 action: Action::Refuse(ToolError::refused(
                     ErrorCategory::Unavailable,
                     "Not run: this call was lost when a pipeline stage failed. Send it again.",

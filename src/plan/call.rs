@@ -56,6 +56,8 @@ pub struct PlannedCall {
     pub repair: RepairMark,
     /// Notices raised while planning, in order.
     pub notices: Vec<Notice>,
+    /// Gemini's thought signature, which the host must send back with the call.
+    pub thought_signature: Option<String>,
     /// The decision.
     pub action: Action,
 }
@@ -85,6 +87,7 @@ pub fn plan_call(ctx: PlanContext<'_>, call: &RawCall, cut: bool, guard: &mut Lo
         input: finalized.input,
         repair: finalized.repair,
         notices: finalized.notices,
+        thought_signature: call.thought_signature.clone(),
         action: Action::Refuse(ToolError::refused(ErrorCategory::Unavailable, "not planned")),
     };
     if let Some(refusal) = finalized.refusal {

@@ -102,6 +102,9 @@ pub enum CliError {
     /// Reading input or writing output failed.
     #[error("{0}")]
     Io(String),
+    /// Whoever read our output went away (`| head`): not an error of ours.
+    #[error("broken pipe")]
+    BrokenPipe,
 }
 
 /// Runs the chosen subcommand.

@@ -122,9 +122,10 @@ fn print_event(event: &PipelineEvent, pretty: bool) -> Result<(), CliError> {
     };
     // Each event goes out the moment it happens: a host piping a live stream sees calls
     // start and finish before the stream ends.
-    writeln!(out, "{line}")
-        .and_then(|_| out.flush())
-        .map_err(|e| CliError::Io(format!("writing stdout: {e}")))
+    writeln!(out, "{line}").and_then(|_| out.flush()).map_err(|e| match e.kind() {
+        std::io::ErrorKind::BrokenPipe => CliError::BrokenPipe,
+        _ => CliError::Io(format!("writing stdout: {e}")),
+    })
 }
 
 fn pretty_line(event: &PipelineEvent) -> String {

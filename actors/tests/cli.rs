@@ -161,3 +161,35 @@ fn replay_of_jsonl_recordings_frames_them() {
     assert_eq!(code, Some(0));
     assert_eq!(events.iter().filter(|e| e["type"] == "round_complete").count(), 3);
 }
+
+#[test]
+fn two_processes_never_collide_in_the_overflow_store() {
+    // Both processes save a truncated shell output into one folder at the same moment.
+    let ws = tempfile::tempdir().unwrap();
+    let overflow = ws.path().join("overflow");
+    let stream = ws.path().join("big.sse");
+    let call = serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c0", "type": "function", "function": {"name": "exec_shell", "arguments": "{\"command\": \"seq 1 20000\"}"}}]}, "finish_reason": null}]});
+    std::fs::write(&stream, format!("data: {call}\n\ndata: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n")).unwrap();
+    let spawn = || {
+        toolslot()
+            .args(["replay", "--approve", "all", "--workspace", ws.path().to_str().unwrap(), stream.to_str().unwrap()])
+            .env("TOOLSLOT_OVERFLOW__DIR", &overflow)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let mut refs = Vec::new();
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let last: Value = serde_json::from_str(String::from_utf8(out.stdout).unwrap().lines().last().unwrap()).unwrap();
+        let content = last["results"][0]["content"].as_str().unwrap().to_string();
+        assert!(content.contains("omitted"), "{content}");
+        let id = content.split("ref=").nth(1).unwrap().split(' ').next().unwrap().to_string();
+        refs.push(id);
+    }
+    assert_ne!(refs[0], refs[1]);
+    let saved: usize = std::fs::read_dir(&overflow).unwrap().map(|d| std::fs::read_dir(d.unwrap().path()).unwrap().count()).sum();
+    assert_eq!(saved, 2, "both full outputs are on disk");
+}

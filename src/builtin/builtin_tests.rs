@@ -215,3 +215,186 @@ fn tool_search_activates_deferred_tools() {
     let err = w.run(&ToolSearch, json!({"query": "x"})).unwrap_err();
     assert_eq!(err.category, ErrorCategory::Unavailable, "no deferred tools among the built-ins");
 }
+
+mod fetch {
+    use std::io::{Read, Write};
+    use std::net::{IpAddr, TcpListener};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures::future::BoxFuture;
+
+    use super::*;
+    use crate::builtin::{FetchUrl, Resolve};
+
+    /// A loopback-only HTTP server with a few routes; counts the connections it accepted.
+    struct Server {
+        port: u16,
+        hits: Arc<AtomicUsize>,
+    }
+
+    fn server() -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = Arc::clone(&hits);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { return };
+                h.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let n = s.read(&mut buf).unwrap_or(0);
+                let req = String::from_utf8_lossy(&buf[..n]).to_string();
+                let path = req.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let (status, headers, body) = match path.as_str() {
+                    "/page" => (
+                        "200 OK",
+                        "Content-Type: text/html\r\n".to_string(),
+                        "<html><body><h1>Hello</h1><p>from a page</p></body></html>".to_string(),
+                    ),
+                    "/to-metadata" => (
+                        "302 Found",
+                        "Location: http://169.254.169.254/latest/meta-data/\r\n".to_string(),
+                        String::new(),
+                    ),
+                    "/to-page" => ("302 Found", "Location: /page\r\n".to_string(), String::new()),
+                    "/big" => ("200 OK", "Content-Type: text/plain\r\n".to_string(), "x".repeat(100_000)),
+                    _ => ("404 Not Found", String::new(), "nope".to_string()),
+                };
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Server { port, hits }
+    }
+
+    /// A resolver that answers from a fixed table and never asks the network.
+    struct Table(Vec<(&'static str, IpAddr)>);
+    impl Resolve for Table {
+        fn resolve<'a>(&'a self, host: &'a str, _port: u16) -> BoxFuture<'a, std::io::Result<Vec<IpAddr>>> {
+            let found: Vec<IpAddr> = self.0.iter().filter(|(h, _)| *h == host).map(|(_, ip)| *ip).collect();
+            Box::pin(async move {
+                if found.is_empty() {
+                    Err(std::io::Error::other("not in the test table"))
+                } else {
+                    Ok(found)
+                }
+            })
+        }
+    }
+
+    fn ctx_allowing(allow: &str) -> Ws {
+        let mut w = ws();
+        let env = vec![
+            ("TOOLSLOT_NETWORK__ALLOW_HOSTS".to_string(), allow.to_string()),
+            ("TOOLSLOT_FETCH_URL__MAX_BYTES".to_string(), "1000".to_string()),
+        ];
+        w.ctx.config = Arc::new(Config::load_with_env(None, env).unwrap());
+        w
+    }
+
+    fn tool() -> FetchUrl {
+        FetchUrl::with_resolver(Arc::new(Table(vec![
+            ("evil.test", "10.0.0.1".parse().unwrap()),
+            ("split.test", "127.0.0.1".parse().unwrap()),
+            ("split.test", "169.254.169.254".parse().unwrap()),
+            ("local.test", "127.0.0.1".parse().unwrap()),
+        ])))
+    }
+
+    #[test]
+    fn loopback_is_refused_without_the_allow_list_and_never_contacted() {
+        let s = server();
+        let w = ws();
+        for url in [
+            format!("http://127.0.0.1:{}/page", s.port),
+            format!("http://2130706433:{}/page", s.port),
+            format!("http://0x7f000001:{}/page", s.port),
+            format!("http://[::ffff:127.0.0.1]:{}/page", s.port),
+        ] {
+            let err = w.run(&tool(), json!({"url": url})).unwrap_err();
+            assert_eq!(err.field.as_deref(), Some("url"), "{url}");
+            assert!(err.message.contains("loopback"), "{url}: {}", err.message);
+        }
+        assert_eq!(s.hits.load(Ordering::SeqCst), 0, "nothing was sent");
+    }
+
+    #[test]
+    fn the_allow_list_opens_loopback_and_html_becomes_text() {
+        let s = server();
+        let w = ctx_allowing("127.0.0.1");
+        let out = w.run(&tool(), json!({"url": format!("http://127.0.0.1:{}/page", s.port)})).unwrap();
+        assert!(out.content.ends_with("Hello\n\nfrom a page"), "{}", out.content);
+        // A redirect inside the allowed host is followed and checked again.
+        let out = w
+            .run(&tool(), json!({"url": format!("http://127.0.0.1:{}/to-page", s.port)}))
+            .unwrap();
+        assert!(out.content.contains("Hello"));
+        // Bodies are capped.
+        let out = w.run(&tool(), json!({"url": format!("http://127.0.0.1:{}/big", s.port)})).unwrap();
+        assert!(out.content.contains("[body cut at 1000 bytes]"));
+        let out = w
+            .run(&tool(), json!({"url": format!("http://127.0.0.1:{}/missing", s.port)}))
+            .unwrap();
+        assert!(out.is_error);
+    }
+
+    #[test]
+    fn a_redirect_to_the_metadata_address_is_refused_before_connecting() {
+        let s = server();
+        let w = ctx_allowing("127.0.0.1");
+        let err = w
+            .run(&tool(), json!({"url": format!("http://127.0.0.1:{}/to-metadata", s.port)}))
+            .unwrap_err();
+        assert!(
+            err.message.contains("169.254.169.254") && err.message.contains("link-local"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn names_resolving_to_private_addresses_are_refused() {
+        let w = ws();
+        let err = w.run(&tool(), json!({"url": "http://evil.test/"})).unwrap_err();
+        assert!(
+            err.message.contains("10.0.0.1") && err.message.contains("private"),
+            "{}",
+            err.message
+        );
+        // One bad record among several is enough to refuse.
+        let w = ctx_allowing("127.0.0.1");
+        let err = w.run(&tool(), json!({"url": "http://split.test/"})).unwrap_err();
+        assert!(err.message.contains("169.254.169.254"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_name_on_the_allow_list_connects_to_the_checked_address() {
+        let s = server();
+        let w = ctx_allowing("local.test");
+        let out = w
+            .run(&tool(), json!({"url": format!("http://local.test:{}/page", s.port)}))
+            .unwrap();
+        assert!(out.content.contains("Hello"));
+        assert_eq!(s.hits.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn other_schemes_are_refused() {
+        let w = ws();
+        for url in ["file:///etc/passwd", "ftp://example.com/", "gopher://x/", "not a url"] {
+            assert_eq!(
+                w.run(&tool(), json!({"url": url})).unwrap_err().field.as_deref(),
+                Some("url"),
+                "{url}"
+            );
+        }
+    }
+
+    #[test]
+    fn approval_key_is_the_host() {
+        assert_eq!(tool().approval_key(&json!({"url": "https://docs.rs/a/b?c"})), "fetch_url:docs.rs");
+    }
+}

@@ -3,10 +3,13 @@
 //! Every file tool is confined to the session's workspace ([`workspace::confine`]); limits
 //! come from the config, never from constants here.
 
+pub mod address_policy;
 mod atomic;
 mod edit_file;
 mod exec_shell;
+mod fetch_url;
 mod grep_files;
+mod html_text;
 mod list_dir;
 mod read_file;
 mod retrieve_tool_result;
@@ -23,7 +26,9 @@ use crate::tool::{ToolError, ToolSpec};
 
 pub use edit_file::EditFile;
 pub use exec_shell::{ExecShell, READ_ONLY_COMMANDS, is_read_only_command};
+pub use fetch_url::{FetchUrl, Resolve, SystemResolver};
 pub use grep_files::GrepFiles;
+pub use html_text::html_to_text;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
 pub use retrieve_tool_result::RetrieveToolResult;
@@ -39,6 +44,7 @@ pub fn all() -> Vec<Arc<dyn ToolSpec>> {
         Arc::new(WriteFile),
         Arc::new(EditFile),
         Arc::new(ExecShell),
+        Arc::new(FetchUrl::default()),
         Arc::new(RetrieveToolResult),
         Arc::new(ToolSearch),
     ]

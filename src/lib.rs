@@ -19,7 +19,9 @@
 pub mod builtin;
 pub mod config;
 pub mod event;
+pub mod extension;
 pub mod forgery;
+pub mod mcp;
 pub mod notice;
 pub mod observe;
 pub mod output;

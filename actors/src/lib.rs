@@ -31,15 +31,19 @@
 pub mod approval;
 pub mod batch_executor;
 pub mod dispatcher;
+pub mod mcp;
 pub mod planner;
 pub mod post_processor;
 pub mod round;
 pub mod session;
 mod stage;
 pub mod stream_assembler;
+pub mod subagent;
+pub mod toolset;
 
 pub use approval::HostDecision;
 pub use dispatcher::{DispatchError, Dispatcher};
 pub use round::RoundInput;
 pub use session::{SessionOptions, Stage};
 pub use stage::StageError;
+pub use toolset::{Toolset, build_toolset};

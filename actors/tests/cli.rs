@@ -169,10 +169,23 @@ fn two_processes_never_collide_in_the_overflow_store() {
     let overflow = ws.path().join("overflow");
     let stream = ws.path().join("big.sse");
     let call = serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c0", "type": "function", "function": {"name": "exec_shell", "arguments": "{\"command\": \"seq 1 20000\"}"}}]}, "finish_reason": null}]});
-    std::fs::write(&stream, format!("data: {call}\n\ndata: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n")).unwrap();
+    std::fs::write(
+        &stream,
+        format!(
+            "data: {call}\n\ndata: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n"
+        ),
+    )
+    .unwrap();
     let spawn = || {
         toolslot()
-            .args(["replay", "--approve", "all", "--workspace", ws.path().to_str().unwrap(), stream.to_str().unwrap()])
+            .args([
+                "replay",
+                "--approve",
+                "all",
+                "--workspace",
+                ws.path().to_str().unwrap(),
+                stream.to_str().unwrap(),
+            ])
             .env("TOOLSLOT_OVERFLOW__DIR", &overflow)
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -190,6 +203,9 @@ fn two_processes_never_collide_in_the_overflow_store() {
         refs.push(id);
     }
     assert_ne!(refs[0], refs[1]);
-    let saved: usize = std::fs::read_dir(&overflow).unwrap().map(|d| std::fs::read_dir(d.unwrap().path()).unwrap().count()).sum();
+    let saved: usize = std::fs::read_dir(&overflow)
+        .unwrap()
+        .map(|d| std::fs::read_dir(d.unwrap().path()).unwrap().count())
+        .sum();
     assert_eq!(saved, 2, "both full outputs are on disk");
 }

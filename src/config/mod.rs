@@ -300,6 +300,8 @@ impl OverflowConfig {
 pub struct SubagentConfig {
     /// Deepest nesting of spawn_agent.
     pub max_depth: usize,
+    /// Model turns one child may take.
+    pub max_turns: usize,
 }
 
 /// `[server]`.
@@ -318,6 +320,14 @@ pub struct ServerConfig {
 pub struct McpConfig {
     /// Description cap for untrusted servers (characters).
     pub description_max_chars: usize,
+    /// Default start-up timeout (ms).
+    pub startup_timeout_ms: u64,
+    /// Default per-call timeout (ms).
+    pub call_timeout_ms: u64,
+    /// First restart delay after a server dies (ms); doubles up to the maximum.
+    pub restart_backoff_ms: u64,
+    /// Longest restart delay (ms).
+    pub restart_backoff_max_ms: u64,
     /// Declared servers.
     pub servers: Vec<McpServerConfig>,
 }
@@ -331,9 +341,31 @@ pub struct McpServerConfig {
     /// Program and arguments of a stdio server.
     #[serde(default)]
     pub command: Vec<String>,
+    /// Environment variables set for the server process.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
     /// URL of a streamable HTTP server.
     #[serde(default)]
     pub url: Option<String>,
+    /// Start-up (spawn + initialize + list tools) timeout in ms (default `mcp.startup_timeout_ms`).
+    #[serde(default)]
+    pub startup_timeout_ms: Option<u64>,
+    /// Per-call timeout in ms (default `mcp.call_timeout_ms`).
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
+    /// A required server that cannot start stops toolslot from starting.
+    #[serde(default)]
+    pub required: bool,
+    /// Believe the server's tool annotations (readOnlyHint, destructiveHint).
+    #[serde(default)]
+    pub trust_annotations: bool,
+    /// Keep its tools out of the catalog until tool_search loads them (default true).
+    #[serde(default = "default_true")]
+    pub defer: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// One `[[extensions]]` table: an out-of-process tool.

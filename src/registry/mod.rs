@@ -115,12 +115,17 @@ pub fn sanitize_tool_name(name: &str) -> String {
 pub struct RegistryBuilder {
     config: Arc<Config>,
     tools: Vec<Arc<dyn ToolSpec>>,
+    failed: Vec<(String, String, crate::tool::ToolSource)>,
 }
 
 impl RegistryBuilder {
     /// A builder with no tools.
     pub fn new(config: Arc<Config>) -> Self {
-        Self { config, tools: Vec::new() }
+        Self {
+            config,
+            tools: Vec::new(),
+            failed: Vec::new(),
+        }
     }
 
     /// Adds the built-in tools, less those named in `tools.disable`.
@@ -139,6 +144,24 @@ impl RegistryBuilder {
         self
     }
 
+    /// Records a tool that could not even be constructed (a bad extension declaration): it
+    /// is listed fail-closed under `name` with `reason`, like any tool that fails admission.
+    pub fn with_failed(mut self, name: &str, reason: String, source: crate::tool::ToolSource) -> Self {
+        self.failed.push((name.to_string(), reason, source));
+        self
+    }
+
+    /// Adds every `[[extensions]]` tool of the config; a bad declaration fails closed.
+    pub fn with_extensions(mut self) -> Self {
+        for cfg in self.config.extensions.clone() {
+            match crate::extension::ExtensionTool::from_config(&cfg) {
+                Ok(t) => self.tools.push(Arc::new(t)),
+                Err(reason) => self.failed.push((cfg.name.clone(), reason, crate::tool::ToolSource::Extension)),
+            }
+        }
+        self
+    }
+
     /// Adds several tools.
     pub fn extend(mut self, tools: impl IntoIterator<Item = Arc<dyn ToolSpec>>) -> Self {
         self.tools.extend(tools);
@@ -152,14 +175,24 @@ impl RegistryBuilder {
         let mut admitted: Vec<RegisteredTool> = Vec::with_capacity(self.tools.len());
         let mut by_name: HashMap<String, usize> = HashMap::new();
         let mut notices = Vec::new();
-        for spec in self.tools {
-            let name = spec.name().to_string();
-            let (spec, validator) = match admission_problem(spec.as_ref(), &by_name) {
-                None => {
+        // Tools that could not be constructed go through the same fail-closed path as tools
+        // that fail admission, first, so a good tool cannot take their name.
+        let candidates = self
+            .failed
+            .into_iter()
+            .map(|(name, reason, source)| (name, Err((reason, source))))
+            .chain(self.tools.into_iter().map(|t| (t.name().to_string(), Ok(t))));
+        for (name, candidate) in candidates {
+            let problem = match &candidate {
+                Ok(spec) => admission_problem(spec.as_ref(), &by_name).map(|r| (r, spec.source())),
+                Err((reason, source)) => Some((reason.clone(), *source)),
+            };
+            let (spec, validator) = match (candidate, problem) {
+                (Ok(spec), None) => {
                     let validator = jsonschema::validator_for(&spec.input_schema()).ok().map(Arc::new);
                     (spec, validator)
                 }
-                Some(reason) => {
+                (_, Some((reason, source))) | (Err((reason, source)), None) => {
                     let mut safe = sanitize_tool_name(&name);
                     let mut n = 2;
                     while by_name.contains_key(&safe) {
@@ -171,7 +204,7 @@ impl RegistryBuilder {
                         NoticeKind::FailClosedTool,
                         format!("tool `{name}` failed closed (listed as `{safe}`): {reason}"),
                     ));
-                    let closed: Arc<dyn ToolSpec> = Arc::new(FailClosedTool::new(safe, name.clone(), reason, spec.source()));
+                    let closed: Arc<dyn ToolSpec> = Arc::new(FailClosedTool::new(safe, name.clone(), reason, source));
                     (closed, None)
                 }
             };

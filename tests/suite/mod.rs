@@ -1,3 +1,5 @@
+mod extensions;
+mod mcp;
 mod pipeline;
 mod support;
 mod tidy;

@@ -6,10 +6,10 @@ use std::path::Path;
 use serde_json::json;
 use toolslot::registry::CatalogFormat;
 
-use super::{CliError, load};
+use super::{CliError, registry_of, with_toolset};
 
 pub fn run(config: Option<&Path>, format: &str) -> Result<(), CliError> {
-    let (_cfg, registry) = load(config)?;
+    let registry = with_toolset(config, async |_cfg, toolset| Ok(registry_of(&toolset)))?;
     let text = if format == "json" {
         let tools: Vec<_> = registry
             .metadata()

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use toolslot::config::Config;
-use toolslot::registry::{Registry, RegistryBuilder};
+use toolslot::registry::Registry;
 
 /// Governs an LLM agent's tool calls.
 #[derive(Debug, Parser)]
@@ -83,7 +83,11 @@ pub enum Command {
 /// Sets up `tracing` on stderr, filtered by RUST_LOG (default: warnings).
 pub fn init_tracing(args: &Cli) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     match args.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -102,6 +106,9 @@ pub enum CliError {
     /// Reading input or writing output failed.
     #[error("{0}")]
     Io(String),
+    /// A required part did not start (a required MCP server).
+    #[error("{0}")]
+    Startup(String),
     /// Whoever read our output went away (`| head`): not an error of ours.
     #[error("broken pipe")]
     BrokenPipe,
@@ -135,12 +142,25 @@ pub fn run(args: Cli) -> Result<(), CliError> {
     }
 }
 
-/// Loads the config and builds the registry every subcommand uses.
-pub fn load(config: Option<&std::path::Path>) -> Result<(Arc<Config>, Arc<Registry>), CliError> {
+/// Loads the config, starts an actor system, builds the toolset (built-ins, extensions, MCP
+/// servers) and runs `f` with it inside the system.
+pub fn with_toolset<T>(
+    config: Option<&std::path::Path>,
+    f: impl AsyncFnOnce(Arc<Config>, toolslot_actors::Toolset) -> Result<T, CliError>,
+) -> Result<T, CliError> {
     let cfg = Arc::new(Config::load(config)?);
-    let registry = Arc::new(RegistryBuilder::new(Arc::clone(&cfg)).with_builtins().build());
-    for notice in registry.notices() {
-        tracing::warn!(kind = ?notice.kind, "{}", notice.message);
-    }
-    Ok((cfg, registry))
+    actix_rt::System::new().block_on(async move {
+        let toolset = toolslot_actors::build_toolset(Arc::clone(&cfg), None)
+            .await
+            .map_err(CliError::Startup)?;
+        for notice in toolset.notices.iter().chain(toolset.registry.notices()) {
+            tracing::warn!(kind = ?notice.kind, "{}", notice.message);
+        }
+        f(cfg, toolset).await
+    })
+}
+
+/// The registry of a finished toolset (for subcommands that only read it).
+pub fn registry_of(toolset: &toolslot_actors::Toolset) -> Arc<Registry> {
+    Arc::clone(&toolset.registry)
 }

@@ -8,7 +8,6 @@ use futures::Stream;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use toolslot::config::Config;
 use toolslot::event::PipelineEvent;
-use toolslot::registry::RegistryBuilder;
 use toolslot::stream::Dialect;
 use toolslot_actors::{Dispatcher, HostDecision, RoundInput, SessionOptions};
 
@@ -67,13 +66,13 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     if !workspace.is_dir() {
         return Err(CliError::Usage(format!("--workspace `{}` is not a folder", workspace.display())));
     }
-    let registry = Arc::new(RegistryBuilder::new(Arc::clone(&cfg)).with_builtins().build());
     let system = actix_rt::System::new();
     system.block_on(async move {
-        let dispatcher = Dispatcher::new(cfg, registry);
-        for notice in dispatcher.registry().notices() {
+        let toolset = toolslot_actors::build_toolset(Arc::clone(&cfg), None).await.map_err(CliError::Startup)?;
+        for notice in toolset.notices.iter().chain(toolset.registry.notices()) {
             print_event(&PipelineEvent::Notice(notice.clone()), pretty)?;
         }
+        let dispatcher = toolset.attach(Dispatcher::new(cfg, Arc::clone(&toolset.registry)));
         let session = dispatcher.open_session(SessionOptions { workspace: Some(workspace), approval_mode: None, dialect });
         let can_prompt = answerer == Answerer::Prompt && std::io::stdin().is_terminal() && !args.files.iter().any(|f| f == "-");
         for file in &args.files {

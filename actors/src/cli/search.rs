@@ -6,13 +6,13 @@ use std::path::Path;
 use serde_json::json;
 use toolslot::registry::SearchIndex;
 
-use super::{CliError, load};
+use super::{CliError, registry_of, with_toolset};
 
 pub fn run(config: Option<&Path>, top: Option<usize>, format: &str, query: &str) -> Result<(), CliError> {
     if format != "text" && format != "json" {
         return Err(CliError::Usage(format!("unknown search format `{format}` (expected text or json)")));
     }
-    let (cfg, registry) = load(config)?;
+    let (cfg, registry) = with_toolset(config, async |cfg, toolset| Ok((cfg, registry_of(&toolset))))?;
     let top = top.unwrap_or(cfg.search.top_n);
     let empty = SearchIndex::new(Vec::new());
     let index = registry.search_index();

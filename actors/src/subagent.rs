@@ -1,0 +1,137 @@
+//! `spawn_agent`: a child session, built by the same registry builder as its parent, driven by
+//! a host-supplied runner; the child's final text is the tool's result.
+
+use std::sync::{Arc, Mutex, Weak};
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use toolslot::config::ApprovalMode;
+use toolslot::event::{PipelineEvent, ToolResult};
+use toolslot::registry::Registry;
+use toolslot::tool::{Capability, ErrorCategory, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec};
+
+use crate::dispatcher::Dispatcher;
+use crate::round::RoundInput;
+use crate::session::SessionOptions;
+
+/// One turn of a child's conversation so far.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Turn {
+    /// What the model said (its text).
+    Assistant(String),
+    /// The results toolslot handed back for that turn's calls.
+    Results(Vec<ToolResult>),
+}
+
+/// Drives a child's model: given the task and the conversation so far, the model's next
+/// response as the provider's raw SSE bytes.
+pub trait AgentRunner: Send + Sync {
+    /// The next response.
+    fn next_response<'a>(&'a self, task: &'a str, depth: usize, turns: &'a [Turn]) -> BoxFuture<'a, Result<Vec<u8>, String>>;
+}
+
+/// Builds the registry for a session at `depth` (0 = the host's own session). The same
+/// function builds the parent's and every child's, so children get the same tools, governed
+/// the same way.
+pub type RegistryFactory = Arc<dyn Fn(usize) -> Arc<Registry> + Send + Sync>;
+
+/// The `spawn_agent` tool of a session at `depth`.
+pub struct SpawnAgent {
+    depth: usize,
+    runner: Arc<dyn AgentRunner>,
+    factory: RegistryFactory,
+    /// The dispatcher children run on; set once it exists (it needs the registry first).
+    dispatcher: Arc<Mutex<Weak<Dispatcher>>>,
+}
+
+impl SpawnAgent {
+    /// A spawn_agent at `depth`, whose children are built by `factory` and run on the
+    /// dispatcher later put in `dispatcher`.
+    pub fn new(depth: usize, runner: Arc<dyn AgentRunner>, factory: RegistryFactory, dispatcher: Arc<Mutex<Weak<Dispatcher>>>) -> Self {
+        Self {
+            depth,
+            runner,
+            factory,
+            dispatcher,
+        }
+    }
+}
+
+impl Tool for SpawnAgent {
+    fn name(&self) -> &str {
+        "spawn_agent"
+    }
+    fn description(&self) -> &str {
+        "Hand a self-contained task to a sub-agent with the same tools. It works on its own and returns its final answer as text."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"task": {"type": "string", "minLength": 1, "description": "The task, with everything the sub-agent needs to know"}}, "required": ["task"], "additionalProperties": false})
+    }
+    fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let task = input.get("task").and_then(Value::as_str).unwrap_or("").to_string();
+            let parent = self.dispatcher.lock().unwrap_or_else(|p| p.into_inner()).upgrade();
+            let Some(parent) = parent else {
+                return Err(ToolError::refused(
+                    ErrorCategory::Unavailable,
+                    "spawn_agent is not connected to a dispatcher",
+                ));
+            };
+            let depth = self.depth + 1;
+            // The child's own dispatcher over the same registry builder, one level deeper.
+            let child = Dispatcher::new(Arc::clone(parent.config()), (self.factory)(depth));
+            // A child cannot ask the user: it may do what needs no approval, or everything when
+            // the parent runs in full-auto.
+            let mode = if ctx.config.approval.mode == ApprovalMode::FullAuto {
+                ApprovalMode::FullAuto
+            } else {
+                ApprovalMode::ReadOnly
+            };
+            let session = child.open_session(SessionOptions {
+                workspace: Some(ctx.workspace.clone()),
+                approval_mode: Some(mode),
+                dialect: None,
+            });
+            let mut turns: Vec<Turn> = Vec::new();
+            let mut last_text = String::new();
+            for _ in 0..ctx.config.subagents.max_turns.max(1) {
+                let body = self
+                    .runner
+                    .next_response(&task, depth, &turns)
+                    .await
+                    .map_err(|e| ToolError::tool(format!("the sub-agent's model failed: {e}")))?;
+                let mut events = child
+                    .submit_round(&session, RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body)]))))
+                    .map_err(|e| ToolError::tool(e.to_string()))?;
+                let mut results = Vec::new();
+                while let Some(e) = events.recv().await {
+                    if let PipelineEvent::RoundComplete { text, results: r, .. } = e {
+                        last_text = text;
+                        results.extend(r);
+                    }
+                }
+                turns.push(Turn::Assistant(last_text.clone()));
+                if results.is_empty() {
+                    let _ = child.close_session(&session);
+                    return Ok(ToolOutput::text(last_text));
+                }
+                turns.push(Turn::Results(results));
+            }
+            let _ = child.close_session(&session);
+            Ok(ToolOutput::error_text(format!(
+                "The sub-agent did not finish within {} turns. Its last words: {last_text}",
+                ctx.config.subagents.max_turns
+            )))
+        })
+    }
+}
+
+impl ToolSpec for SpawnAgent {
+    fn capabilities(&self) -> &[Capability] {
+        // A child spends model calls and can use every tool: the user decides.
+        &[Capability::RequiresApproval]
+    }
+    fn source(&self) -> ToolSource {
+        ToolSource::Subagent
+    }
+}

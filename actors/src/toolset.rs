@@ -1,0 +1,76 @@
+//! Assembling a host's tools: built-ins, extensions, MCP servers and sub-agents in one registry.
+
+use std::sync::{Arc, Mutex, Weak};
+
+use toolslot::config::Config;
+use toolslot::notice::Notice;
+use toolslot::registry::{Registry, RegistryBuilder};
+use toolslot::tool::ToolSpec;
+
+use crate::dispatcher::Dispatcher;
+use crate::mcp::{McpServerHandle, start_servers};
+use crate::subagent::{AgentRunner, RegistryFactory, SpawnAgent};
+
+/// A host's tools and what keeps them running.
+pub struct Toolset {
+    /// The registry of the host's own sessions.
+    pub registry: Arc<Registry>,
+    /// Notices from start-up (servers that did not start).
+    pub notices: Vec<Notice>,
+    /// The MCP servers.
+    pub mcp: Vec<McpServerHandle>,
+    dispatcher_slot: Arc<Mutex<Weak<Dispatcher>>>,
+}
+
+impl Toolset {
+    /// Connects spawn_agent to the dispatcher its children run beside. Keep the returned
+    /// `Arc` alive as long as the dispatcher is used.
+    pub fn attach(&self, dispatcher: Dispatcher) -> Arc<Dispatcher> {
+        let d = Arc::new(dispatcher);
+        *self.dispatcher_slot.lock().unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(&d);
+        d
+    }
+}
+
+/// Builds the toolset: starts the MCP servers, reads the extensions, and, when a `runner`
+/// drives sub-agents, adds `spawn_agent` at every depth below `subagents.max_depth`.
+/// Must run inside an actix system.
+///
+/// # Errors
+/// A one-line reason when a required MCP server does not start.
+pub async fn build_toolset(config: Arc<Config>, runner: Option<Arc<dyn AgentRunner>>) -> Result<Toolset, String> {
+    let mcp = start_servers(&config).await?;
+    let dispatcher_slot: Arc<Mutex<Weak<Dispatcher>>> = Arc::new(Mutex::new(Weak::new()));
+    let shared_tools: Arc<Vec<Arc<dyn ToolSpec>>> = Arc::new(mcp.tools);
+    let factory: Arc<Mutex<Option<RegistryFactory>>> = Arc::new(Mutex::new(None));
+    let build = {
+        let config = Arc::clone(&config);
+        let tools = Arc::clone(&shared_tools);
+        let slot = Arc::clone(&dispatcher_slot);
+        let factory_cell = Arc::clone(&factory);
+        move |depth: usize| -> Arc<Registry> {
+            let mut b = RegistryBuilder::new(Arc::clone(&config))
+                .with_builtins()
+                .with_extensions()
+                .extend(tools.iter().cloned());
+            if let Some(runner) = &runner
+                && depth < config.subagents.max_depth
+            {
+                let f = factory_cell.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                if let Some(f) = f {
+                    b = b.with_tool(Arc::new(SpawnAgent::new(depth, Arc::clone(runner), f, Arc::clone(&slot))));
+                }
+            }
+            Arc::new(b.build())
+        }
+    };
+    let f: RegistryFactory = Arc::new(build);
+    *factory.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&f));
+    let registry = f(0);
+    Ok(Toolset {
+        registry,
+        notices: mcp.notices,
+        mcp: mcp.handles,
+        dispatcher_slot,
+    })
+}

@@ -1,0 +1,186 @@
+//! The rmcp connection to one MCP server over stdio.
+//!
+//! This is the only file that speaks rmcp. Results cross it as JSON (the wire shape), so the
+//! rest of the slot does not depend on rmcp's types.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rmcp::ClientHandler;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams};
+use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::Value;
+
+use crate::config::McpServerConfig;
+
+/// Handles what the server sends unasked. Server→client requests (sampling, elicitation)
+/// are refused by rmcp's defaults and roots are answered empty, so no request is left
+/// unanswered (an unanswered one keeps Node servers alive long after stdin closes).
+#[derive(Clone, Default)]
+struct Handler {
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Why a request to a server failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestFailure {
+    /// The connection is gone (the process died or closed its pipes).
+    Closed(String),
+    /// No answer in time; the request was cancelled at the server.
+    Timeout,
+    /// A JSON-RPC error answer.
+    Rpc(String),
+}
+
+/// A live connection to one server.
+pub struct McpClient {
+    server: String,
+    service: RunningService<RoleClient, Handler>,
+    tools_changed: Arc<AtomicBool>,
+    pid: Option<u32>,
+}
+
+impl std::fmt::Debug for McpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpClient")
+            .field("server", &self.server)
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts the server's process and completes the `initialize` handshake.
+///
+/// # Errors
+/// A one-line reason: no command, a URL server (streamable HTTP is not supported yet), the
+/// process failing to start, or the handshake failing or timing out.
+pub async fn connect(cfg: &McpServerConfig, startup: Duration) -> Result<McpClient, String> {
+    if cfg.url.is_some() {
+        return Err(format!(
+            "server `{}`: streamable HTTP servers (url = …) are not supported yet; use a stdio command",
+            cfg.name
+        ));
+    }
+    let Some((program, args)) = cfg.command.split_first() else {
+        return Err(format!("server `{}` has no command", cfg.name));
+    };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args).envs(&cfg.env);
+    let (transport, _stderr) = TokioChildProcess::builder(cmd)
+        // Servers log freely on stderr; it is not part of the protocol and not ours to print.
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("server `{}`: cannot start `{program}`: {e}", cfg.name))?;
+    let pid = transport.id();
+    let handler = Handler::default();
+    let tools_changed = Arc::clone(&handler.tools_changed);
+    let service = match tokio::time::timeout(startup, handler.serve(transport)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(format!("server `{}`: initialize failed: {e}", cfg.name)),
+        Err(_) => {
+            return Err(format!(
+                "server `{}` did not initialize within {} ms",
+                cfg.name,
+                startup.as_millis()
+            ));
+        }
+    };
+    Ok(McpClient {
+        server: cfg.name.clone(),
+        service,
+        tools_changed,
+        pid,
+    })
+}
+
+fn failure(e: rmcp::service::ServiceError) -> RequestFailure {
+    use rmcp::service::ServiceError as E;
+    match e {
+        E::McpError(err) => RequestFailure::Rpc(err.message.to_string()),
+        E::Timeout { .. } => RequestFailure::Timeout,
+        other => RequestFailure::Closed(other.to_string()),
+    }
+}
+
+impl McpClient {
+    /// The server's name.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The server process's id, if it is a process.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// Whether the connection is gone.
+    pub fn is_closed(&self) -> bool {
+        self.service.is_transport_closed() || self.service.is_closed()
+    }
+
+    /// Whether the server said its tool list changed since the last [`McpClient::list_tools`].
+    pub fn tools_changed(&self) -> bool {
+        self.tools_changed.load(Ordering::SeqCst)
+    }
+
+    /// Every tool the server offers, each as its JSON description.
+    ///
+    /// # Errors
+    /// [`RequestFailure`].
+    pub async fn list_tools(&self) -> Result<Vec<Value>, RequestFailure> {
+        self.tools_changed.store(false, Ordering::SeqCst);
+        let tools = self.service.list_all_tools().await.map_err(failure)?;
+        Ok(tools.into_iter().filter_map(|t| serde_json::to_value(t).ok()).collect())
+    }
+
+    /// Calls `tool`; the `tools/call` result as JSON. Dropping the future (a timeout, a
+    /// cancelled round) sends the server a cancellation for the request.
+    ///
+    /// # Errors
+    /// [`RequestFailure`].
+    pub async fn call(&self, tool: &str, args: Value, timeout: Duration) -> Result<Value, RequestFailure> {
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = args.as_object().cloned();
+        let call = self.service.call_tool(params);
+        let result = tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| RequestFailure::Timeout)?
+            .map_err(failure)?;
+        serde_json::to_value(result).map_err(|e| RequestFailure::Rpc(format!("unreadable result: {e}")))
+    }
+
+    /// `resources/list` as JSON.
+    ///
+    /// # Errors
+    /// [`RequestFailure`].
+    pub async fn list_resources(&self) -> Result<Value, RequestFailure> {
+        let r = self.service.list_resources(None).await.map_err(failure)?;
+        serde_json::to_value(r).map_err(|e| RequestFailure::Rpc(e.to_string()))
+    }
+
+    /// `resources/read` as JSON.
+    ///
+    /// # Errors
+    /// [`RequestFailure`].
+    pub async fn read_resource(&self, uri: &str) -> Result<Value, RequestFailure> {
+        let mut params = ReadResourceRequestParams::new(uri.to_string());
+        params.meta = None;
+        let r = self.service.read_resource(params).await.map_err(failure)?;
+        serde_json::to_value(r).map_err(|e| RequestFailure::Rpc(e.to_string()))
+    }
+
+    /// Closes the connection; the server's process is stopped (stdin closed, then signals).
+    pub async fn shutdown(self) {
+        let _ = self.service.cancel().await;
+    }
+}

@@ -1,0 +1,17 @@
+//! MCP servers' tools in the slot: naming, capability policy, result mapping, the client.
+//!
+//! A server's tools become ordinary [`ToolSpec`](crate::tool::ToolSpec)s ([`McpTool`]) that
+//! call through a [`McpCaller`]: the actors crate supplies one per server, a supervised actor
+//! that starts, restarts and reconnects the server, so the slot never holds a process.
+//! [`client::McpClient`] is the rmcp connection that actor drives.
+
+pub mod client;
+mod naming;
+mod policy;
+mod result;
+mod tool;
+
+pub use naming::tool_name;
+pub use policy::capabilities_for;
+pub use result::{describe_content, map_call_result};
+pub use tool::{DISCOVERY_HELPERS, ListMcpResources, McpCallError, McpCaller, McpTool, McpToolDef, ReadMcpResource, ResourceSource};

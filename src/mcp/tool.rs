@@ -1,0 +1,280 @@
+//! MCP tools as `ToolSpec`s, and the resource discovery helpers.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::result::{describe_content, map_call_result};
+use crate::tool::{Capability, ErrorCategory, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec};
+
+/// The only MCP tools that are read-only by our own declaration (not a server's word): the
+/// discovery helpers over the connected servers' resources.
+pub const DISCOVERY_HELPERS: &[&str] = &["list_mcp_resources", "read_mcp_resource"];
+
+/// Why a call to a server did not produce a result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum McpCallError {
+    /// The server is down, starting, or failed to start; nothing was sent.
+    #[error("MCP server `{server}` is unavailable ({reason}); nothing was sent to it")]
+    Unavailable {
+        /// The server.
+        server: String,
+        /// Why.
+        reason: String,
+    },
+    /// The server died while the call was in flight; it may or may not have acted.
+    #[error("MCP server `{server}` stopped while the call was running ({reason}); its outcome is unknown, so check before retrying")]
+    OutcomeUnknown {
+        /// The server.
+        server: String,
+        /// Why.
+        reason: String,
+    },
+    /// No answer in time; the request was cancelled at the server.
+    #[error("MCP server `{server}` did not answer within {ms} ms; the request was cancelled and its outcome is unknown")]
+    Timeout {
+        /// The server.
+        server: String,
+        /// The timeout.
+        ms: u64,
+    },
+    /// The server answered with a JSON-RPC error (unknown tool, bad arguments, …).
+    #[error("MCP server `{server}` refused the call: {message}")]
+    Refused {
+        /// The server.
+        server: String,
+        /// Its message.
+        message: String,
+    },
+}
+
+/// Calls tools on one server. Implemented by the actors crate's supervised server actor.
+pub trait McpCaller: Send + Sync {
+    /// The server's name.
+    fn server(&self) -> &str;
+    /// Calls `tool` with `args`; the answer is the `tools/call` result as JSON. `read_only`
+    /// allows one blind retry when the server dies mid-call.
+    fn call<'a>(&'a self, tool: &'a str, args: Value, read_only: bool) -> BoxFuture<'a, Result<Value, McpCallError>>;
+}
+
+/// One server tool in the slot.
+pub struct McpTool {
+    name: String,
+    remote: String,
+    description: String,
+    schema: Value,
+    capabilities: Vec<Capability>,
+    defer: bool,
+    caller: Arc<dyn McpCaller>,
+}
+
+impl std::fmt::Debug for McpTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpTool")
+            .field("name", &self.name)
+            .field("remote", &self.remote)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a server says about one of its tools, with the name and capabilities we give it.
+#[derive(Debug, Clone)]
+pub struct McpToolDef {
+    /// The catalog name (`<server>__<tool>`).
+    pub name: String,
+    /// The name at the server.
+    pub remote: String,
+    /// The server's description.
+    pub description: String,
+    /// The server's input schema.
+    pub schema: Value,
+    /// Capabilities from the annotation policy.
+    pub capabilities: Vec<Capability>,
+    /// Deferred until tool_search loads it.
+    pub defer: bool,
+}
+
+impl McpTool {
+    /// The tool `def` calling through `caller`. The description is stripped of control
+    /// characters and capped at `description_max_chars` (0 = no cap): it comes from a server we
+    /// do not control and goes straight into the prompt.
+    pub fn new(def: McpToolDef, description_max_chars: usize, caller: Arc<dyn McpCaller>) -> Self {
+        let mut description: String = def.description.chars().filter(|c| !c.is_control() || *c == '\n').collect();
+        if description_max_chars > 0 && description.chars().count() > description_max_chars {
+            description = description
+                .chars()
+                .take(description_max_chars.saturating_sub(1))
+                .collect::<String>()
+                + "…";
+        }
+        if description.trim().is_empty() {
+            description = format!("Tool `{}` of MCP server `{}`.", def.remote, caller.server());
+        }
+        Self {
+            name: def.name,
+            remote: def.remote,
+            description,
+            schema: def.schema,
+            capabilities: def.capabilities,
+            defer: def.defer,
+            caller,
+        }
+    }
+}
+
+fn to_tool_error(e: McpCallError) -> ToolError {
+    let category = match &e {
+        McpCallError::Unavailable { .. } => ErrorCategory::Unavailable,
+        McpCallError::Timeout { .. } => ErrorCategory::Timeout,
+        McpCallError::OutcomeUnknown { .. } | McpCallError::Refused { .. } => ErrorCategory::ToolError,
+    };
+    let started = !matches!(e, McpCallError::Unavailable { .. });
+    ToolError {
+        category,
+        message: e.to_string(),
+        field: None,
+        started,
+    }
+}
+
+impl Tool for McpTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> &str {
+        &self.description
+    }
+    fn input_schema(&self) -> Value {
+        self.schema.clone()
+    }
+    fn run<'a>(&'a self, input: Value, _ctx: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let read_only = crate::tool::is_read_only(&self.capabilities);
+            let result = self.caller.call(&self.remote, input, read_only).await.map_err(to_tool_error)?;
+            Ok(map_call_result(&result))
+        })
+    }
+}
+
+impl ToolSpec for McpTool {
+    fn capabilities(&self) -> &[Capability] {
+        &self.capabilities
+    }
+    fn source(&self) -> ToolSource {
+        ToolSource::Mcp
+    }
+    fn defer_loading(&self) -> bool {
+        self.defer
+    }
+    fn supports_parallel(&self) -> bool {
+        crate::tool::is_read_only(&self.capabilities)
+    }
+}
+
+/// A server's resources, for the discovery helpers.
+pub trait ResourceSource: Send + Sync {
+    /// The server's name.
+    fn server(&self) -> &str;
+    /// `resources/list`, as JSON.
+    fn list_resources(&self) -> BoxFuture<'_, Result<Value, McpCallError>>;
+    /// `resources/read` of `uri`, as JSON.
+    fn read_resource<'a>(&'a self, uri: &'a str) -> BoxFuture<'a, Result<Value, McpCallError>>;
+}
+
+/// `list_mcp_resources`: what the connected servers offer to read.
+pub struct ListMcpResources(pub Vec<Arc<dyn ResourceSource>>);
+
+/// `read_mcp_resource`: reads one resource of one server.
+pub struct ReadMcpResource(pub Vec<Arc<dyn ResourceSource>>);
+
+impl Tool for ListMcpResources {
+    fn name(&self) -> &str {
+        "list_mcp_resources"
+    }
+    fn description(&self) -> &str {
+        "List the resources (files, documents, data) the connected MCP servers offer, with their URIs. Read one with read_mcp_resource."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"server": {"type": "string", "description": "Only this server"}}, "additionalProperties": false})
+    }
+    fn run<'a>(&'a self, input: Value, _ctx: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let only = input.get("server").and_then(Value::as_str);
+            let mut out = String::new();
+            for source in self.0.iter().filter(|s| only.is_none_or(|o| o == s.server())) {
+                match source.list_resources().await {
+                    Ok(list) => {
+                        let items = list.get("resources").and_then(Value::as_array).cloned().unwrap_or_default();
+                        out.push_str(&format!("{} ({} resources)\n", source.server(), items.len()));
+                        for r in items {
+                            let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                            out.push_str(&format!("- {} {} {}\n", s("uri"), s("name"), s("mimeType")));
+                        }
+                    }
+                    Err(e) => out.push_str(&format!("{}: {e}\n", source.server())),
+                }
+            }
+            if out.is_empty() {
+                return Err(ToolError::invalid("server", "no connected MCP server matches"));
+            }
+            Ok(ToolOutput::text(out))
+        })
+    }
+}
+
+impl ToolSpec for ListMcpResources {
+    fn capabilities(&self) -> &[Capability] {
+        &[Capability::ReadOnly]
+    }
+    fn source(&self) -> ToolSource {
+        ToolSource::Mcp
+    }
+    fn supports_parallel(&self) -> bool {
+        true
+    }
+}
+
+impl Tool for ReadMcpResource {
+    fn name(&self) -> &str {
+        "read_mcp_resource"
+    }
+    fn description(&self) -> &str {
+        "Read one resource of an MCP server by its URI (see list_mcp_resources)."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"server": {"type": "string"}, "uri": {"type": "string"}}, "required": ["server", "uri"], "additionalProperties": false})
+    }
+    fn run<'a>(&'a self, input: Value, _ctx: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let server = input.get("server").and_then(Value::as_str).unwrap_or("");
+            let uri = input.get("uri").and_then(Value::as_str).unwrap_or("");
+            let Some(source) = self.0.iter().find(|s| s.server() == server) else {
+                let known: Vec<&str> = self.0.iter().map(|s| s.server()).collect();
+                return Err(ToolError::invalid(
+                    "server",
+                    format!("no MCP server `{server}`; connected: {}", known.join(", ")),
+                ));
+            };
+            let result = source.read_resource(uri).await.map_err(to_tool_error)?;
+            let contents = result.get("contents").and_then(Value::as_array).cloned().unwrap_or_default();
+            let text: Vec<String> = contents
+                .iter()
+                .map(|c| describe_content(&json!({"type": "resource", "resource": c})))
+                .collect();
+            Ok(ToolOutput::text(text.join("\n")))
+        })
+    }
+}
+
+impl ToolSpec for ReadMcpResource {
+    fn capabilities(&self) -> &[Capability] {
+        &[Capability::ReadOnly]
+    }
+    fn source(&self) -> ToolSource {
+        ToolSource::Mcp
+    }
+    fn supports_parallel(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,256 @@
+//! Real MCP servers (installed from npm and PyPI by scripts/install-test-deps.sh) in the slot.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use toolslot::config::Config;
+use toolslot::event::PipelineEvent;
+use toolslot_actors::{Dispatcher, RoundInput, SessionOptions, build_toolset};
+
+use super::support::*;
+
+/// The test dependencies, installed on first use when a developer runs `cargo test` on a
+/// fresh machine (CI installs them first, in .ci/run).
+pub fn deps() -> std::path::PathBuf {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    ONCE.call_once(|| {
+        let status = std::process::Command::new("bash")
+            .arg(root.join("scripts/install-test-deps.sh"))
+            .status()
+            .expect("bash runs");
+        assert!(status.success(), "installing the test MCP servers failed");
+    });
+    root.join(".test-deps")
+}
+
+fn config(extra: &str, workspace: &std::path::Path) -> Arc<Config> {
+    let d = deps();
+    let toml = format!(
+        r#"
+[approval]
+mode = "full-auto"
+[execution]
+workers = 1
+[overflow]
+dir = "{ws}/.overflow"
+[[mcp.servers]]
+name = "everything"
+command = ["node", "{d}/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js", "stdio"]
+[[mcp.servers]]
+name = "time"
+command = ["{d}/venv/bin/mcp-server-time", "--local-timezone=UTC"]
+{extra}
+"#,
+        d = d.display(),
+        ws = workspace.display()
+    );
+    let file = workspace.join(".mcp.toml");
+    std::fs::write(&file, toml).unwrap();
+    Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap())
+}
+
+async fn round(d: &Dispatcher, s: &str, calls: &[(&str, serde_json::Value)]) -> Vec<PipelineEvent> {
+    run_round(d, s, openai_chat(calls, "tool_calls")).await
+}
+
+#[test]
+fn server_tools_are_deferred_found_by_search_and_called() {
+    system(async {
+        let ws = tempfile::tempdir().unwrap();
+        let cfg = config("", ws.path());
+        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+        assert!(toolset.notices.is_empty(), "{:?}", toolset.notices);
+        let reg = Arc::clone(&toolset.registry);
+        let echo = reg.get("everything__echo").expect("the echo tool is listed");
+        assert!(echo.meta.deferred && echo.meta.network, "{:?}", echo.meta);
+        assert_eq!(
+            echo.meta.static_approval,
+            toolslot::tool::ApprovalRequirement::Required,
+            "untrusted server tools need approval"
+        );
+        // Dirty schemas are cleaned for the model: no `$schema` survives.
+        for name in reg.names() {
+            assert!(reg.get(name).unwrap().model_schema.get("$schema").is_none(), "{name}");
+        }
+        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), Arc::clone(&reg)));
+        let s = d.open_session(SessionOptions {
+            workspace: Some(ws.path().to_path_buf()),
+            ..Default::default()
+        });
+        // Not loaded yet: the model is told how to load it.
+        let ev = round(&d, &s, &[("everything__echo", json!({"message": "hello"}))]).await;
+        assert!(results(&ev)[0].content.contains("retry_required"), "{}", results(&ev)[0].content);
+        let ev = round(&d, &s, &[("tool_search", json!({"query": "echo a message back"}))]).await;
+        assert!(results(&ev)[0].content.contains("everything__echo"), "{}", results(&ev)[0].content);
+        let ev = round(&d, &s, &[("everything__echo", json!({"message": "hello"}))]).await;
+        let r = &results(&ev)[0];
+        assert!(!r.is_error, "{}", r.content);
+        assert!(
+            r.content.starts_with("<external_content source=\"everything__echo\""),
+            "{}",
+            r.content
+        );
+        assert!(r.content.contains("Echo: hello"));
+        // A bad call is the server's error, in its own slot.
+        let ev = round(
+            &d,
+            &s,
+            &[
+                ("everything__echo", json!({"message": 1})),
+                ("time__get_current_time", json!({"timezone": "UTC"})),
+            ],
+        )
+        .await;
+        let r = results(&ev);
+        assert!(r[0].is_error);
+        assert!(
+            r[1].content.contains("retry_required") || r[1].content.contains("datetime"),
+            "{}",
+            r[1].content
+        );
+    });
+}
+
+#[test]
+fn a_killed_server_gives_outcome_unknown_and_is_restarted() {
+    system(async {
+        let ws = tempfile::tempdir().unwrap();
+        let cfg = config("", ws.path());
+        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+        let everything = toolset.mcp.iter().find(|h| toslot_name(h) == "everything").unwrap().clone();
+        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), Arc::clone(&toolset.registry)));
+        let s = d.open_session(SessionOptions {
+            workspace: Some(ws.path().to_path_buf()),
+            ..Default::default()
+        });
+        round(&d, &s, &[("tool_search", json!({"query": "long running operation"}))]).await;
+        round(&d, &s, &[("tool_search", json!({"query": "echo"}))]).await;
+        let pid = everything.pid().await.unwrap();
+        let killer = actix_rt::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            unsafe_kill(pid);
+        });
+        let ev = round(
+            &d,
+            &s,
+            &[("everything__trigger-long-running-operation", json!({"duration": 5, "steps": 5}))],
+        )
+        .await;
+        killer.await.unwrap();
+        let r = &results(&ev)[0];
+        assert!(r.is_error && r.content.contains("outcome is unknown"), "{}", r.content);
+        // The next call restarts the server.
+        let ev = round(&d, &s, &[("everything__echo", json!({"message": "back"}))]).await;
+        assert!(results(&ev)[0].content.contains("Echo: back"), "{}", results(&ev)[0].content);
+        assert_ne!(everything.pid().await, Some(pid));
+    });
+}
+
+fn toslot_name(h: &toolslot_actors::mcp::McpServerHandle) -> String {
+    use toolslot::mcp::McpCaller;
+    h.server().to_string()
+}
+
+fn unsafe_kill(pid: u32) {
+    let _ = std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status();
+}
+
+#[test]
+fn a_server_that_never_starts_is_reported_and_required_ones_stop_startup() {
+    system(async {
+        let ws = tempfile::tempdir().unwrap();
+        let cfg = config(
+            "[[mcp.servers]]\nname = \"ghost\"\ncommand = [\"/no/such/mcp-server\"]\n",
+            ws.path(),
+        );
+        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+        assert!(toolset.notices.iter().any(|n| n.message.contains("ghost")), "{:?}", toolset.notices);
+        assert!(toolset.registry.get("everything__echo").is_some(), "the other servers still work");
+        let cfg = config(
+            "[[mcp.servers]]\nname = \"ghost\"\nrequired = true\ncommand = [\"/no/such/mcp-server\"]\n",
+            ws.path(),
+        );
+        let err = build_toolset(cfg, None).await.err().unwrap();
+        assert!(err.contains("required MCP server `ghost`"), "{err}");
+    });
+}
+
+#[test]
+fn a_long_running_call_is_cancelled_with_the_round() {
+    system(async {
+        let ws = tempfile::tempdir().unwrap();
+        let cfg = config("", ws.path());
+        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), Arc::clone(&toolset.registry)));
+        let s = d.open_session(SessionOptions {
+            workspace: Some(ws.path().to_path_buf()),
+            ..Default::default()
+        });
+        round(&d, &s, &[("tool_search", json!({"query": "long running operation"}))]).await;
+        let body = openai_chat(
+            &[("everything__trigger-long-running-operation", json!({"duration": 30, "steps": 3}))],
+            "tool_calls",
+        );
+        let started = std::time::Instant::now();
+        let mut rx = d
+            .submit_round(&s, RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body)]))))
+            .unwrap();
+        let mut events = Vec::new();
+        while let Some(e) = rx.recv().await {
+            if matches!(e, PipelineEvent::CallStarted { .. }) {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                d.cancel_round(&s).unwrap();
+            }
+            events.push(e);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the cancelled call did not hold the round"
+        );
+        assert!(
+            results(&events)[0].content.contains("\"error\":\"cancelled\""),
+            "{}",
+            results(&events)[0].content
+        );
+    });
+}
+
+#[test]
+fn huge_results_are_truncated_with_overflow() {
+    system(async {
+        let ws = tempfile::tempdir().unwrap();
+        let cfg = config("", ws.path());
+        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), Arc::clone(&toolset.registry)));
+        let s = d.open_session(SessionOptions {
+            workspace: Some(ws.path().to_path_buf()),
+            ..Default::default()
+        });
+        round(&d, &s, &[("tool_search", json!({"query": "echo"}))]).await;
+        let big = "0123456789".repeat(30_000);
+        let ev = round(&d, &s, &[("everything__echo", json!({"message": big}))]).await;
+        let r = &results(&ev)[0];
+        assert!(r.content.len() < 120_000, "{}", r.content.len());
+        let id = r
+            .content
+            .split("ref=")
+            .nth(1)
+            .expect("a pointer to the full output")
+            .split(' ')
+            .next()
+            .unwrap()
+            .to_string();
+        let ev = round(
+            &d,
+            &s,
+            &[(
+                "retrieve_tool_result",
+                json!({"ref": id, "mode": "bytes", "offset": 0, "limit": 26}),
+            )],
+        )
+        .await;
+        assert_eq!(results(&ev)[0].content, "Echo: 01234567890123456789");
+    });
+}

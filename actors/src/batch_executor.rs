@@ -51,10 +51,10 @@ pub struct Outcome {
     pub duration_ms: u64,
 }
 
-/// Start a call before the stream has ended; the outcome arrives on the returned receiver.
+/// Start calls before the stream has ended; each outcome arrives on its returned receiver.
 #[derive(Message)]
-#[rtype(result = "Result<oneshot::Receiver<Outcome>, StageError>")]
-pub struct Speculate(pub ExecCall);
+#[rtype(result = "Result<Vec<oneshot::Receiver<Outcome>>, StageError>")]
+pub struct Speculate(pub Vec<ExecCall>);
 
 /// Run one batch; one outcome per call, in the calls' order.
 #[derive(Message)]
@@ -205,16 +205,24 @@ fn cancelled_before() -> ToolError {
 }
 
 impl Handler<Speculate> for BatchExecutorActor {
-    type Result = Result<oneshot::Receiver<Outcome>, StageError>;
+    type Result = Result<Vec<oneshot::Receiver<Outcome>>, StageError>;
     fn handle(&mut self, msg: Speculate, ctx: &mut Context<Self>) -> Self::Result {
         guarded::<Self, _>(Stage::BatchExecutor, ctx, || self.shared.trip(Stage::BatchExecutor))?;
-        let (tx, rx) = oneshot::channel();
-        let fut = execute(Arc::clone(&self.shared), Arc::clone(&self.gate), msg.0, true);
-        // Its own task: the call runs while the stream goes on, and reports to the round.
+        let mut receivers = Vec::with_capacity(msg.0.len());
+        let mut running = FuturesUnordered::new();
+        for call in msg.0 {
+            let (tx, rx) = oneshot::channel();
+            receivers.push(rx);
+            running.push(execute(Arc::clone(&self.shared), Arc::clone(&self.gate), call, true).map(move |o| (o, tx)));
+        }
+        // One task for the calls started together: they run while the stream goes on, each
+        // outcome reported to the round the moment it is in.
         actix::spawn(async move {
-            let _ = tx.send(fut.await);
+            while let Some((outcome, tx)) = running.next().await {
+                let _ = tx.send(outcome);
+            }
         });
-        Ok(rx)
+        Ok(receivers)
     }
 }
 

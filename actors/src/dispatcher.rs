@@ -88,19 +88,23 @@ impl std::fmt::Debug for Dispatcher {
 
 impl Dispatcher {
     /// A dispatcher over `registry`. Sessions are spread over `execution.workers` worker
-    /// threads (0: one per core); saved outputs older than the retention are removed now.
+    /// threads (0: the calling thread's arbiter); saved outputs older than the retention are
+    /// removed now.
     pub fn new(config: Arc<Config>, registry: Arc<Registry>) -> Self {
         let overflow = Arc::new(OverflowStore::new(config.overflow.dir_path()));
         let removed = overflow.remove_older_than(config.overflow.retention_days);
         if removed > 0 {
             tracing::info!(removed, "expired saved outputs removed");
         }
-        let n = match config.execution.workers {
-            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-            n => n,
+        // 0: every session on the arbiter of the thread that made the Dispatcher, so a host
+        // driving rounds from that thread pays no cross-thread wake-up per event; N: N worker
+        // threads, for a server whose sessions should use every core.
+        let arbiters: Vec<Arbiter> = (0..config.execution.workers).map(|_| Arbiter::new()).collect();
+        let workers = if arbiters.is_empty() {
+            vec![Arbiter::current()]
+        } else {
+            arbiters.iter().map(Arbiter::handle).collect()
         };
-        let arbiters: Vec<Arbiter> = (0..n).map(|_| Arbiter::new()).collect();
-        let workers = arbiters.iter().map(Arbiter::handle).collect();
         Self {
             inner: Arc::new(Inner {
                 config,
@@ -301,7 +305,7 @@ impl Dispatcher {
     /// # Errors
     /// [`DispatchError::UnknownSession`].
     pub fn subscribe(&self, id: &str) -> Result<broadcast::Receiver<PipelineEvent>, DispatchError> {
-        Ok(self.session(id)?.shared.live.subscribe())
+        Ok(self.session(id)?.shared.subscribe())
     }
 
     /// The session's current catalog (resident plus activated tools).

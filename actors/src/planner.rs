@@ -11,25 +11,21 @@ use toolslot::stream::RawCall;
 use crate::session::{SessionShared, Stage};
 use crate::stage::{StageError, guarded};
 
-/// Plan one call (in index order).
+/// Plan consecutive calls, in index order.
 #[derive(Message)]
-#[rtype(result = "Result<PlannedCall, StageError>")]
+#[rtype(result = "Result<Vec<PlannedCall>, StageError>")]
 pub struct Plan {
-    /// The call.
-    pub call: RawCall,
+    /// The calls.
+    pub calls: Vec<RawCall>,
     /// Whether the round ended at the output limit.
     pub cut: bool,
 }
 
-/// Record a finished call's outcome with the loop guard.
+/// Record finished calls' outcomes with the loop guard, in index order: (index, failed).
+/// The answer holds, per call, the notices raised and the hint to append to its result.
 #[derive(Message)]
-#[rtype(result = "(Vec<Notice>, Option<String>)")]
-pub struct RecordOutcome {
-    /// The call.
-    pub index: usize,
-    /// Whether it failed.
-    pub failed: bool,
-}
+#[rtype(result = "Vec<(Vec<Notice>, Option<String>)>")]
+pub struct RecordOutcomes(pub Vec<(usize, bool)>);
 
 /// Resume a session the loop guard paused.
 #[derive(Message)]
@@ -62,7 +58,7 @@ impl Supervised for PlannerActor {
 }
 
 impl Handler<Plan> for PlannerActor {
-    type Result = Result<PlannedCall, StageError>;
+    type Result = Result<Vec<PlannedCall>, StageError>;
     fn handle(&mut self, msg: Plan, ctx: &mut Context<Self>) -> Self::Result {
         let shared = Arc::clone(&self.shared);
         let guard = &mut self.guard;
@@ -75,15 +71,15 @@ impl Handler<Plan> for PlannerActor {
                 config: &shared.config,
                 mode: shared.mode,
             };
-            plan_call(plan_ctx, &msg.call, msg.cut, guard)
+            msg.calls.iter().map(|c| plan_call(plan_ctx, c, msg.cut, guard)).collect()
         })
     }
 }
 
-impl Handler<RecordOutcome> for PlannerActor {
-    type Result = MessageResult<RecordOutcome>;
-    fn handle(&mut self, msg: RecordOutcome, _ctx: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.guard.record(msg.index, msg.failed))
+impl Handler<RecordOutcomes> for PlannerActor {
+    type Result = MessageResult<RecordOutcomes>;
+    fn handle(&mut self, msg: RecordOutcomes, _ctx: &mut Context<Self>) -> Self::Result {
+        MessageResult(msg.0.into_iter().map(|(index, failed)| self.guard.record(index, failed)).collect())
     }
 }
 

@@ -11,7 +11,7 @@ use toolslot::observe::{FileReadObserver, ResultObserver};
 use toolslot::output::{FinishContext, Overflow, finish_call};
 use toolslot::tool::{ToolError, ToolOutput};
 
-use crate::planner::{PlannerActor, RecordOutcome};
+use crate::planner::{PlannerActor, RecordOutcomes};
 use crate::session::{SessionShared, Stage};
 use crate::stage::{StageError, guarded};
 
@@ -115,18 +115,16 @@ impl Handler<Process> for PostProcessorActor {
             let finished = finished?;
             let mut results = Vec::with_capacity(finished.len());
             let mut paused = false;
+            // The loop guard lives in the planner: one message for the whole batch. A lost
+            // answer only loses accounting, never a result.
+            let outcomes: Vec<(usize, bool)> = finished.iter().map(|(f, _)| (f.result.index, f.failed)).collect();
+            let guard_says = planner.send(RecordOutcomes(outcomes)).await.unwrap_or_default();
+            let mut guard_says = guard_says.into_iter();
             for (mut f, duration_ms) in finished {
                 for n in f.notices.drain(..) {
                     shared.notice(n);
                 }
-                // The loop guard lives in the planner; a lost answer only loses accounting.
-                if let Ok((notices, hint)) = planner
-                    .send(RecordOutcome {
-                        index: f.result.index,
-                        failed: f.failed,
-                    })
-                    .await
-                {
+                if let Some((notices, hint)) = guard_says.next() {
                     for n in notices {
                         paused |= n.kind == NoticeKind::LoopPaused;
                         shared.notice(n);

@@ -111,7 +111,8 @@ pub async fn run_submission(stages: Stages, shared: Arc<SessionShared>, input: R
                 };
                 let chunk = match step {
                     Step::Early(outcome) => {
-                        post_early(&stages, &shared, &mut round, outcome).await;
+                        let outcomes = ready_early(&mut round, outcome);
+                        post_early(&stages, &shared, &mut round, outcomes).await;
                         continue;
                     }
                     Step::Chunk(c) => c,
@@ -202,48 +203,57 @@ async fn handle(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundS
 /// arguments parse strictly are planned: whether the others may be repaired depends on the
 /// stop reason, which is not known yet.
 async fn plan_ready(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState, stop: Option<StopReason>) {
-    while let Some(call) = round.ready.get(&round.next) {
-        if stop.is_none() && !parses_strictly(&call.arguments) {
+    loop {
+        // The run of consecutive calls that can be planned now, planned in one message.
+        let mut calls = Vec::new();
+        while let Some(call) = round.ready.get(&(round.next + calls.len())) {
+            if stop.is_none() && !parses_strictly(&call.arguments) {
+                break;
+            }
+            let index = call.index;
+            if let Some(call) = round.ready.remove(&index) {
+                calls.push(call);
+            }
+        }
+        if calls.is_empty() {
             return;
         }
-        let Some(call) = round.ready.remove(&round.next) else {
-            return;
-        };
         let cut = stop == Some(StopReason::MaxTokens);
-        let span = tracing::debug_span!("plan", index = call.index, tool = %call.name);
-        let planned = match stages.planner.send(Plan { call: call.clone(), cut }).instrument(span).await {
-            Ok(Ok(p)) => p,
-            _ => PlannedCall {
-                index: call.index,
-                id: call.id.clone(),
-                called: call.name.clone(),
-                name: call.name.clone(),
-                input: serde_json::json!({}),
-                repair: RepairMark::None,
-                notices: Vec::new(),
-                thought_signature: None,
-                action: Action::Refuse(ToolError::refused(
-                    ErrorCategory::Unavailable,
-                    "Not run: the planner failed on this call and was restarted; nothing was run. You may send the call again.",
-                )),
-            },
+        let span = tracing::debug_span!("plan", first = round.next, calls = calls.len());
+        // Only what a failure result needs is kept back; the calls themselves move.
+        let heads: Vec<(usize, String, String)> = calls.iter().map(|c| (c.index, c.id.clone(), c.name.clone())).collect();
+        let planned_all = match stages.planner.send(Plan { calls, cut }).instrument(span).await {
+            Ok(Ok(p)) if p.len() == heads.len() => p,
+            _ => heads.iter().map(planner_failed).collect(),
         };
-        for n in &planned.notices {
-            shared.notice(n.clone());
+        let mut to_start = Vec::new();
+        for planned in planned_all {
+            for n in &planned.notices {
+                shared.notice(n.clone());
+            }
+            shared.emit(PipelineEvent::CallAssembled {
+                index: planned.index,
+                id: planned.id.clone(),
+                name: planned.called.clone(),
+                input: planned.input.clone(),
+                repair: planned.repair,
+                thought_signature: planned.thought_signature.clone(),
+            });
+            let early = matches!(planned.action, Action::Run { speculative: true, .. }) && stop.is_none() && round.leading_batch_open;
+            match exec_call(shared, &planned) {
+                Some(exec) if early => to_start.push(exec),
+                _ => round.leading_batch_open = false,
+            }
+            round.planned.push(planned);
+            round.next += 1;
         }
-        shared.emit(PipelineEvent::CallAssembled {
-            index: planned.index,
-            id: planned.id.clone(),
-            name: planned.called.clone(),
-            input: planned.input.clone(),
-            repair: planned.repair,
-            thought_signature: planned.thought_signature.clone(),
-        });
-        let early = matches!(planned.action, Action::Run { speculative: true, .. }) && stop.is_none() && round.leading_batch_open;
-        let started = match exec_call(shared, &planned) {
-            Some(exec) if early => match stages.executor.send(Speculate(exec)).await {
-                Ok(Ok(rx)) => {
-                    let (index, name) = (planned.index, planned.name.clone());
+        if to_start.is_empty() {
+            continue;
+        }
+        let names: Vec<(usize, String)> = to_start.iter().map(|c| (c.index, c.name.clone())).collect();
+        match stages.executor.send(Speculate(to_start)).await {
+            Ok(Ok(receivers)) => {
+                for (rx, (index, name)) in receivers.into_iter().zip(names) {
                     round.early.push_back(
                         rx.map(move |r| {
                             r.unwrap_or_else(|_| Outcome {
@@ -256,34 +266,61 @@ async fn plan_ready(stages: &Stages, shared: &Arc<SessionShared>, round: &mut Ro
                         })
                         .boxed(),
                     );
-                    true
                 }
-                _ => false,
-            },
-            _ => false,
-        };
-        if !started {
-            round.leading_batch_open = false;
+            }
+            // Nothing started: these calls run with the round's first batch instead.
+            _ => round.leading_batch_open = false,
         }
-        round.planned.push(planned);
-        round.next += 1;
     }
 }
 
-/// Post-processes one call that was started early, in index order.
-async fn post_early(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState, outcome: Outcome) {
-    let Some(p) = round.planned.get(outcome.index) else { return };
-    let index = outcome.index;
-    let it = item(shared, p, outcome.result, outcome.duration_ms);
-    let result = match stages.post.send(Process(vec![it])).await {
-        Ok(Ok(mut processed)) => {
+fn planner_failed((index, id, name): &(usize, String, String)) -> PlannedCall {
+    PlannedCall {
+        index: *index,
+        id: id.clone(),
+        called: name.clone(),
+        name: name.clone(),
+        input: serde_json::json!({}),
+        repair: RepairMark::None,
+        notices: Vec::new(),
+        thought_signature: None,
+        action: Action::Refuse(ToolError::refused(
+            ErrorCategory::Unavailable,
+            "Not run: the planner failed on this call and was restarted; nothing was run. You may send the call again.",
+        )),
+    }
+}
+
+/// Post-processes calls that were started early, in index order, in one message.
+async fn post_early(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState, outcomes: Vec<Outcome>) {
+    let items: Vec<PostItem> = outcomes
+        .into_iter()
+        .filter_map(|o| round.planned.get_mut(o.index).map(|p| item(shared, p, o.result, o.duration_ms)))
+        .collect();
+    let indices: Vec<usize> = items.iter().map(|i| i.index).collect();
+    match stages.post.send(Process(items)).await {
+        Ok(Ok(processed)) => {
             round.paused |= processed.paused;
-            processed.results.pop()
+            for r in processed.results {
+                round.done.insert(r.index, r);
+            }
         }
-        _ => None,
-    };
-    let result = result.unwrap_or_else(|| lost_result(shared, p));
-    round.done.insert(index, result);
+        _ => {
+            for i in indices {
+                let r = lost_result(shared, &round.planned[i]);
+                round.done.insert(i, r);
+            }
+        }
+    }
+}
+
+/// The outcomes of early calls that are already in, after `first`, without waiting.
+fn ready_early(round: &mut RoundState, first: Outcome) -> Vec<Outcome> {
+    let mut all = vec![first];
+    while let Some(Some(o)) = round.early.next().now_or_never() {
+        all.push(o);
+    }
+    all
 }
 
 /// The result of a call whose post-processing failed: handed back from what is known.
@@ -368,8 +405,12 @@ async fn complete_round(stages: &Stages, shared: &Arc<SessionShared>, round: &mu
             ));
         }
         // Calls started early finish before the rest run, in index order.
+        let mut outcomes = Vec::new();
         while let Some(outcome) = round.early.next().await {
-            post_early(stages, shared, round, outcome).await;
+            outcomes.push(outcome);
+        }
+        if !outcomes.is_empty() {
+            post_early(stages, shared, round, outcomes).await;
         }
         let results = execute_planned(stages, shared, round).await;
         shared.emit(PipelineEvent::RoundComplete {
@@ -433,23 +474,20 @@ async fn execute_planned(stages: &Stages, shared: &Arc<SessionShared>, round: &m
         let mut items: Vec<PostItem> = Vec::with_capacity(batch.indices.len());
         let mut exec = Vec::new();
         for &i in &batch.indices {
-            let p = &round.planned[i];
-            match &p.action {
-                Action::Refuse(e) => items.push(item(shared, p, Err(e.clone()), 0)),
-                Action::Run { .. } if paused || shared.closed.load(std::sync::atomic::Ordering::SeqCst) => {
-                    items.push(item(shared, p, Err(paused_error()), 0))
-                }
-                Action::Run { .. } => match exec_call(shared, p) {
+            let p = &mut round.planned[i];
+            let refusal = match &p.action {
+                Action::Refuse(e) => Some(e.clone()),
+                Action::Run { .. } if paused || shared.closed.load(std::sync::atomic::Ordering::SeqCst) => Some(paused_error()),
+                Action::Run { .. } => None,
+            };
+            match refusal {
+                Some(e) => items.push(item(shared, p, Err(e), 0)),
+                None => match exec_call(shared, p) {
                     Some(call) => exec.push(call),
-                    None => items.push(item(
-                        shared,
-                        p,
-                        Err(ToolError::refused(
-                            ErrorCategory::UnknownTool,
-                            format!("Unknown tool `{}`.", p.name),
-                        )),
-                        0,
-                    )),
+                    None => {
+                        let e = ToolError::refused(ErrorCategory::UnknownTool, format!("Unknown tool `{}`.", p.name));
+                        items.push(item(shared, p, Err(e), 0))
+                    }
                 },
             }
         }
@@ -478,7 +516,7 @@ async fn execute_planned(stages: &Stages, shared: &Arc<SessionShared>, round: &m
                     .collect(),
             };
             for o in outcomes {
-                let p = &round.planned[o.index];
+                let p = &mut round.planned[o.index];
                 items.push(item(shared, p, o.result, o.duration_ms));
             }
         }
@@ -517,12 +555,14 @@ async fn execute_planned(stages: &Stages, shared: &Arc<SessionShared>, round: &m
         .collect()
 }
 
-fn item(shared: &SessionShared, p: &PlannedCall, result: Result<toolslot::tool::ToolOutput, ToolError>, duration_ms: u64) -> PostItem {
+/// The post-processing item of a finished call. The call's arguments move into it: nothing
+/// reads them after the call has finished.
+fn item(shared: &SessionShared, p: &mut PlannedCall, result: Result<toolslot::tool::ToolOutput, ToolError>, duration_ms: u64) -> PostItem {
     PostItem {
         index: p.index,
         id: p.id.clone(),
         name: p.name.clone(),
-        input: p.input.clone(),
+        input: std::mem::take(&mut p.input),
         external: if result.is_ok() { external_source(shared, &p.name) } else { None },
         result,
         duration_ms,

@@ -55,8 +55,9 @@ pub struct SessionShared {
     pub dialect: Option<Dialect>,
     /// The running round's event sink.
     sink: Mutex<Option<mpsc::UnboundedSender<PipelineEvent>>>,
-    /// Every event of the session, for UIs.
-    pub live: broadcast::Sender<PipelineEvent>,
+    /// Every event of the session, for UIs; made on the first subscription, since most
+    /// sessions never have a watcher and a channel's buffer costs memory per session.
+    live: Mutex<Option<broadcast::Sender<PipelineEvent>>>,
     /// Set while a round runs.
     pub round_running: AtomicBool,
     /// Cancellation of the running round (true = cancelled).
@@ -84,9 +85,6 @@ impl SessionShared {
     ) -> Self {
         let memory = Arc::new(SessionMemory::new(id.clone(), registry, overflow));
         let (cancel, _) = watch::channel(false);
-        // Live subscribers that fall this far behind lose the oldest events, never block
-        // the pipeline.
-        let (live, _) = broadcast::channel(1024);
         Self {
             workspace: options.workspace.unwrap_or_else(|| PathBuf::from(".")),
             mode: options.approval_mode.unwrap_or(config.approval.mode),
@@ -95,7 +93,7 @@ impl SessionShared {
             memory,
             config,
             sink: Mutex::new(None),
-            live,
+            live: Mutex::new(None),
             round_running: AtomicBool::new(false),
             cancel,
             closed: AtomicBool::new(false),
@@ -105,10 +103,22 @@ impl SessionShared {
 
     /// Sends an event to the running round's stream and to live subscribers.
     pub fn emit(&self, event: PipelineEvent) {
-        let _ = self.live.send(event.clone());
+        if let Some(live) = self.live.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+            && live.receiver_count() > 0
+        {
+            let _ = live.send(event.clone());
+        }
         if let Some(tx) = self.sink.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
             let _ = tx.send(event);
         }
+    }
+
+    /// A receiver of every event from now on. Subscribers that fall `execution.live_buffer`
+    /// events behind lose the oldest ones; they never slow the pipeline.
+    pub fn subscribe(&self) -> broadcast::Receiver<PipelineEvent> {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.get_or_insert_with(|| broadcast::channel(self.config.execution.live_buffer.max(1)).0)
+            .subscribe()
     }
 
     /// Emits a notice.

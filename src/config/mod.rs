@@ -197,8 +197,10 @@ pub struct ExecutionConfig {
     pub call_timeout_ms: u64,
     /// Start eligible calls before the stream ends.
     pub speculative_start: bool,
-    /// Worker threads (0 = one per core).
+    /// Worker threads (0 = the creating thread's arbiter).
     pub workers: usize,
+    /// Events a live subscriber may fall behind.
+    pub live_buffer: usize,
     /// Approval wait before treating silence as rejection (ms, 0 = forever).
     pub approval_timeout_ms: u64,
 }

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::approval::{Gate, gate};
-use super::finalize::{RepairMark, finalize_call, parses_strictly};
+use super::finalize::{RepairMark, finalize_call};
 use super::loop_guard::LoopGuard;
 use super::resolve::resolve_call;
 use crate::config::{ApprovalMode, Config};
@@ -30,7 +30,7 @@ pub enum Action {
         gate: Gate,
         /// The requirement for this input.
         requirement: ApprovalRequirement,
-        /// The loose fingerprint `approved_for_session` covers.
+        /// The loose fingerprint `approved_for_session` covers (empty unless the host is asked).
         approval_key: String,
         /// May share a concurrent batch.
         parallel_safe: bool,
@@ -77,8 +77,8 @@ pub struct PlanContext<'a> {
 
 /// Plans `call`. `cut` is true when the round ended at the output limit.
 pub fn plan_call(ctx: PlanContext<'_>, call: &RawCall, cut: bool, guard: &mut LoopGuard) -> PlannedCall {
-    let schema = ctx.registry.get(&call.name).map(|t| t.spec.input_schema());
-    let finalized = finalize_call(call, cut, schema.as_ref(), &ctx.config.repair);
+    let schema = ctx.registry.get(&call.name).map(|t| &t.input_schema);
+    let finalized = finalize_call(call, cut, schema, &ctx.config.repair);
     let mut planned = PlannedCall {
         index: call.index,
         id: call.id.clone(),
@@ -112,7 +112,7 @@ pub fn plan_call(ctx: PlanContext<'_>, call: &RawCall, cut: bool, guard: &mut Lo
         return planned;
     };
     if name != call.name {
-        decode_stringified(&mut planned.input, &tool.spec.input_schema(), ctx.config.repair.string_decode_depth);
+        decode_stringified(&mut planned.input, &tool.input_schema, ctx.config.repair.string_decode_depth);
     }
     if let Err(error) = tool.validate_input(&planned.input) {
         planned.notices.push(Notice::for_call(
@@ -159,12 +159,18 @@ pub fn plan_call(ctx: PlanContext<'_>, call: &RawCall, cut: bool, guard: &mut Lo
         && !meta.network
         && !meta.interactive
         && call.complete
-        && parses_strictly(&call.arguments)
+        // Unrepaired means the arguments parsed strictly as sent: nothing repaired runs early.
         && planned.repair == RepairMark::None;
+    // The key is only needed when the host is asked; most calls never are.
+    let approval_key = if matches!(g, Gate::Ask(_)) {
+        tool.spec.approval_key(&planned.input)
+    } else {
+        String::new()
+    };
     planned.action = Action::Run {
         gate: g,
         requirement,
-        approval_key: tool.spec.approval_key(&planned.input),
+        approval_key,
         parallel_safe,
         speculative,
     };

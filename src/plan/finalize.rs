@@ -52,7 +52,8 @@ pub struct Finalized {
 /// speculative start, which never runs repaired arguments early.
 pub fn parses_strictly(arguments: &str) -> bool {
     let t = arguments.trim();
-    t.is_empty() || matches!(serde_json::from_str::<Value>(t), Ok(Value::Object(_)))
+    // Checked without building the value: this runs on every call of a streaming round.
+    t.is_empty() || (t.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok())
 }
 
 /// Applies the truncation gate and the ladder to `call`. `cut` is true when the round ended

@@ -41,6 +41,10 @@ pub fn resolve_call(
     input: &Value,
     limits: NameLimits,
 ) -> Result<Resolved, (ToolError, Notice)> {
+    // The common case first: a name the model may call, written exactly.
+    if catalog.contains(called) {
+        return Ok((called.to_string(), None));
+    }
     let visible = catalog.visible_names();
     match resolve_name(called, &visible, limits) {
         NameResolution::Exact(name) => return Ok((name, None)),

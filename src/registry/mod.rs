@@ -19,7 +19,9 @@ mod catalog;
 mod fail_closed;
 mod search;
 
-use std::collections::HashMap;
+// Names are looked up several times per call; FxHash is several times faster than SipHash
+// on short keys, and the keys are tool names we admitted, not attacker-chosen input.
+type NameMap = rustc_hash::FxHashMap<String, usize>;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -41,6 +43,8 @@ pub struct RegisteredTool {
     pub meta: ToolMetadata,
     /// The compiled validator of its own (uncleaned) schema.
     validator: Option<Arc<jsonschema::Validator>>,
+    /// The tool's own schema, read once at admission.
+    pub input_schema: Value,
     /// The description the model sees (capped, control characters removed).
     pub model_description: String,
     /// The cleaned schema the model sees.
@@ -173,7 +177,7 @@ impl RegistryBuilder {
         let policy = self.config.network.policy;
         let cap = self.config.catalog.description_max_chars;
         let mut admitted: Vec<RegisteredTool> = Vec::with_capacity(self.tools.len());
-        let mut by_name: HashMap<String, usize> = HashMap::new();
+        let mut by_name: NameMap = NameMap::default();
         let mut notices = Vec::new();
         // Tools that could not be constructed go through the same fail-closed path as tools
         // that fail admission, first, so a good tool cannot take their name.
@@ -210,12 +214,14 @@ impl RegistryBuilder {
             };
             let meta = ToolMetadata::of(spec.as_ref(), policy);
             let model_description = model_description(spec.description(), cap);
-            let model_schema = clean_schema(&spec.input_schema(), NullableStyle::TypeArray);
+            let input_schema = spec.input_schema();
+            let model_schema = clean_schema(&input_schema, NullableStyle::TypeArray);
             by_name.insert(meta.name.clone(), admitted.len());
             admitted.push(RegisteredTool {
                 spec,
                 meta,
                 validator,
+                input_schema,
                 model_description,
                 model_schema,
             });
@@ -225,7 +231,7 @@ impl RegistryBuilder {
 }
 
 /// Why a tool may not be admitted, or `None` when it may.
-fn admission_problem(spec: &dyn ToolSpec, by_name: &HashMap<String, usize>) -> Option<String> {
+fn admission_problem(spec: &dyn ToolSpec, by_name: &NameMap) -> Option<String> {
     let name = spec.name();
     if !is_valid_tool_name(name) {
         return Some(format!("name `{name}` does not match ^[a-zA-Z0-9_-]{{1,64}}$"));
@@ -260,7 +266,7 @@ fn model_description(text: &str, max_chars: usize) -> String {
 /// The admitted tools of every source. Immutable once built; cheap to share behind an `Arc`.
 pub struct Registry {
     tools: Vec<RegisteredTool>,
-    by_name: HashMap<String, usize>,
+    by_name: NameMap,
     /// Indices of resident (not deferred) tools, sorted by name.
     resident: Vec<usize>,
     /// Every tool name, sorted, for deterministic name repair and suggestions.
@@ -279,7 +285,7 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
-    fn from_admitted(tools: Vec<RegisteredTool>, by_name: HashMap<String, usize>, notices: Vec<Notice>) -> Self {
+    fn from_admitted(tools: Vec<RegisteredTool>, by_name: NameMap, notices: Vec<Notice>) -> Self {
         let mut sorted: Vec<usize> = (0..tools.len()).collect();
         sorted.sort_by(|a, b| tools[*a].meta.name.cmp(&tools[*b].meta.name));
         let resident: Vec<usize> = sorted.iter().copied().filter(|i| !tools[*i].meta.deferred).collect();

@@ -1,0 +1,83 @@
+//! What the actor pipeline costs: the same rounds through (a) the slot's functions called
+//! directly in one task, with the same batching, and (b) the full pipeline through the
+//! Dispatcher, side by side in one run.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::json;
+use toolslot::event::PipelineEvent;
+use toolslot::output::OverflowStore;
+use toolslot::plan::loop_guard::LoopGuard;
+use toolslot::session::SessionMemory;
+use toolslot_actors::{Dispatcher, RoundInput, SessionOptions};
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    // Both sides on one thread: the direct path runs in the bench's task, the pipeline on the
+    // bench thread's arbiter (`workers = 0`).
+    let config = support::config(&dir.path().join("overflow"), 0);
+    let registry = support::registry(&config);
+    let system = actix_rt::System::new();
+    let dispatcher = system.block_on(async { Dispatcher::new(Arc::clone(&config), Arc::clone(&registry)) });
+    let session = dispatcher.open_session(SessionOptions {
+        workspace: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    });
+    let memory = Arc::new(SessionMemory::new(
+        "direct".into(),
+        Arc::clone(&registry),
+        Arc::new(OverflowStore::new(dir.path().join("overflow"))),
+    ));
+    let mut guard = LoopGuard::new(config.loop_guard.clone());
+    for (label, tool, k) in [
+        ("noop_x1", "noop", 1),
+        ("noop_x8", "noop", 8),
+        ("noop_x64", "noop", 64),
+        ("sleep1ms_x8", "sleep1ms", 8),
+    ] {
+        let body = support::round(tool, k, |i| json!({"i": i}));
+        let mut g = c.benchmark_group(format!("round_{label}"));
+        if tool == "sleep1ms" {
+            g.measurement_time(Duration::from_secs(8));
+        }
+        g.bench_function("direct", |b| {
+            b.iter_custom(|iters| {
+                system.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        let r = support::direct_round(&config, &memory, &mut guard, dir.path(), &body).await;
+                        assert_eq!(r.len(), k);
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+        g.bench_function("actors", |b| {
+            b.iter_custom(|iters| {
+                system.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        let input = RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body.clone())])));
+                        let mut rx = dispatcher.submit_round(&session, input).unwrap();
+                        let mut n = 0;
+                        while let Some(e) = rx.recv().await {
+                            if let PipelineEvent::RoundComplete { results, .. } = e {
+                                n = results.len();
+                            }
+                        }
+                        assert_eq!(n, k);
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

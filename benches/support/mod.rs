@@ -1,0 +1,173 @@
+//! Shared by the benches: tools of known cost, recorded-format rounds, and "the same logic
+//! called directly" — the slot's functions in one task, with the pipeline's batching.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolslot::config::Config;
+use toolslot::event::ToolResult;
+use toolslot::output::{FinishContext, Overflow, finish_call};
+use toolslot::plan::batches::plan_batches;
+use toolslot::plan::loop_guard::LoopGuard;
+use toolslot::plan::{Action, PlanContext, plan_call};
+use toolslot::registry::{Registry, RegistryBuilder};
+use toolslot::session::SessionMemory;
+use toolslot::stream::{Assembler, AssemblyEvent, StopReason};
+use toolslot::tool::{Capability, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec};
+
+/// A read-only, parallel tool that does nothing (`noop`) or sleeps one millisecond
+/// (`sleep1ms`).
+pub struct Cost(pub &'static str);
+
+impl Tool for Cost {
+    fn name(&self) -> &str {
+        self.0
+    }
+    fn description(&self) -> &str {
+        "A tool of known cost"
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"i": {"type": "integer"}}})
+    }
+    fn run<'a>(&'a self, _input: Value, _ctx: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            if self.0 == "sleep1ms" {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            Ok(ToolOutput::text("ok"))
+        })
+    }
+}
+
+impl ToolSpec for Cost {
+    fn capabilities(&self) -> &[Capability] {
+        &[Capability::ReadOnly]
+    }
+    fn supports_parallel(&self) -> bool {
+        true
+    }
+}
+
+/// The bench config: `workers` worker threads (0: the bench's own thread), repeated identical calls allowed (every iteration
+/// sends the same round), saved outputs in a temporary folder.
+pub fn config(overflow: &std::path::Path, workers: usize) -> Arc<Config> {
+    // TOOLSLOT_* variables of the environment override these, to bench other settings.
+    let mut env: Vec<(String, String)> = vec![
+        ("TOOLSLOT_EXECUTION__WORKERS".to_string(), workers.to_string()),
+        ("TOOLSLOT_LOOP_GUARD__EXEMPT".to_string(), "noop,sleep1ms,read_file".to_string()),
+        ("TOOLSLOT_OVERFLOW__DIR".to_string(), overflow.display().to_string()),
+        ("TOOLSLOT_APPROVAL__MODE".to_string(), "full-auto".to_string()),
+    ];
+    env.extend(std::env::vars().filter(|(k, _)| k.starts_with("TOOLSLOT_")));
+    Arc::new(Config::load_with_env(None, env).expect("bench config loads"))
+}
+
+pub fn registry(config: &Arc<Config>) -> Arc<Registry> {
+    Arc::new(
+        RegistryBuilder::new(Arc::clone(config))
+            .with_builtins()
+            .with_tool(Arc::new(Cost("noop")))
+            .with_tool(Arc::new(Cost("sleep1ms")))
+            .build(),
+    )
+}
+
+/// An OpenAI Chat round of `k` calls to `tool`, as the provider's SSE bytes.
+pub fn round(tool: &str, k: usize, args: impl Fn(usize) -> Value) -> Vec<u8> {
+    let mut out = String::new();
+    for n in 0..k {
+        let head = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": n, "id": format!("call_{n}"), "type": "function", "function": {"name": tool, "arguments": args(n).to_string()}}]}, "finish_reason": null}]});
+        out.push_str(&format!("data: {head}\n\n"));
+    }
+    out.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
+    out.into_bytes()
+}
+
+/// The pipeline's logic as plain calls in one task: assemble, plan each call in order, batch,
+/// run each batch (concurrently where the pipeline would), post-process in order.
+pub async fn direct_round(
+    config: &Arc<Config>,
+    memory: &Arc<SessionMemory>,
+    guard: &mut LoopGuard,
+    workspace: &std::path::Path,
+    body: &[u8],
+) -> Vec<ToolResult> {
+    let mut assembler = Assembler::new(None);
+    let mut events = Vec::new();
+    assembler.feed(body, &mut events);
+    assembler.finish(&mut events);
+    let mut calls = Vec::new();
+    let mut stop = StopReason::Other;
+    for e in events {
+        match e {
+            AssemblyEvent::CallReady(c) => calls.push(c),
+            AssemblyEvent::RoundEnd(end) => {
+                calls.extend(end.unfinished);
+                stop = end.stop_reason;
+            }
+            AssemblyEvent::Notice(_) => {}
+        }
+    }
+    let catalog = memory.catalog();
+    let ctx = PlanContext {
+        registry: memory.registry(),
+        catalog: &catalog,
+        config,
+        mode: config.approval.mode,
+    };
+    let planned: Vec<_> = calls
+        .iter()
+        .map(|c| plan_call(ctx, c, stop == StopReason::MaxTokens, guard))
+        .collect();
+    let order: Vec<(usize, bool)> = planned
+        .iter()
+        .map(|p| (p.index, !matches!(p.action, Action::Run { parallel_safe: false, .. })))
+        .collect();
+    let mut results = Vec::with_capacity(planned.len());
+    for batch in plan_batches(&order) {
+        let runs = batch.indices.iter().map(|&i| {
+            let p = &planned[i];
+            async move {
+                match &p.action {
+                    Action::Refuse(e) => Err(e.clone()),
+                    Action::Run { .. } => {
+                        let tool = memory.registry().get(&p.name).expect("planned tools exist");
+                        let tctx = ToolContext {
+                            session_id: memory.id().to_string(),
+                            workspace: workspace.to_path_buf(),
+                            call_id: p.id.clone(),
+                            index: p.index,
+                            config: Arc::clone(config),
+                            services: memory.clone(),
+                        };
+                        tool.spec.run(p.input.clone(), &tctx).await
+                    }
+                }
+            }
+        });
+        let outcomes = futures::future::join_all(runs).await;
+        for (&i, outcome) in batch.indices.iter().zip(outcomes) {
+            let p = &planned[i];
+            let f = finish_call(
+                FinishContext {
+                    index: i,
+                    id: &p.id,
+                    name: &p.name,
+                    external: None,
+                    final_view: true,
+                },
+                outcome,
+                &config.output,
+                Some(Overflow {
+                    store: memory.overflow(),
+                    session: memory.id(),
+                }),
+            );
+            guard.record(i, f.failed);
+            results.push(f.result);
+        }
+    }
+    results
+}

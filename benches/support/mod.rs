@@ -17,8 +17,8 @@ use toolslot::session::SessionMemory;
 use toolslot::stream::{Assembler, AssemblyEvent, StopReason};
 use toolslot::tool::{Capability, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec};
 
-/// A read-only, parallel tool that does nothing (`noop`) or sleeps one millisecond
-/// (`sleep1ms`).
+/// A read-only, parallel tool that does nothing (`noop`) or sleeps (`sleep1ms`, `sleep20ms`,
+/// the latter standing for a slow read such as a large grep).
 pub struct Cost(pub &'static str);
 
 impl Tool for Cost {
@@ -33,8 +33,10 @@ impl Tool for Cost {
     }
     fn run<'a>(&'a self, _input: Value, _ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            if self.0 == "sleep1ms" {
-                tokio::time::sleep(Duration::from_millis(1)).await;
+            match self.0 {
+                "sleep1ms" => tokio::time::sleep(Duration::from_millis(1)).await,
+                "sleep20ms" => tokio::time::sleep(Duration::from_millis(20)).await,
+                _ => {}
             }
             Ok(ToolOutput::text("ok"))
         })
@@ -56,7 +58,7 @@ pub fn config(overflow: &std::path::Path, workers: usize) -> Arc<Config> {
     // TOOLSLOT_* variables of the environment override these, to bench other settings.
     let mut env: Vec<(String, String)> = vec![
         ("TOOLSLOT_EXECUTION__WORKERS".to_string(), workers.to_string()),
-        ("TOOLSLOT_LOOP_GUARD__EXEMPT".to_string(), "noop,sleep1ms,read_file".to_string()),
+        ("TOOLSLOT_LOOP_GUARD__EXEMPT".to_string(), "noop,sleep1ms,sleep20ms,read_file".to_string()),
         ("TOOLSLOT_OVERFLOW__DIR".to_string(), overflow.display().to_string()),
         ("TOOLSLOT_APPROVAL__MODE".to_string(), "full-auto".to_string()),
     ];
@@ -70,6 +72,7 @@ pub fn registry(config: &Arc<Config>) -> Arc<Registry> {
             .with_builtins()
             .with_tool(Arc::new(Cost("noop")))
             .with_tool(Arc::new(Cost("sleep1ms")))
+            .with_tool(Arc::new(Cost("sleep20ms")))
             .build(),
     )
 }

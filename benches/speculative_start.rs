@@ -15,24 +15,50 @@ use toolslot_actors::{Dispatcher, RoundInput, SessionOptions};
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// An Anthropic response: one call to `sleep20ms` (a slow read), then `text_bytes` of text.
 fn body(text_bytes: usize) -> Vec<u8> {
-    let mut out = format!("event: message_start\ndata: {}\n\n", json!({"type": "message_start", "message": {}}));
+    let mut out = format!(
+        "event: message_start\ndata: {}\n\n",
+        json!({"type": "message_start", "message": {}})
+    );
     out.push_str(&format!("event: content_block_start\ndata: {}\n\n", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_0", "name": "sleep20ms", "input": {}}})));
-    out.push_str(&format!("event: content_block_delta\ndata: {}\n\n", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"i\": 1}"}})));
-    out.push_str(&format!("event: content_block_stop\ndata: {}\n\n", json!({"type": "content_block_stop", "index": 0})));
-    out.push_str(&format!("event: content_block_start\ndata: {}\n\n", json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}})));
+    out.push_str(&format!(
+        "event: content_block_delta\ndata: {}\n\n",
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"i\": 1}"}})
+    ));
+    out.push_str(&format!(
+        "event: content_block_stop\ndata: {}\n\n",
+        json!({"type": "content_block_stop", "index": 0})
+    ));
+    out.push_str(&format!(
+        "event: content_block_start\ndata: {}\n\n",
+        json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}})
+    ));
     let piece = "While that runs, here is my reasoning about the next step. ";
     let mut written = 0;
     while written < text_bytes {
-        out.push_str(&format!("event: content_block_delta\ndata: {}\n\n", json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": piece}})));
+        out.push_str(&format!(
+            "event: content_block_delta\ndata: {}\n\n",
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": piece}})
+        ));
         written += piece.len();
     }
-    out.push_str(&format!("event: content_block_stop\ndata: {}\n\n", json!({"type": "content_block_stop", "index": 1})));
-    out.push_str(&format!("event: message_delta\ndata: {}\n\nevent: message_stop\ndata: {}\n\n", json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}}), json!({"type": "message_stop"})));
+    out.push_str(&format!(
+        "event: content_block_stop\ndata: {}\n\n",
+        json!({"type": "content_block_stop", "index": 1})
+    ));
+    out.push_str(&format!(
+        "event: message_delta\ndata: {}\n\nevent: message_stop\ndata: {}\n\n",
+        json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}}),
+        json!({"type": "message_stop"})
+    ));
     out.into_bytes()
 }
 
@@ -82,7 +108,10 @@ fn main() {
         let registry = support::registry(&cfg);
         let times = system.block_on(async {
             let d = Dispatcher::new(Arc::clone(&cfg), registry);
-            let s = d.open_session(SessionOptions { workspace: Some(dir.path().to_path_buf()), ..Default::default() });
+            let s = d.open_session(SessionOptions {
+                workspace: Some(dir.path().to_path_buf()),
+                ..Default::default()
+            });
             let mut times = Vec::new();
             for _ in 0..runs {
                 times.push(one(&d, &s, &body, rate).await);
@@ -90,7 +119,10 @@ fn main() {
             times
         });
         let m = median(times);
-        println!("speculative_start={speculative}: last byte → results, median of {runs}: {m:.2?} ({} bytes at {rate} B/ms)", body.len());
+        println!(
+            "speculative_start={speculative}: last byte → results, median of {runs}: {m:.2?} ({} bytes at {rate} B/ms)",
+            body.len()
+        );
         medians.push(m);
     }
     println!("off/on = {:.1}x", medians[1].as_secs_f64() / medians[0].as_secs_f64().max(1e-6));

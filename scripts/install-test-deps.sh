@@ -5,15 +5,28 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 deps="$root/.test-deps"
-marker="$deps/.installed-v1"
+marker="$deps/.installed-v2"
 [ -f "$marker" ] && exit 0
 mkdir -p "$deps"
 echo "installing MCP servers into $deps (npm and PyPI)"
 npm install --prefix "$deps/node" --no-audit --no-fund --loglevel=error \
   @modelcontextprotocol/server-everything@2026.8.31 \
   @modelcontextprotocol/server-filesystem@2026.8.31 \
-  @modelcontextprotocol/server-memory@2026.8.31
+  @modelcontextprotocol/server-memory@2026.8.31 \
+  playwright-core@1.64.1
 # One venv, installed sequentially: in parallel on 2 cores these take minutes.
 python3 -m venv "$deps/venv"
 "$deps/venv/bin/pip" install -q mcp-server-time==2026.10.19 mcp-server-git==2026.10.19 mcp-server-fetch==2026.10.24
+# The API fuzzer run against `toolslot serve`, and the HTTP client of examples/client.py.
+"$deps/venv/bin/pip" install -q schemathesis httpx
+# The console is tested in a real browser: Debian's Chromium (Playwright's own download
+# cannot be fetched here).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "chromium is missing and this user cannot install it (apt-get install chromium)" >&2
+    exit 1
+  fi
+fi
 touch "$marker"

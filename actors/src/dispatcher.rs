@@ -228,6 +228,20 @@ impl Dispatcher {
     /// # Cancel safety
     /// Dropping the receiver does not stop the round; use [`Dispatcher::cancel_round`].
     pub fn submit_round(&self, id: &str, input: RoundInput) -> Result<mpsc::UnboundedReceiver<PipelineEvent>, DispatchError> {
+        self.submit_round_in(id, input, None)
+    }
+
+    /// As [`Dispatcher::submit_round`], with the round's dialect given (it overrides the
+    /// session's for this submission).
+    ///
+    /// # Errors
+    /// As [`Dispatcher::submit_round`].
+    pub fn submit_round_in(
+        &self,
+        id: &str,
+        input: RoundInput,
+        dialect: Option<toolslot::stream::Dialect>,
+    ) -> Result<mpsc::UnboundedReceiver<PipelineEvent>, DispatchError> {
         let handle = self.session(id)?;
         if handle.shared.round_running.swap(true, Ordering::SeqCst) {
             return Err(DispatchError::RoundRunning(id.to_string()));
@@ -238,7 +252,7 @@ impl Dispatcher {
         let shared = Arc::clone(&handle.shared);
         let stages = handle.stages.clone();
         let spawned = handle.arbiter.spawn(async move {
-            run_submission(stages, Arc::clone(&shared), input).await;
+            run_submission(stages, Arc::clone(&shared), input, dialect).await;
             // Free the session before the receiver ends, so a host that submits the next
             // round as soon as it sees the end is not refused.
             shared.round_running.store(false, Ordering::SeqCst);

@@ -35,6 +35,7 @@ pub mod mcp;
 pub mod planner;
 pub mod post_processor;
 pub mod round;
+pub mod server;
 pub mod session;
 mod stage;
 pub mod stream_assembler;

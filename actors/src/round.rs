@@ -78,10 +78,14 @@ enum Step {
     Chunk(Option<Result<Vec<u8>, std::io::Error>>),
 }
 
-/// Runs one submission (which may hold several rounds) to its end.
-pub async fn run_submission(stages: Stages, shared: Arc<SessionShared>, input: RoundInput) {
+/// Runs one submission (which may hold several rounds) to its end, in `dialect` when given
+/// (otherwise the session's).
+pub async fn run_submission(stages: Stages, shared: Arc<SessionShared>, input: RoundInput, dialect: Option<toolslot::stream::Dialect>) {
     let span = tracing::info_span!("submission", session = %shared.id);
     async move {
+        if let Some(d) = dialect {
+            let _ = stages.assembler.send(crate::stream_assembler::SetDialect(d)).await;
+        }
         let mut round = RoundState::new();
         let mut rounds_completed = 0usize;
         match input {

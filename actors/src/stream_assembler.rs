@@ -23,6 +23,11 @@ pub struct FeedEvents(pub Vec<StreamEvent>);
 #[rtype(result = "Result<Vec<AssemblyEvent>, StageError>")]
 pub struct Finish;
 
+/// The next submission is in this dialect (a per-round override of the session's).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetDialect(pub toolslot::stream::Dialect);
+
 /// Owns the session's assembler state machine.
 pub struct StreamAssemblerActor {
     shared: Arc<SessionShared>,
@@ -83,5 +88,12 @@ impl Handler<Finish> for StreamAssemblerActor {
         });
         self.assembler = Assembler::new(self.shared.dialect);
         result
+    }
+}
+
+impl Handler<SetDialect> for StreamAssemblerActor {
+    type Result = ();
+    fn handle(&mut self, msg: SetDialect, _ctx: &mut Context<Self>) {
+        self.assembler = Assembler::new(Some(msg.0));
     }
 }

@@ -314,6 +314,22 @@ pub struct ServerConfig {
     pub bind: String,
     /// Bearer token ("" = none).
     pub token: String,
+    /// Largest round body (bytes).
+    pub max_body_bytes: usize,
+    /// Largest JSON body (bytes).
+    pub max_json_bytes: usize,
+    /// Open sessions at most (0 = no limit).
+    pub max_sessions: usize,
+    /// Rounds per session (0 = no limit).
+    pub max_rounds_per_session: u64,
+    /// Idle session expiry (s, 0 = never).
+    pub idle_session_secs: u64,
+    /// Request-head timeout (ms).
+    pub client_request_timeout_ms: u64,
+    /// Shutdown grace (s).
+    pub shutdown_grace_secs: u64,
+    /// HTTP workers (0 = one per core).
+    pub http_workers: usize,
 }
 
 /// `[mcp]`.

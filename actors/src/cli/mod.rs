@@ -34,6 +34,12 @@ pub enum LogFormat {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the standalone actor system with its HTTP API and approval console.
+    Serve {
+        /// Config file overlaying the built-in defaults.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Feed recorded model responses through the full pipeline and print each event.
     Replay {
         /// Config file overlaying the built-in defaults.
@@ -117,6 +123,7 @@ pub enum CliError {
 /// Runs the chosen subcommand.
 pub fn run(args: Cli) -> Result<(), CliError> {
     match args.command {
+        Command::Serve { config } => serve(config.as_deref()),
         Command::Replay {
             config,
             dialect,
@@ -157,6 +164,27 @@ pub fn with_toolset<T>(
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
         f(cfg, toolset).await
+    })
+}
+
+fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
+    let mut cfg = Config::load(config)?;
+    if cfg.execution.workers == 0 {
+        // A server's sessions should use every core (see `execution.workers`).
+        cfg.execution.workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    }
+    let cfg = Arc::new(cfg);
+    actix_rt::System::new().block_on(async move {
+        let toolset = toolslot_actors::build_toolset(Arc::clone(&cfg), None)
+            .await
+            .map_err(CliError::Startup)?;
+        for notice in toolset.notices.iter().chain(toolset.registry.notices()) {
+            tracing::warn!(kind = ?notice.kind, "{}", notice.message);
+        }
+        let dispatcher = toolset.attach(toolslot_actors::Dispatcher::new(Arc::clone(&cfg), Arc::clone(&toolset.registry)));
+        toolslot_actors::server::serve(cfg, dispatcher)
+            .await
+            .map_err(|e| CliError::Io(format!("server: {e}")))
     })
 }
 

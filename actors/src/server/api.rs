@@ -1,0 +1,401 @@
+//! The HTTP handlers, documented for the OpenAPI document.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use toolslot::config::ApprovalMode;
+use toolslot::event::PipelineEvent;
+use toolslot::registry::CatalogFormat;
+use toolslot::stream::Dialect;
+use utoipa::ToSchema;
+
+use super::State;
+use crate::approval::HostDecision;
+use crate::dispatcher::DispatchError;
+use crate::round::RoundInput;
+use crate::session::SessionOptions;
+
+/// A refused request: a status and a one-line reason.
+#[derive(Debug)]
+pub struct ApiError(pub StatusCode, pub String);
+
+/// The body of every error answer.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What is wrong, in one line.
+    pub error: String,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.1)
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.0
+    }
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.0).json(ErrorBody { error: self.1.clone() })
+    }
+}
+
+impl From<DispatchError> for ApiError {
+    fn from(e: DispatchError) -> Self {
+        let status = match e {
+            DispatchError::UnknownSession(_) | DispatchError::NotWaiting { .. } => StatusCode::NOT_FOUND,
+            DispatchError::RoundRunning(_) => StatusCode::CONFLICT,
+            DispatchError::TooManySessions(_) => StatusCode::TOO_MANY_REQUESTS,
+            DispatchError::Gone(_) => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        ApiError(status, e.to_string())
+    }
+}
+
+fn bad(reason: impl Into<String>) -> ApiError {
+    ApiError(StatusCode::BAD_REQUEST, reason.into())
+}
+
+/// `POST /v1/sessions` body (every field optional).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewSession {
+    /// Workspace root for the session's file tools (must exist).
+    pub workspace: Option<String>,
+    /// `read-only`, `ask`, `auto-edit` or `full-auto`.
+    pub approval_mode: Option<String>,
+    /// `anthropic`, `openai-chat`, `openai-responses` or `gemini` (default: detected).
+    pub dialect: Option<String>,
+}
+
+/// A new session.
+#[derive(Serialize, ToSchema)]
+pub struct SessionCreated {
+    /// The session's id (128 random bits, hex).
+    pub session_id: String,
+}
+
+/// The open sessions.
+#[derive(Serialize, ToSchema)]
+pub struct SessionList {
+    /// Their ids.
+    pub sessions: Vec<SessionInfo>,
+}
+
+/// One open session.
+#[derive(Serialize, ToSchema)]
+pub struct SessionInfo {
+    /// Id.
+    pub session_id: String,
+    /// Whether a round is running.
+    pub running: bool,
+}
+
+/// `POST /v1/sessions/{id}/approvals/{index}` body.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalBody {
+    /// `approve`, `approve_for_session` or `reject`.
+    pub decision: String,
+}
+
+/// `POST /v1/tools/search` body.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchBody {
+    /// What the agent wants to do.
+    pub query: String,
+    /// How many matches (default `search.top_n`).
+    pub top: Option<usize>,
+}
+
+/// One search match.
+#[derive(Serialize, ToSchema)]
+pub struct SearchMatch {
+    /// Tool name.
+    pub name: String,
+    /// Score (higher is better).
+    pub score: f64,
+    /// First sentence of the description.
+    pub summary: String,
+}
+
+/// Search matches.
+#[derive(Serialize, ToSchema)]
+pub struct SearchAnswer {
+    /// The query.
+    pub query: String,
+    /// Best first.
+    pub results: Vec<SearchMatch>,
+}
+
+/// `?dialect=` of a round.
+#[derive(Deserialize, utoipa::IntoParams)]
+pub struct RoundQuery {
+    /// The round's dialect, overriding the session's.
+    pub dialect: Option<String>,
+}
+
+/// `?format=` of the catalog.
+#[derive(Deserialize, utoipa::IntoParams)]
+pub struct ToolsQuery {
+    /// `anthropic` (default) or `openai`.
+    pub format: Option<String>,
+}
+
+fn parse_dialect(d: Option<&str>) -> Result<Option<Dialect>, ApiError> {
+    d.map(|d| d.parse::<Dialect>().map_err(bad)).transpose()
+}
+
+/// Opens a session.
+#[utoipa::path(post, path = "/v1/sessions", request_body(content = Option<NewSession>, content_type = "application/json"),
+    responses((status = 200, body = SessionCreated), (status = 400, body = ErrorBody), (status = 429, body = ErrorBody)))]
+pub async fn create_session(state: web::Data<State>, body: web::Bytes) -> Result<HttpResponse, ApiError> {
+    let req: NewSession = if body.iter().all(u8::is_ascii_whitespace) {
+        NewSession::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| bad(format!("invalid JSON body: {e}")))?
+    };
+    let mode = req
+        .approval_mode
+        .as_deref()
+        .map(str::parse::<ApprovalMode>)
+        .transpose()
+        .map_err(bad)?;
+    let dialect = parse_dialect(req.dialect.as_deref())?;
+    let workspace = match req.workspace {
+        Some(w) => {
+            let p = std::path::PathBuf::from(&w);
+            if !p.is_dir() {
+                return Err(bad(format!("workspace `{w}` is not a folder")));
+            }
+            Some(p)
+        }
+        None => None,
+    };
+    let id = state.dispatcher.open_session_limited(
+        SessionOptions {
+            workspace,
+            approval_mode: mode,
+            dialect,
+        },
+        state.config.server.max_sessions,
+    )?;
+    state.touch(&id);
+    Ok(HttpResponse::Ok().json(SessionCreated { session_id: id }))
+}
+
+/// Lists the open sessions.
+#[utoipa::path(get, path = "/v1/sessions", responses((status = 200, body = SessionList)))]
+pub async fn list_sessions(state: web::Data<State>) -> HttpResponse {
+    let sessions = state
+        .dispatcher
+        .session_ids()
+        .into_iter()
+        .map(|id| SessionInfo {
+            running: state.dispatcher.is_running(&id).unwrap_or(false),
+            session_id: id,
+        })
+        .collect();
+    HttpResponse::Ok().json(SessionList { sessions })
+}
+
+/// Closes a session.
+#[utoipa::path(delete, path = "/v1/sessions/{id}", params(("id" = String, Path, description = "Session id")),
+    responses((status = 204), (status = 404, body = ErrorBody)))]
+pub async fn delete_session(state: web::Data<State>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    state.dispatcher.close_session(&id)?;
+    state.forget(&id);
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Runs a round: the body is the provider's raw SSE response, read as it arrives; the answer
+/// is an SSE stream of pipeline events ending with `round_complete`.
+#[utoipa::path(post, path = "/v1/sessions/{id}/rounds", params(("id" = String, Path, description = "Session id"), RoundQuery),
+    request_body(content = String, content_type = "text/event-stream"),
+    responses((status = 200, content_type = "text/event-stream", body = String), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub async fn post_round(
+    state: web::Data<State>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    query: web::Query<RoundQuery>,
+    mut payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let dialect = parse_dialect(query.dialect.as_deref())?;
+    let limit = state.config.server.max_body_bytes;
+    let declared = req
+        .headers()
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(ApiError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("round body over the {limit}-byte limit"),
+        ));
+    }
+    state.count_round(&id)?;
+    // The request body cannot leave this HTTP worker's thread; a local task forwards it to
+    // the session's worker as it arrives, so calls start while the model still streams.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(16);
+    let mut rx = rx;
+    let stream = Box::pin(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)));
+    let events = state.dispatcher.submit_round_in(&id, RoundInput::Bytes(stream), dialect)?;
+    state.touch(&id);
+    actix_web::rt::spawn(async move {
+        let mut seen = 0usize;
+        while let Some(chunk) = payload.next().await {
+            let item = match chunk {
+                Ok(b) => {
+                    seen += b.len();
+                    if seen > limit {
+                        Err(std::io::Error::other(format!(
+                            "round body over the {limit}-byte limit; the rest was not read"
+                        )))
+                    } else {
+                        Ok(b.to_vec())
+                    }
+                }
+                Err(e) => Err(std::io::Error::other(e.to_string())),
+            };
+            let stop = item.is_err();
+            if tx.send(item).await.is_err() || stop {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let metrics = Arc::clone(&state.metrics);
+    let mut events = events;
+    let body = futures::stream::poll_fn(move |cx| events.poll_recv(cx)).map(move |event: PipelineEvent| {
+        metrics.observe(&event);
+        if matches!(event, PipelineEvent::RoundComplete { .. }) {
+            metrics.round_took(started.elapsed());
+        }
+        let json = serde_json::to_string(&event)
+            .unwrap_or_else(|e| format!("{{\"type\":\"notice\",\"kind\":\"stream_error\",\"message\":\"{e}\"}}"));
+        Ok::<_, actix_web::Error>(web::Bytes::from(format!("data: {json}\n\n")))
+    });
+    Ok(HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("cache-control", "no-cache"))
+        .streaming(body))
+}
+
+/// Answers a waiting approval request.
+#[utoipa::path(post, path = "/v1/sessions/{id}/approvals/{index}", params(("id" = String, Path, description = "Session id"), ("index" = usize, Path, description = "The call's index")),
+    request_body = ApprovalBody, responses((status = 204), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
+pub async fn answer_approval(
+    state: web::Data<State>,
+    path: web::Path<(String, usize)>,
+    body: web::Json<ApprovalBody>,
+) -> Result<HttpResponse, ApiError> {
+    let (id, index) = path.into_inner();
+    let decision = match body.decision.as_str() {
+        "approve" => HostDecision::Approve,
+        "approve_for_session" => HostDecision::ApproveForSession,
+        "reject" => HostDecision::Reject,
+        other => {
+            return Err(bad(format!(
+                "unknown decision `{other}` (expected approve, approve_for_session or reject)"
+            )));
+        }
+    };
+    state.dispatcher.answer_approval(&id, index, decision).await?;
+    state.touch(&id);
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// The session's live events (for UIs), as SSE.
+#[utoipa::path(get, path = "/v1/sessions/{id}/events", params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, content_type = "text/event-stream", body = String), (status = 404, body = ErrorBody)))]
+pub async fn session_events(state: web::Data<State>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let rx = state.dispatcher.subscribe(&id)?;
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(e) => {
+                    let json = serde_json::to_string(&e).unwrap_or_default();
+                    return Some((Ok::<_, actix_web::Error>(web::Bytes::from(format!("data: {json}\n\n"))), rx));
+                }
+                // A slow watcher lost some events; it keeps watching.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    // A comment first, so clients see the stream open at once.
+    let opening = futures::stream::iter([Ok::<_, actix_web::Error>(web::Bytes::from_static(b": watching\n\n"))]);
+    Ok(HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("cache-control", "no-cache"))
+        .streaming(opening.chain(stream)))
+}
+
+/// The model-facing catalog.
+#[utoipa::path(get, path = "/v1/tools", params(ToolsQuery), responses((status = 200, content_type = "application/json", body = Vec<Object>), (status = 400, body = ErrorBody)))]
+pub async fn tools(state: web::Data<State>, query: web::Query<ToolsQuery>) -> Result<HttpResponse, ApiError> {
+    let format: CatalogFormat = query.format.as_deref().unwrap_or("anthropic").parse().map_err(bad)?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/json")
+        .body(state.dispatcher.registry().catalog().render(format).to_string()))
+}
+
+/// Ranks deferred tools for a query, as tool_search does.
+#[utoipa::path(post, path = "/v1/tools/search", request_body = SearchBody, responses((status = 200, body = SearchAnswer), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
+pub async fn search(state: web::Data<State>, body: web::Json<SearchBody>) -> HttpResponse {
+    let top = body
+        .top
+        .unwrap_or(state.config.search.top_n)
+        .clamp(1, state.config.search.max_results.max(1));
+    let results = state
+        .dispatcher
+        .registry()
+        .search_index()
+        .map(|i| i.search(&body.query, top))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|h| SearchMatch {
+            name: h.name,
+            score: h.score,
+            summary: h.summary,
+        })
+        .collect();
+    HttpResponse::Ok().json(SearchAnswer {
+        query: body.query.clone(),
+        results,
+    })
+}
+
+/// Liveness.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, content_type = "text/plain", body = String)))]
+pub async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().content_type("text/plain").body("ok")
+}
+
+/// Prometheus metrics.
+#[utoipa::path(get, path = "/metrics", responses((status = 200, content_type = "text/plain", body = String)))]
+pub async fn metrics(state: web::Data<State>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(state.metrics.render(state.dispatcher.session_count()))
+}
+
+/// This API's OpenAPI document.
+#[utoipa::path(get, path = "/v1/openapi.json", responses((status = 200, content_type = "application/json", body = Object)))]
+pub async fn openapi() -> HttpResponse {
+    HttpResponse::Ok().content_type("application/json").body(super::openapi_json())
+}
+
+/// The approval console.
+#[utoipa::path(get, path = "/", responses((status = 200, content_type = "text/html", body = String)))]
+pub async fn console() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .body(super::CONSOLE_HTML)
+}

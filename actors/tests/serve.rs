@@ -1,0 +1,376 @@
+//! `toolslot serve` against docs/CONTRACT.md: the HTTP API, its limits, the OpenAPI document
+//! (fuzzed with schemathesis), the approval console in a real Chromium, graceful shutdown.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const TOKEN: &str = "test-token-123";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The test dependencies (installed on first use on a fresh machine, by CI beforehand).
+fn deps() -> PathBuf {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let ok = Command::new("bash")
+            .arg(repo().join("scripts/install-test-deps.sh"))
+            .status()
+            .expect("bash runs")
+            .success();
+        assert!(ok, "installing the test dependencies failed");
+    });
+    repo().join(".test-deps")
+}
+
+struct Server {
+    child: Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+    workspace: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(extra: &str) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nbind = \"127.0.0.1:{port}\"\ntoken = \"{TOKEN}\"\n{extra}\n[overflow]\ndir = \"{}\"\n",
+            dir.path().join("overflow").display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolslot"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 || line.contains("listening on") {
+            break;
+        }
+    }
+    assert!(line.contains("listening on"), "the server did not start: {line}");
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in err.lines() {});
+    Server {
+        child,
+        addr: format!("127.0.0.1:{port}"),
+        _dir: dir,
+        workspace,
+    }
+}
+
+/// A minimal HTTP/1.1 client: one request, `Connection: close`, the whole answer.
+fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
+    (status, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn events(sse: &str) -> Vec<Value> {
+    sse.split("\n\n")
+        .filter_map(|f| f.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+fn open_session(s: &Server, mode: &str) -> String {
+    let body = json!({"workspace": s.workspace, "approval_mode": mode}).to_string();
+    let (status, text) = http(&s.addr, "POST", "/v1/sessions", Some(TOKEN), body.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    let id = serde_json::from_str::<Value>(&text).unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(id.len(), 32, "128 random bits in hex");
+    id
+}
+
+fn write_round(path: &str) -> String {
+    let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c0", "type": "function", "function": {"name": "write_file", "arguments": json!({"path": path, "content": "hi"}).to_string()}}]}, "finish_reason": null}]});
+    format!("data: {call}\n\ndata: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n")
+}
+
+#[test]
+fn every_request_needs_the_token() {
+    let s = start("");
+    for (m, p) in [
+        ("GET", "/healthz"),
+        ("GET", "/v1/tools"),
+        ("POST", "/v1/sessions"),
+        ("GET", "/"),
+        ("GET", "/metrics"),
+    ] {
+        let (status, body) = http(&s.addr, m, p, None, b"");
+        assert_eq!(status, 401, "{m} {p}: {body}");
+        assert!(body.contains("bearer token"));
+        assert_eq!(http(&s.addr, m, p, Some("wrong"), b"").0, 401);
+    }
+    assert_eq!(http(&s.addr, "GET", "/healthz", Some(TOKEN), b"").0, 200);
+    let (status, page) = http(&s.addr, "GET", &format!("/?token={TOKEN}"), None, b"");
+    assert_eq!(status, 200);
+    assert!(page.contains("toolslot console"));
+}
+
+#[test]
+fn a_round_streams_events_and_refusals_are_4xx() {
+    let s = start("");
+    std::fs::write(s.workspace.join("a.txt"), "alpha\n").unwrap();
+    let id = open_session(&s, "ask");
+    let body = std::fs::read(repo().join("examples/streams/parallel-reads.sse")).unwrap();
+    std::fs::write(s.workspace.join("README.md"), "# demo workspace\n").unwrap();
+    std::fs::create_dir(s.workspace.join("src")).unwrap();
+    std::fs::write(s.workspace.join("src/lib.rs"), "pub fn f() {}\n").unwrap();
+    let (status, sse) = http(&s.addr, "POST", &format!("/v1/sessions/{id}/rounds"), Some(TOKEN), &body);
+    assert_eq!(status, 200);
+    let ev = events(&sse);
+    assert_eq!(ev.last().unwrap()["type"], "round_complete");
+    assert_eq!(ev.last().unwrap()["results"].as_array().unwrap().len(), 4);
+    assert!(
+        ev.last().unwrap()["results"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("demo workspace")
+    );
+    let cases: Vec<(&str, String, &[u8], u16)> = vec![
+        ("POST", "/v1/sessions".into(), b"{not json", 400),
+        ("POST", "/v1/sessions".into(), br#"{"approval_mode": "yolo"}"#, 400),
+        ("POST", "/v1/sessions".into(), br#"{"workspace": "/no/such/dir"}"#, 400),
+        ("POST", "/v1/sessions".into(), br#"{"surprise": 1}"#, 400),
+        ("POST", format!("/v1/sessions/{id}/rounds?dialect=klingon"), b"", 400),
+        ("POST", "/v1/sessions/nope/rounds".into(), b"data: x\n\n", 404),
+        ("POST", format!("/v1/sessions/{id}/approvals/0"), br#"{"decision": "approve"}"#, 404),
+        ("POST", format!("/v1/sessions/{id}/approvals/0"), br#"{"decision": "maybe"}"#, 400),
+        ("POST", format!("/v1/sessions/{id}/approvals/x"), br#"{"decision": "approve"}"#, 404),
+        ("GET", "/v1/tools?format=yaml".into(), b"", 400),
+        ("GET", "/v1/nothing".into(), b"", 404),
+    ];
+    for (m, p, b, want) in cases {
+        let (status, text) = http(&s.addr, m, &p, Some(TOKEN), b);
+        assert_eq!(status, want, "{m} {p}: {text}");
+        assert!(
+            serde_json::from_str::<Value>(&text).unwrap()["error"].is_string(),
+            "{m} {p}: one-line reason: {text}"
+        );
+    }
+    let (status, metrics) = http(&s.addr, "GET", "/metrics", Some(TOKEN), b"");
+    assert_eq!(status, 200);
+    assert!(metrics.contains("toolslot_rounds_total 1"), "{metrics}");
+    assert!(
+        metrics.contains("toolslot_calls_total{tool=\"read_file\",outcome=\"ok\"} 2"),
+        "{metrics}"
+    );
+    assert_eq!(http(&s.addr, "DELETE", &format!("/v1/sessions/{id}"), Some(TOKEN), b"").0, 204);
+    assert_eq!(http(&s.addr, "DELETE", &format!("/v1/sessions/{id}"), Some(TOKEN), b"").0, 404);
+}
+
+#[test]
+fn approvals_over_http_and_one_round_at_a_time() {
+    let s = start("");
+    let id = open_session(&s, "ask");
+    let addr = s.addr.clone();
+    let path = format!("/v1/sessions/{id}/rounds");
+    let round = std::thread::spawn(move || http(&addr, "POST", &path, Some(TOKEN), write_round("made.txt").as_bytes()));
+    // While the round waits for approval, a second round is refused.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let (_, list) = http(&s.addr, "GET", "/v1/sessions", Some(TOKEN), b"");
+        if serde_json::from_str::<Value>(&list).unwrap()["sessions"][0]["running"] == true {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let conflict = http(&s.addr, "POST", &format!("/v1/sessions/{id}/rounds"), Some(TOKEN), b"").0 == 409;
+    let mut approved = false;
+    while Instant::now() < deadline && !approved {
+        approved = http(
+            &s.addr,
+            "POST",
+            &format!("/v1/sessions/{id}/approvals/0"),
+            Some(TOKEN),
+            br#"{"decision": "approve"}"#,
+        )
+        .0 == 204;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(approved && conflict);
+    let (status, sse) = round.join().unwrap();
+    assert_eq!(status, 200);
+    let ev = events(&sse);
+    assert!(ev.iter().any(|e| e["type"] == "approval_decided" && e["decision"] == "approved"));
+    assert_eq!(ev.last().unwrap()["results"][0]["is_error"], false);
+    assert_eq!(std::fs::read_to_string(s.workspace.join("made.txt")).unwrap(), "hi");
+}
+
+#[test]
+fn limits_refuse_with_4xx() {
+    let s = start("max_body_bytes = 100\nmax_sessions = 1\nmax_rounds_per_session = 1");
+    let id = open_session(&s, "read-only");
+    assert_eq!(
+        http(&s.addr, "POST", "/v1/sessions", Some(TOKEN), b"").0,
+        429,
+        "one session at most"
+    );
+    let big = vec![b'x'; 500];
+    assert_eq!(
+        http(&s.addr, "POST", &format!("/v1/sessions/{id}/rounds"), Some(TOKEN), &big).0,
+        413
+    );
+    let small = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n";
+    assert_eq!(
+        http(&s.addr, "POST", &format!("/v1/sessions/{id}/rounds"), Some(TOKEN), small).0,
+        200
+    );
+    assert_eq!(
+        http(&s.addr, "POST", &format!("/v1/sessions/{id}/rounds"), Some(TOKEN), small).0,
+        429,
+        "one round per session"
+    );
+}
+
+#[test]
+fn the_openapi_document_survives_schemathesis() {
+    let deps = deps();
+    let s = start("");
+    let (status, doc) = http(&s.addr, "GET", "/v1/openapi.json", Some(TOKEN), b"");
+    assert_eq!(status, 200);
+    let doc: Value = serde_json::from_str(&doc).unwrap();
+    assert!(doc["paths"]["/v1/sessions/{id}/rounds"]["post"].is_object());
+    let out = Command::new(deps.join("venv/bin/schemathesis"))
+        .args([
+            "run",
+            &format!("http://{}/v1/openapi.json", s.addr),
+            "-H",
+            &format!("Authorization: Bearer {TOKEN}"),
+        ])
+        .args([
+            "--checks",
+            "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
+        ])
+        .args(["-n", "40", "--request-timeout", "10", "--phases", "coverage,fuzzing", "--no-color"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "schemathesis found problems:\n{text}");
+    assert!(text.contains("passed"));
+}
+
+#[test]
+fn the_console_approves_a_call_in_a_real_browser() {
+    let deps = deps();
+    let s = start("");
+    let id = open_session(&s, "ask");
+    let mut node = Command::new("node")
+        .arg(repo().join("tests/console/console_test.mjs"))
+        .args([format!("http://{}", s.addr), TOKEN.to_string(), id.clone()])
+        .env("PLAYWRIGHT_CORE_PATH", deps.join("node/node_modules/playwright-core/package.json"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(node.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "the page did not start watching the session");
+    // The page watches: now a round that needs an approval arrives.
+    let (status, sse) = http(
+        &s.addr,
+        "POST",
+        &format!("/v1/sessions/{id}/rounds"),
+        Some(TOKEN),
+        write_round("from-browser.txt").as_bytes(),
+    );
+    assert_eq!(status, 200);
+    assert!(node.wait().unwrap().success(), "the console test failed");
+    assert!(
+        events(&sse)
+            .iter()
+            .any(|e| e["type"] == "approval_decided" && e["decision"] == "approved")
+    );
+    assert!(s.workspace.join("from-browser.txt").exists());
+}
+
+#[test]
+fn sigterm_lets_the_running_round_complete() {
+    let mut s = start("[approval]\nmode = \"full-auto\"\n");
+    let id = open_session(&s, "full-auto");
+    let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c0", "type": "function", "function": {"name": "exec_shell", "arguments": "{\"command\": \"sleep 1; echo done\"}"}}]}, "finish_reason": "tool_calls"}]});
+    let body = format!("data: {call}\n\ndata: [DONE]\n\n");
+    let addr = s.addr.clone();
+    let round = std::thread::spawn(move || http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), Some(TOKEN), body.as_bytes()));
+    std::thread::sleep(Duration::from_millis(400));
+    let _ = Command::new("kill").args(["-TERM", &s.child.id().to_string()]).status();
+    let (status, sse) = round.join().unwrap();
+    assert_eq!(status, 200);
+    let last = events(&sse).pop().unwrap();
+    assert_eq!(last["type"], "round_complete");
+    assert!(last["results"][0]["content"].as_str().unwrap().starts_with("done"), "{last}");
+    assert!(s.child.wait().unwrap().success(), "exits cleanly after the grace");
+}
+
+#[test]
+fn the_python_example_client_runs_a_round_with_an_approval() {
+    let deps = deps();
+    let s = start("");
+    let out = Command::new(deps.join("venv/bin/python"))
+        .arg(repo().join("examples/client.py"))
+        .arg(repo().join("examples/streams/shell-approval.sse"))
+        .args(["--url", &format!("http://{}", s.addr), "--token", TOKEN, "--workspace"])
+        .arg(&s.workspace)
+        .arg("--approve")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("\"decision\": \"approved\""), "{text}");
+    assert!(text.contains("result #1 exec_shell error=False"), "{text}");
+    assert!(s.workspace.join("made-by-the-model.txt").exists());
+}

@@ -33,6 +33,7 @@ struct Doc {
 
 /// An immutable BM25 index over tool names and descriptions.
 pub struct SearchIndex {
+    plain: bool,
     docs: Vec<Doc>,
     /// Term → number of documents containing it.
     df: HashMap<String, usize>,
@@ -56,14 +57,26 @@ const SYNONYM_WEIGHT: f64 = 0.6;
 impl SearchIndex {
     /// Indexes `(name, description)` pairs.
     pub fn new(tools: Vec<(String, String)>) -> Self {
+        Self::build(tools, false)
+    }
+
+    /// Plain BM25 over the same text (words split on non-alphanumerics, lowercased; no name
+    /// weighting, stemming or synonyms): the baseline the evaluation compares against.
+    pub fn plain(tools: Vec<(String, String)>) -> Self {
+        Self::build(tools, true)
+    }
+
+    fn build(tools: Vec<(String, String)>, plain: bool) -> Self {
+        let tok = |t: &str| if plain { plain_tokens(t) } else { tokenize(t) };
+        let name_weight = if plain { 1.0 } else { NAME_WEIGHT };
         let mut docs = Vec::with_capacity(tools.len());
         let mut df: HashMap<String, usize> = HashMap::new();
         for (name, description) in tools {
             let mut terms: HashMap<String, f64> = HashMap::new();
-            for t in tokenize(&name) {
-                *terms.entry(t).or_default() += NAME_WEIGHT;
+            for t in tok(&name) {
+                *terms.entry(t).or_default() += name_weight;
             }
-            for t in tokenize(&description) {
+            for t in tok(&description) {
                 *terms.entry(t).or_default() += 1.0;
             }
             for t in terms.keys() {
@@ -82,7 +95,7 @@ impl SearchIndex {
         } else {
             docs.iter().map(|d| d.len).sum::<f64>() / docs.len() as f64
         };
-        Self { docs, df, avg_len }
+        Self { plain, docs, df, avg_len }
     }
 
     /// How many tools are indexed.
@@ -98,7 +111,12 @@ impl SearchIndex {
     /// The best `top` matches for `query`, best first; ties by name, so results are stable.
     pub fn search(&self, query: &str, top: usize) -> Vec<SearchHit> {
         let mut weights: HashMap<String, f64> = HashMap::new();
-        for t in tokenize(query) {
+        if self.plain {
+            for t in plain_tokens(query) {
+                weights.insert(t, 1.0);
+            }
+        }
+        for t in if self.plain { Vec::new() } else { tokenize(query) } {
             for syn in synonyms(&t) {
                 let s = stem(syn);
                 let w = weights.entry(s).or_default();
@@ -145,6 +163,13 @@ fn summary(description: &str) -> String {
     } else {
         s.to_string()
     }
+}
+
+fn plain_tokens(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
 }
 
 /// Splits on non-alphanumerics and camelCase, lowercases, drops stop words, stems.
@@ -194,32 +219,60 @@ pub(crate) fn stem(word: &str) -> String {
 
 /// Words agents use for the same thing in tool descriptions. Each group is symmetric.
 const SYNONYM_GROUPS: &[&[&str]] = &[
-    &["delete", "remove", "erase", "rm", "unlink", "drop"],
+    &["delete", "remove", "erase", "rm", "unlink", "drop", "forget"],
     &["directory", "folder", "dir", "directories"],
     &["file", "document", "files"],
-    &["read", "open", "view", "show", "display", "cat", "content", "contents", "get"],
+    &[
+        "read", "open", "view", "show", "display", "cat", "content", "contents", "get", "dump", "print",
+    ],
     &["write", "save", "create", "store", "put"],
     &["edit", "modify", "change", "update", "replace", "patch"],
     &["list", "enumerate", "ls", "show"],
-    &["search", "find", "grep", "lookup", "query", "locate", "look"],
-    &["fetch", "download", "url", "web", "http", "page", "website", "internet"],
+    &["search", "find", "grep", "lookup", "query", "locate"],
+    &["fetch", "download", "url", "web", "http", "page", "website", "internet", "browse"],
     &["run", "execute", "exec", "shell", "command", "launch"],
     &["move", "rename", "mv", "relocate"],
     &["copy", "duplicate", "cp"],
     &["time", "clock", "date", "now", "current"],
-    &["timezone", "zone", "tz", "convert"],
-    &["commit", "commits", "history", "log"],
+    &[
+        "timezone", "zone", "tz", "utc", "gmt", "pst", "pdt", "est", "edt", "cet", "cest", "ist", "jst",
+    ],
+    &["convert", "translate"],
+    &["history", "log"],
+    &["commit", "snapshot", "record"],
+    &["git", "version", "repository", "repo"],
     &["diff", "difference", "changes", "changed", "compare"],
     &["stage", "add", "staged", "index"],
     &["branch", "checkout", "switch"],
-    &["memory", "remember", "knowledge", "graph", "entity", "entities", "note"],
-    &["relation", "relationship", "link", "connect"],
+    &[
+        "memory",
+        "remember",
+        "knowledge",
+        "graph",
+        "entity",
+        "entities",
+        "note",
+        "person",
+        "people",
+    ],
+    &["relation", "relationship", "link", "connect", "colleague"],
     &["observation", "fact", "detail"],
-    &["size", "metadata", "info", "information", "stat", "details"],
+    &[
+        "size",
+        "metadata",
+        "info",
+        "information",
+        "stat",
+        "details",
+        "modified",
+        "permissions",
+    ],
     &["tree", "recursive", "structure", "hierarchy"],
+    &["entire", "whole", "complete", "full"],
     &["echo", "repeat", "back"],
     &["sum", "add", "total", "plus", "arithmetic"],
-    &["image", "picture", "photo", "png"],
+    &["image", "picture", "photo", "png", "jpg", "jpeg", "screenshot", "media"],
+    &["compress", "zip", "gzip", "archive"],
     &["resource", "resources"],
     &["prompt", "template"],
     &["status", "state", "working"],

@@ -1,5 +1,6 @@
 mod extensions;
 mod mcp;
 mod pipeline;
+mod search_eval;
 mod support;
 mod tidy;

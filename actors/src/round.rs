@@ -301,6 +301,13 @@ async fn post_early(stages: &Stages, shared: &Arc<SessionShared>, round: &mut Ro
         .into_iter()
         .filter_map(|o| round.planned.get_mut(o.index).map(|p| item(shared, p, o.result, o.duration_ms)))
         .collect();
+    post_process(stages, shared, round, items).await;
+}
+
+/// Post-processes one batch's items (in index order) and files their results. When the
+/// post-processor fails the results are still handed back, from what is known, so no call
+/// goes without one.
+async fn post_process(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState, items: Vec<PostItem>) {
     let indices: Vec<usize> = items.iter().map(|i| i.index).collect();
     match stages.post.send(Process(items)).await {
         Ok(Ok(processed)) => {
@@ -473,7 +480,6 @@ async fn execute_planned(stages: &Stages, shared: &Arc<SessionShared>, round: &m
         .filter(|p| !round.done.contains_key(&p.index))
         .map(|p| (p.index, !matches!(p.action, Action::Run { parallel_safe: false, .. })))
         .collect();
-    let mut paused = round.paused;
     for batch in plan_batches(&order) {
         let mut items: Vec<PostItem> = Vec::with_capacity(batch.indices.len());
         let mut exec = Vec::new();
@@ -481,7 +487,7 @@ async fn execute_planned(stages: &Stages, shared: &Arc<SessionShared>, round: &m
             let p = &mut round.planned[i];
             let refusal = match &p.action {
                 Action::Refuse(e) => Some(e.clone()),
-                Action::Run { .. } if paused || shared.closed.load(std::sync::atomic::Ordering::SeqCst) => Some(paused_error()),
+                Action::Run { .. } if round.paused || shared.closed.load(std::sync::atomic::Ordering::SeqCst) => Some(paused_error()),
                 Action::Run { .. } => None,
             };
             match refusal {
@@ -525,23 +531,7 @@ async fn execute_planned(stages: &Stages, shared: &Arc<SessionShared>, round: &m
             }
         }
         items.sort_by_key(|i| i.index);
-        let indices: Vec<usize> = items.iter().map(|i| i.index).collect();
-        match stages.post.send(Process(items)).await {
-            Ok(Ok(processed)) => {
-                paused |= processed.paused;
-                for r in processed.results {
-                    round.done.insert(r.index, r);
-                }
-            }
-            _ => {
-                // The post-processor failed: the batch's results are still handed back, from
-                // what is known, so no call goes without one.
-                for i in indices {
-                    let r = lost_result(shared, &round.planned[i]);
-                    round.done.insert(i, r);
-                }
-            }
-        }
+        post_process(stages, shared, round, items).await;
     }
     (0..round.planned.len())
         .map(|i| {

@@ -274,15 +274,13 @@ fn has_control_in_string(s: &str) -> bool {
     false
 }
 
-/// Step 3: commas followed (past white space) by `}` or `]`, outside strings, go.
-fn remove_trailing_commas(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = String::with_capacity(s.len());
+/// The bytes of JSON structure in `bytes`, with their offsets: everything outside string
+/// literals (the quotes excluded). The steps that edit structure walk only these, which is
+/// what keeps a comma or bracket inside a string from ever being touched.
+fn structural(bytes: &[u8]) -> impl Iterator<Item = (usize, u8)> + '_ {
     let mut in_string = false;
     let mut escaped = false;
-    let mut changed = false;
-    let mut last = 0;
-    for (i, &b) in bytes.iter().enumerate() {
+    bytes.iter().enumerate().filter_map(move |(i, &b)| {
         if in_string {
             if escaped {
                 escaped = false;
@@ -291,26 +289,40 @@ fn remove_trailing_commas(s: &str) -> Option<String> {
             } else if b == b'"' {
                 in_string = false;
             }
-            continue;
+            return None;
         }
-        match b {
-            b'"' => in_string = true,
-            b',' => {
-                let next = bytes[i + 1..].iter().find(|c| !c.is_ascii_whitespace());
-                if matches!(next, Some(b'}') | Some(b']')) {
-                    out.push_str(&s[last..i]);
-                    last = i + 1;
-                    changed = true;
-                }
-            }
-            _ => {}
+        if b == b'"' {
+            in_string = true;
+            return None;
         }
-    }
-    if !changed {
+        Some((i, b))
+    })
+}
+
+/// `s` without the single-byte characters at the (ascending) offsets `drop`; `None` when
+/// there is nothing to drop.
+fn without(s: &str, drop: &[usize]) -> Option<String> {
+    if drop.is_empty() {
         return None;
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut last = 0;
+    for &i in drop {
+        out.push_str(&s[last..i]);
+        last = i + 1;
     }
     out.push_str(&s[last..]);
     Some(out)
+}
+
+/// Step 3: commas followed (past white space) by `}` or `]`, outside strings, go.
+fn remove_trailing_commas(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let drop: Vec<usize> = structural(bytes)
+        .filter(|&(i, b)| b == b',' && matches!(bytes[i + 1..].iter().find(|c| !c.is_ascii_whitespace()), Some(b'}') | Some(b']')))
+        .map(|(i, _)| i)
+        .collect();
+    without(s, &drop)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -546,45 +558,23 @@ fn trim_partial_escape(s: &str) -> &str {
 
 /// Step 5: closers that match no open bracket are removed (outside strings).
 fn strip_extra_closers(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = String::with_capacity(s.len());
     let mut stack: Vec<u8> = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut changed = false;
-    let mut last = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
+    let mut drop = Vec::new();
+    for (i, b) in structural(s.as_bytes()) {
         match b {
-            b'"' => in_string = true,
             b'{' | b'[' => stack.push(b),
             b'}' | b']' => {
                 let opener = if b == b'}' { b'{' } else { b'[' };
                 if stack.last() == Some(&opener) {
                     stack.pop();
                 } else {
-                    out.push_str(&s[last..i]);
-                    last = i + 1;
-                    changed = true;
+                    drop.push(i);
                 }
             }
             _ => {}
         }
     }
-    if !changed {
-        return None;
-    }
-    out.push_str(&s[last..]);
-    Some(out)
+    without(s, &drop)
 }
 
 #[cfg(test)]

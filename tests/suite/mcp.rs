@@ -51,6 +51,26 @@ command = ["{d}/venv/bin/mcp-server-time", "--local-timezone=UTC"]
     Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap())
 }
 
+/// A running toolset over the test servers, its dispatcher and one session.
+struct Bed {
+    toolset: toolslot_actors::Toolset,
+    d: Arc<Dispatcher>,
+    s: String,
+    _ws: tempfile::TempDir,
+}
+
+async fn bed() -> Bed {
+    let ws = tempfile::tempdir().unwrap();
+    let cfg = config("", ws.path());
+    let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+    let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), Arc::clone(&toolset.registry)));
+    let s = d.open_session(SessionOptions {
+        workspace: Some(ws.path().to_path_buf()),
+        ..Default::default()
+    });
+    Bed { toolset, d, s, _ws: ws }
+}
+
 async fn round(d: &Dispatcher, s: &str, calls: &[(&str, serde_json::Value)]) -> Vec<PipelineEvent> {
     run_round(d, s, openai_chat(calls, "tool_calls")).await
 }
@@ -116,15 +136,9 @@ fn server_tools_are_deferred_found_by_search_and_called() {
 #[test]
 fn a_killed_server_gives_outcome_unknown_and_is_restarted() {
     system(async {
-        let ws = tempfile::tempdir().unwrap();
-        let cfg = config("", ws.path());
-        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
-        let everything = toolset.mcp.iter().find(|h| toslot_name(h) == "everything").unwrap().clone();
-        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), Arc::clone(&toolset.registry)));
-        let s = d.open_session(SessionOptions {
-            workspace: Some(ws.path().to_path_buf()),
-            ..Default::default()
-        });
+        let b = bed().await;
+        let (d, s) = (Arc::clone(&b.d), b.s.clone());
+        let everything = b.toolset.mcp.iter().find(|h| toslot_name(h) == "everything").unwrap().clone();
         round(&d, &s, &[("tool_search", json!({"query": "long running operation"}))]).await;
         round(&d, &s, &[("tool_search", json!({"query": "echo"}))]).await;
         let pid = everything.pid().await.unwrap();
@@ -180,14 +194,8 @@ fn a_server_that_never_starts_is_reported_and_required_ones_stop_startup() {
 #[test]
 fn a_long_running_call_is_cancelled_with_the_round() {
     system(async {
-        let ws = tempfile::tempdir().unwrap();
-        let cfg = config("", ws.path());
-        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
-        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), Arc::clone(&toolset.registry)));
-        let s = d.open_session(SessionOptions {
-            workspace: Some(ws.path().to_path_buf()),
-            ..Default::default()
-        });
+        let b = bed().await;
+        let (d, s) = (Arc::clone(&b.d), b.s.clone());
         round(&d, &s, &[("tool_search", json!({"query": "long running operation"}))]).await;
         let body = openai_chat(
             &[("everything__trigger-long-running-operation", json!({"duration": 30, "steps": 3}))],
@@ -220,14 +228,8 @@ fn a_long_running_call_is_cancelled_with_the_round() {
 #[test]
 fn huge_results_are_truncated_with_overflow() {
     system(async {
-        let ws = tempfile::tempdir().unwrap();
-        let cfg = config("", ws.path());
-        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
-        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), Arc::clone(&toolset.registry)));
-        let s = d.open_session(SessionOptions {
-            workspace: Some(ws.path().to_path_buf()),
-            ..Default::default()
-        });
+        let b = bed().await;
+        let (d, s) = (Arc::clone(&b.d), b.s.clone());
         round(&d, &s, &[("tool_search", json!({"query": "echo"}))]).await;
         let big = "0123456789".repeat(30_000);
         let ev = round(&d, &s, &[("everything__echo", json!({"message": big}))]).await;

@@ -209,3 +209,60 @@ fn two_processes_never_collide_in_the_overflow_store() {
         .sum();
     assert_eq!(saved, 2, "both full outputs are on disk");
 }
+
+#[test]
+fn search_ranks_deferred_tools_for_one_query_or_a_stream_of_them() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ext.toml");
+    let tool = |name: &str, description: &str| {
+        format!(
+            "[[extensions]]\nname = \"{name}\"\ndescription = \"{description}\"\ncapabilities = [\"read_only\"]\ncommand = [\"true\"]\ninput_schema = '{{\"type\":\"object\"}}'\ndefer = true\n"
+        )
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "{}{}",
+            tool("word_count", "Count the words and lines of a file"),
+            tool("weather", "Get the weather forecast for a city")
+        ),
+    )
+    .unwrap();
+    let out = toolslot()
+        .args(["search", "--config"])
+        .arg(&config)
+        .args(["--format", "json", "how many words are in this file"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["results"][0]["name"], "word_count", "{v}");
+    // One query a line on stdin, one JSON line each.
+    let mut child = toolslot()
+        .args(["search", "--config"])
+        .arg(&config)
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"rain tomorrow in Paris\ncount lines\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["query"], "rain tomorrow in Paris");
+    assert_eq!(lines[1]["results"][0]["name"], "word_count");
+    // The deferred tools are not in the model-facing catalog until searched.
+    let out = toolslot().args(["catalog", "--config"]).arg(&config).output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("word_count"));
+}

@@ -248,6 +248,8 @@ fn approvals_over_http_and_one_round_at_a_time() {
     let ev = events(&sse);
     assert!(ev.iter().any(|e| e["type"] == "approval_decided" && e["decision"] == "approved"));
     assert_eq!(ev.last().unwrap()["results"][0]["is_error"], false);
+    let (_, metrics) = http(&s.addr, "GET", "/metrics", Some(TOKEN), b"");
+    assert!(metrics.contains("toolslot_approval_wait_seconds_count 1"), "{metrics}");
     assert_eq!(std::fs::read_to_string(s.workspace.join("made.txt")).unwrap(), "hi");
 }
 

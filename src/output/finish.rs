@@ -69,6 +69,7 @@ pub fn finish_call(
             let mut content = out.content;
             if content.len() > budget.max {
                 let mut pointer = None;
+                let mut saved = 0usize;
                 if ctx.final_view
                     && let Some(o) = overflow
                 {
@@ -77,7 +78,10 @@ pub fn finish_call(
                         None => content.clone(),
                     };
                     match o.store.save(o.session, &full) {
-                        Ok(id) => pointer = Some(format!("Full output saved; call retrieve_tool_result ref={id} to view it.")),
+                        Ok(id) => {
+                            saved = full.len();
+                            pointer = Some(format!("Full output saved; call retrieve_tool_result ref={id} to view it."));
+                        }
                         Err(e) => {
                             tracing::warn!(error = %e, "overflow save failed");
                             notices.push(Notice::for_call(NoticeKind::OverflowFailed, ctx.index, e.to_string()));
@@ -89,7 +93,7 @@ pub fn finish_call(
                         NoticeKind::OutputTruncated,
                         ctx.index,
                         format!(
-                            "`{}` output cut: {} bytes ({} lines) left out",
+                            "`{}` output cut: {} bytes ({} lines) left out; {saved} bytes saved in full",
                             ctx.name, t.omitted_bytes, t.omitted_lines
                         ),
                     ));

@@ -272,8 +272,21 @@ pub async fn post_round(
     let started = Instant::now();
     let metrics = Arc::clone(&state.metrics);
     let mut events = events;
+    // When each approval request went out, to measure how long the host took to answer.
+    let mut asked: std::collections::HashMap<usize, Instant> = std::collections::HashMap::new();
     let body = futures::stream::poll_fn(move |cx| events.poll_recv(cx)).map(move |event: PipelineEvent| {
         metrics.observe(&event);
+        match &event {
+            PipelineEvent::ApprovalRequired { index, .. } => {
+                asked.insert(*index, Instant::now());
+            }
+            PipelineEvent::ApprovalDecided { index, .. } => {
+                if let Some(t) = asked.remove(index) {
+                    metrics.approval_waited(t.elapsed());
+                }
+            }
+            _ => {}
+        }
         if matches!(event, PipelineEvent::RoundComplete { .. }) {
             metrics.round_took(started.elapsed());
         }

@@ -50,6 +50,7 @@ pub struct Metrics {
     rounds: AtomicU64,
     restarts: AtomicU64,
     omitted_bytes: AtomicU64,
+    overflow_bytes: AtomicU64,
     calls: Mutex<BTreeMap<(String, &'static str), u64>>,
     round_latency: Mutex<Histogram>,
     call_latency: Mutex<Histogram>,
@@ -86,15 +87,17 @@ impl Metrics {
                     self.restarts.fetch_add(1, Ordering::Relaxed);
                 }
                 NoticeKind::OutputTruncated => {
-                    // The notice says "… N bytes (M lines) left out".
-                    let bytes = n
-                        .message
-                        .split(": ")
-                        .last()
-                        .and_then(|t| t.split(' ').next())
-                        .and_then(|b| b.parse::<u64>().ok())
-                        .unwrap_or(0);
-                    self.omitted_bytes.fetch_add(bytes, Ordering::Relaxed);
+                    // The notice says "…: N bytes (M lines) left out; S bytes saved in full".
+                    let number_before = |marker: &str| {
+                        n.message
+                            .split(marker)
+                            .next()
+                            .and_then(|t| t.rsplit(' ').next())
+                            .and_then(|b| b.parse::<u64>().ok())
+                            .unwrap_or(0)
+                    };
+                    self.omitted_bytes.fetch_add(number_before(" bytes ("), Ordering::Relaxed);
+                    self.overflow_bytes.fetch_add(number_before(" bytes saved"), Ordering::Relaxed);
                 }
                 _ => {}
             },
@@ -136,6 +139,11 @@ impl Metrics {
             out,
             "# TYPE toolslot_output_omitted_bytes_total counter\ntoolslot_output_omitted_bytes_total {}",
             self.omitted_bytes.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE toolslot_overflow_bytes_total counter\ntoolslot_overflow_bytes_total {}",
+            self.overflow_bytes.load(Ordering::Relaxed)
         );
         let _ = writeln!(out, "# TYPE toolslot_calls_total counter");
         for ((tool, outcome), n) in self.calls.lock().unwrap_or_else(|p| p.into_inner()).iter() {

@@ -48,9 +48,6 @@ impl From<&crate::config::NamesConfig> for NameLimits {
     }
 }
 
-/// A normalization applied to both the called name and the catalog's names.
-type Normalize = fn(&str) -> String;
-
 /// Resolves `called` against `catalog` (names the model may call, any order).
 pub fn resolve_name(called: &str, catalog: &[String], limits: NameLimits) -> NameResolution {
     if catalog.iter().any(|n| n == called) {
@@ -58,45 +55,45 @@ pub fn resolve_name(called: &str, catalog: &[String], limits: NameLimits) -> Nam
     }
     let mut sorted: Vec<&String> = catalog.iter().collect();
     sorted.sort();
-    let steps: [(&'static str, Normalize); 4] = [
-        ("lowercase", |s| s.to_lowercase()),
-        ("separators", separators),
-        ("snake_case", snake_case),
-        ("tool_suffix", |s| {
-            let n = snake_case(s);
-            n.strip_suffix("_tool").map(str::to_string).unwrap_or(n)
-        }),
+    // Each catalog name is normalized once per call, not once per step: [lowercase,
+    // separators, snake_case]. The `_tool` suffix step compares against snake_case.
+    let forms: Vec<[String; 3]> = sorted.iter().map(|n| [n.to_lowercase(), separators(n), snake_case(n)]).collect();
+    let snake_called = snake_case(called);
+    let wants: [(&'static str, String, usize); 4] = [
+        ("lowercase", called.to_lowercase(), 0),
+        ("separators", separators(called), 1),
+        ("snake_case", snake_called.clone(), 2),
+        (
+            "tool_suffix",
+            snake_called.strip_suffix("_tool").unwrap_or(&snake_called).to_string(),
+            2,
+        ),
     ];
-    for (step, normalize) in steps {
-        let want = normalize(called);
-        // Catalog names are normalized the same way, except that the suffix step strips the
-        // suffix only from the called name.
-        let catalog_form = if step == "tool_suffix" { snake_case } else { normalize };
-        let hits: Vec<&&String> = sorted.iter().filter(|n| catalog_form(n) == want).collect();
-        match hits.as_slice() {
-            [one] => {
+    for (step, want, form) in &wants {
+        let mut hits = forms.iter().enumerate().filter(|(_, f)| f[*form] == *want).map(|(i, _)| i);
+        match (hits.next(), hits.next()) {
+            (Some(one), None) => {
                 return NameResolution::Repaired {
-                    name: (**one).clone(),
+                    name: sorted[one].clone(),
                     step,
                 };
             }
-            [] => {}
-            _ => return unknown(called, &sorted, limits),
+            (None, _) => {}
+            (Some(_), Some(_)) => return unknown(called, &sorted, limits),
         }
     }
-    let want = snake_case(called);
-    let want = want.strip_suffix("_tool").unwrap_or(&want).to_string();
+    let want = &wants[3].1;
     if want.chars().count() >= limits.prefix_min_chars {
-        let hits: Vec<&&String> = sorted
+        let mut hits = forms
             .iter()
-            .filter(|n| {
-                let c = snake_case(n);
-                c.starts_with(&want) || (c.chars().count() >= limits.prefix_min_chars && want.starts_with(&c))
+            .enumerate()
+            .filter(|(_, f)| {
+                f[2].starts_with(want.as_str()) || (f[2].chars().count() >= limits.prefix_min_chars && want.starts_with(f[2].as_str()))
             })
-            .collect();
-        if let [one] = hits.as_slice() {
+            .map(|(i, _)| i);
+        if let (Some(one), None) = (hits.next(), hits.next()) {
             return NameResolution::Repaired {
-                name: (**one).clone(),
+                name: sorted[one].clone(),
                 step: "prefix",
             };
         }
@@ -106,8 +103,12 @@ pub fn resolve_name(called: &str, catalog: &[String], limits: NameLimits) -> Nam
 
 fn unknown(called: &str, sorted: &[&String], limits: NameLimits) -> NameResolution {
     let lc = called.to_lowercase();
+    let len = lc.chars().count();
     let mut near: Vec<(usize, &String)> = sorted
         .iter()
+        // Names whose length differs by more than the distance cannot be within it: skipping
+        // them keeps a 1,000-tool catalog from costing 1,000 edit distances.
+        .filter(|n| n.chars().count().abs_diff(len) <= limits.max_distance)
         .map(|n| (strsim::levenshtein(&lc, &n.to_lowercase()), *n))
         .filter(|(d, _)| *d <= limits.max_distance)
         .collect();

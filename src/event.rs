@@ -109,6 +109,21 @@ pub enum PipelineEvent {
         /// Wall time of the execution (0 for refusals).
         duration_ms: u64,
     },
+    /// A running call reported progress (MCP progress notifications).
+    Progress {
+        /// Index in the response.
+        index: usize,
+        /// Provider id.
+        id: String,
+        /// Progress so far.
+        progress: f64,
+        /// Total, when known.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        /// What is happening, when said.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     /// The last event of a round.
     RoundComplete {
         /// Normalized stop reason.

@@ -144,7 +144,7 @@ async fn execute_inner(shared: Arc<SessionShared>, gate: Arc<RwLock<()>>, call: 
         call_id: call.id.clone(),
         index,
         config: Arc::clone(&shared.config),
-        services: shared.memory.clone(),
+        services: shared.services.clone(),
     };
     let started = Instant::now();
     let timeout_ms = shared.config.execution.call_timeout_ms;

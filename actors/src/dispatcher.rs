@@ -160,13 +160,13 @@ impl Dispatcher {
     /// each under a supervisor, on one worker thread.
     pub fn open_session(&self, options: SessionOptions) -> String {
         let id = random_hex(16);
-        let shared = Arc::new(SessionShared::new(
+        let shared = SessionShared::new(
             id.clone(),
             Arc::clone(&self.inner.registry),
             Arc::clone(&self.inner.config),
             options,
             Arc::clone(&self.inner.overflow),
-        ));
+        );
         let i = self.inner.next_worker.fetch_add(1, Ordering::Relaxed) % self.inner.workers.len();
         let arbiter = self.inner.workers[i].clone();
         let s = Arc::clone(&shared);

@@ -15,6 +15,7 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use serde_json::Value;
 use toolslot::config::{Config, McpServerConfig};
+use toolslot::mcp::ProgressSink;
 use toolslot::mcp::client::{McpClient, RequestFailure, connect};
 use toolslot::mcp::{
     ListMcpResources, McpCallError, McpCaller, McpTool, McpToolDef, ReadMcpResource, ResourceSource, capabilities_for, tool_name,
@@ -217,7 +218,13 @@ impl McpCaller for McpServerHandle {
         &self.server
     }
 
-    fn call<'a>(&'a self, tool: &'a str, args: Value, read_only: bool) -> BoxFuture<'a, Result<Value, McpCallError>> {
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        args: Value,
+        read_only: bool,
+        progress: Option<ProgressSink>,
+    ) -> BoxFuture<'a, Result<Value, McpCallError>> {
         Box::pin(async move {
             // A read-only call may be retried once on a fresh connection; anything else could
             // have acted already, so it is not sent twice.
@@ -225,7 +232,20 @@ impl McpCaller for McpServerHandle {
             let mut last = String::new();
             for _ in 0..attempts {
                 let client = self.client().await?;
-                match client.call(tool, args.clone(), self.call_timeout).await {
+                let answer = match client.start_call(tool, args.clone(), progress.clone()).await {
+                    Ok(pending) => {
+                        // If this future is dropped (the round was cancelled, the call timed
+                        // out above us), the server is told to stop.
+                        let mut guard = CancelOnDrop(Some(pending.canceller()));
+                        let answer = pending.finish(self.call_timeout).await;
+                        if !matches!(answer, Err(RequestFailure::Timeout)) {
+                            guard.0 = None;
+                        }
+                        answer
+                    }
+                    Err(e) => Err(e),
+                };
+                match answer {
                     Ok(v) => return Ok(v),
                     Err(RequestFailure::Rpc(message)) => {
                         return Err(McpCallError::Refused {
@@ -250,6 +270,18 @@ impl McpCaller for McpServerHandle {
                 reason: last,
             })
         })
+    }
+}
+
+/// Cancels a request at its server when dropped while armed.
+struct CancelOnDrop(Option<toolslot::mcp::client::Canceller>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            // Drop cannot wait; the notification goes out on its own task.
+            actix::spawn(async move { c.cancel("the caller stopped waiting (round cancelled or call timed out)").await });
+        }
     }
 }
 

@@ -39,12 +39,50 @@ pub struct SessionOptions {
     pub dialect: Option<Dialect>,
 }
 
+/// What a session's tools may consult: its memory, and the round's event stream for
+/// progress reports.
+pub struct PipelineServices {
+    memory: Arc<SessionMemory>,
+    shared: std::sync::Weak<SessionShared>,
+}
+
+impl toolslot::tool::SessionServices for PipelineServices {
+    fn file_read_state(&self, path: &std::path::Path) -> Option<std::time::SystemTime> {
+        self.memory.file_read_state(path)
+    }
+    fn record_file_state(&self, path: &std::path::Path, modified: std::time::SystemTime) {
+        self.memory.record_file_state(path, modified)
+    }
+    fn activate_tools(&self, names: &[String]) {
+        self.memory.activate_tools(names)
+    }
+    fn search_index(&self) -> Option<Arc<toolslot::registry::SearchIndex>> {
+        self.memory.search_index()
+    }
+    fn load_overflow(&self, id: &str) -> Result<String, toolslot::output::OverflowError> {
+        self.memory.load_overflow(id)
+    }
+    fn progress(&self, index: usize, call_id: &str, progress: f64, total: Option<f64>, message: Option<String>) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.emit(PipelineEvent::Progress {
+                index,
+                id: call_id.to_string(),
+                progress,
+                total,
+                message,
+            });
+        }
+    }
+}
+
 /// State shared by a session's stages and its rounds.
 pub struct SessionShared {
     /// The session id.
     pub id: String,
     /// Memory shared with tools.
     pub memory: Arc<SessionMemory>,
+    /// What tools see of the session (memory plus progress reporting).
+    pub services: Arc<PipelineServices>,
     /// Configuration.
     pub config: Arc<Config>,
     /// Workspace root.
@@ -82,8 +120,24 @@ impl SessionShared {
         config: Arc<Config>,
         options: SessionOptions,
         overflow: Arc<toolslot::output::OverflowStore>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me: &std::sync::Weak<SessionShared>| {
+            let memory = Arc::new(SessionMemory::new(id.clone(), registry, overflow));
+            let services = Arc::new(PipelineServices {
+                memory: Arc::clone(&memory),
+                shared: me.clone(),
+            });
+            Self::build(id, memory, services, config, options)
+        })
+    }
+
+    fn build(
+        id: String,
+        memory: Arc<SessionMemory>,
+        services: Arc<PipelineServices>,
+        config: Arc<Config>,
+        options: SessionOptions,
     ) -> Self {
-        let memory = Arc::new(SessionMemory::new(id.clone(), registry, overflow));
         let (cancel, _) = watch::channel(false);
         Self {
             workspace: options.workspace.unwrap_or_else(|| PathBuf::from(".")),
@@ -91,6 +145,7 @@ impl SessionShared {
             dialect: options.dialect,
             id,
             memory,
+            services,
             config,
             sink: Mutex::new(None),
             live: Mutex::new(None),

@@ -8,10 +8,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use rmcp::ClientHandler;
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams};
-use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ProgressNotificationParam,
+    ReadResourceRequestParams, RequestId, ServerResult,
+};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RequestHandle, RoleClient, RunningService};
+
+use super::ProgressSink;
 use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
@@ -23,11 +31,76 @@ use crate::config::McpServerConfig;
 #[derive(Clone, Default)]
 struct Handler {
     tools_changed: Arc<AtomicBool>,
+    /// Where each running call's progress goes, by progress token.
+    progress: Arc<Mutex<HashMap<String, ProgressSink>>>,
 }
 
 impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.store(true, Ordering::SeqCst);
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
+        let key = serde_json::to_string(&params.progress_token).unwrap_or_default();
+        let sink = self.progress.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
+        // Progress for a call nobody waits for any more (cancelled, timed out) is dropped.
+        if let Some(sink) = sink {
+            sink(params.progress, params.total, params.message);
+        }
+    }
+}
+
+/// A `tools/call` request sent and not yet answered.
+pub struct PendingCall {
+    handle: RequestHandle<RoleClient>,
+    key: String,
+    progress: Arc<Mutex<HashMap<String, ProgressSink>>>,
+}
+
+/// Sends a server the cancellation of one request (what to do when its caller goes away).
+pub struct Canceller {
+    peer: Peer<RoleClient>,
+    id: RequestId,
+}
+
+impl Canceller {
+    /// Sends `notifications/cancelled` for the request.
+    ///
+    /// # Cancel safety
+    /// Dropping it may not send the notification.
+    pub async fn cancel(self, reason: &str) {
+        let params = CancelledNotificationParam::new(Some(self.id), Some(reason.to_string()));
+        let _ = self.peer.notify_cancelled(params).await;
+    }
+}
+
+impl PendingCall {
+    /// What cancels this request at the server.
+    pub fn canceller(&self) -> Canceller {
+        Canceller {
+            peer: self.handle.peer.clone(),
+            id: self.handle.id.clone(),
+        }
+    }
+
+    /// Waits for the answer, at most `timeout`; the result as JSON.
+    ///
+    /// # Errors
+    /// [`RequestFailure`]; on a timeout the caller should cancel the request.
+    ///
+    /// # Cancel safety
+    /// Dropping it leaves the request running at the server: cancel it with [`PendingCall::canceller`].
+    pub async fn finish(self, timeout: Duration) -> Result<Value, RequestFailure> {
+        let PendingCall { handle, key, progress } = self;
+        let answer = tokio::time::timeout(timeout, handle.await_response()).await;
+        progress.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+        match answer.map_err(|_| RequestFailure::Timeout)?.map_err(failure)? {
+            ServerResult::CallToolResult(r) => serde_json::to_value(r).map_err(|e| RequestFailure::Rpc(format!("unreadable result: {e}"))),
+            other => Err(RequestFailure::Rpc(format!(
+                "unexpected answer to tools/call: {}",
+                serde_json::to_string(&other).unwrap_or_default()
+            ))),
+        }
     }
 }
 
@@ -47,6 +120,7 @@ pub struct McpClient {
     server: String,
     service: RunningService<RoleClient, Handler>,
     tools_changed: Arc<AtomicBool>,
+    progress: Arc<Mutex<HashMap<String, ProgressSink>>>,
     pid: Option<u32>,
 }
 
@@ -84,6 +158,7 @@ pub async fn connect(cfg: &McpServerConfig, startup: Duration) -> Result<McpClie
     let pid = transport.id();
     let handler = Handler::default();
     let tools_changed = Arc::clone(&handler.tools_changed);
+    let progress = Arc::clone(&handler.progress);
     let service = match tokio::time::timeout(startup, handler.serve(transport)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(format!("server `{}`: initialize failed: {e}", cfg.name)),
@@ -99,6 +174,7 @@ pub async fn connect(cfg: &McpServerConfig, startup: Duration) -> Result<McpClie
         server: cfg.name.clone(),
         service,
         tools_changed,
+        progress,
         pid,
     })
 }
@@ -157,6 +233,31 @@ impl McpClient {
             .map_err(|_| RequestFailure::Timeout)?
             .map_err(failure)?;
         serde_json::to_value(result).map_err(|e| RequestFailure::Rpc(format!("unreadable result: {e}")))
+    }
+
+    /// Sends a `tools/call` whose progress notifications go to `sink`. The caller finishes it
+    /// with [`PendingCall::finish`] and cancels it with [`PendingCall::canceller`] if it gives up.
+    ///
+    /// # Errors
+    /// [`RequestFailure`] when the request cannot be sent.
+    pub async fn start_call(&self, tool: &str, args: Value, sink: Option<ProgressSink>) -> Result<PendingCall, RequestFailure> {
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = args.as_object().cloned();
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = self
+            .service
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(failure)?;
+        let key = serde_json::to_string(&handle.progress_token).unwrap_or_default();
+        if let Some(sink) = sink {
+            self.progress.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), sink);
+        }
+        Ok(PendingCall {
+            handle,
+            key,
+            progress: Arc::clone(&self.progress),
+        })
     }
 
     /// `resources/list` as JSON.

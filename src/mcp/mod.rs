@@ -14,4 +14,6 @@ mod tool;
 pub use naming::tool_name;
 pub use policy::capabilities_for;
 pub use result::{describe_content, map_call_result};
-pub use tool::{DISCOVERY_HELPERS, ListMcpResources, McpCallError, McpCaller, McpTool, McpToolDef, ReadMcpResource, ResourceSource};
+pub use tool::{
+    DISCOVERY_HELPERS, ListMcpResources, McpCallError, McpCaller, McpTool, McpToolDef, ProgressSink, ReadMcpResource, ResourceSource,
+};

@@ -49,13 +49,23 @@ pub enum McpCallError {
     },
 }
 
+/// Receives a call's progress: (progress, total, message).
+pub type ProgressSink = Arc<dyn Fn(f64, Option<f64>, Option<String>) + Send + Sync>;
+
 /// Calls tools on one server. Implemented by the actors crate's supervised server actor.
 pub trait McpCaller: Send + Sync {
     /// The server's name.
     fn server(&self) -> &str;
     /// Calls `tool` with `args`; the answer is the `tools/call` result as JSON. `read_only`
-    /// allows one blind retry when the server dies mid-call.
-    fn call<'a>(&'a self, tool: &'a str, args: Value, read_only: bool) -> BoxFuture<'a, Result<Value, McpCallError>>;
+    /// allows one blind retry when the server dies mid-call; progress notifications go to
+    /// `progress`.
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        args: Value,
+        read_only: bool,
+        progress: Option<ProgressSink>,
+    ) -> BoxFuture<'a, Result<Value, McpCallError>>;
 }
 
 /// One server tool in the slot.
@@ -148,10 +158,17 @@ impl Tool for McpTool {
     fn input_schema(&self) -> Value {
         self.schema.clone()
     }
-    fn run<'a>(&'a self, input: Value, _ctx: &'a ToolContext) -> ToolFuture<'a> {
+    fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let read_only = crate::tool::is_read_only(&self.capabilities);
-            let result = self.caller.call(&self.remote, input, read_only).await.map_err(to_tool_error)?;
+            let services = Arc::clone(&ctx.services);
+            let (index, id) = (ctx.index, ctx.call_id.clone());
+            let sink: ProgressSink = Arc::new(move |p, t, m| services.progress(index, &id, p, t, m));
+            let result = self
+                .caller
+                .call(&self.remote, input, read_only, Some(sink))
+                .await
+                .map_err(to_tool_error)?;
             Ok(map_call_result(&result))
         })
     }

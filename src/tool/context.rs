@@ -49,6 +49,10 @@ pub trait SessionServices: Send + Sync {
     /// # Errors
     /// As [`crate::output::OverflowStore::load`].
     fn load_overflow(&self, id: &str) -> Result<String, crate::output::OverflowError>;
+    /// A running call's progress, for the host (no-op where nobody listens).
+    fn progress(&self, index: usize, call_id: &str, progress: f64, total: Option<f64>, message: Option<String>) {
+        let _ = (index, call_id, progress, total, message);
+    }
 }
 
 /// Services for contexts that have no session (tests, one-off calls): nothing is known,

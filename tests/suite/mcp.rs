@@ -256,3 +256,32 @@ fn huge_results_are_truncated_with_overflow() {
         assert_eq!(results(&ev)[0].content, "Echo: 01234567890123456789");
     });
 }
+
+#[test]
+fn progress_notifications_become_pipeline_events() {
+    system(async {
+        let b = bed().await;
+        let (d, s) = (Arc::clone(&b.d), b.s.clone());
+        round(&d, &s, &[("tool_search", json!({"query": "long running operation"}))]).await;
+        let ev = round(
+            &d,
+            &s,
+            &[("everything__trigger-long-running-operation", json!({"duration": 1, "steps": 3}))],
+        )
+        .await;
+        let progress: Vec<f64> = ev
+            .iter()
+            .filter_map(|e| match e {
+                PipelineEvent::Progress { index: 0, progress, .. } => Some(*progress),
+                _ => None,
+            })
+            .collect();
+        assert!(progress.len() >= 2, "progress events: {progress:?}");
+        assert!(progress.windows(2).all(|w| w[0] <= w[1]), "{progress:?}");
+        // Progress comes before the call finishes.
+        let first_progress = ev.iter().position(|e| matches!(e, PipelineEvent::Progress { .. })).unwrap();
+        let finished = ev.iter().position(|e| matches!(e, PipelineEvent::CallFinished { .. })).unwrap();
+        assert!(first_progress < finished);
+        assert!(!results(&ev)[0].is_error, "{}", results(&ev)[0].content);
+    });
+}

@@ -161,6 +161,16 @@ fn pretty_line(event: &PipelineEvent) -> String {
             duration_ms,
             ..
         } => format!("finished #{index} {name} error={is_error} {duration_ms}ms"),
+        PipelineEvent::Progress {
+            index,
+            progress,
+            total,
+            message,
+            ..
+        } => {
+            let of = total.map(|t| format!("/{t}")).unwrap_or_default();
+            format!("progress #{index} {progress}{of} {}", message.as_deref().unwrap_or(""))
+        }
         PipelineEvent::RoundComplete {
             stop_reason,
             text,

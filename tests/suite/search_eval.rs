@@ -9,6 +9,21 @@ fn data(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// The (name, description) of every tool of the six servers.
+fn tools() -> Vec<(String, String)> {
+    data("mcp_tools.json")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_string(),
+                t["description"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 /// (top-3 hit rate, the queries missed).
 fn evaluate(index: &SearchIndex, queries: &[Value]) -> (f64, Vec<String>) {
     let mut missed = Vec::new();
@@ -28,17 +43,7 @@ fn evaluate(index: &SearchIndex, queries: &[Value]) -> (f64, Vec<String>) {
 
 #[test]
 fn the_right_tool_is_in_the_top_three_for_nine_queries_in_ten() {
-    let tools: Vec<(String, String)> = data("mcp_tools.json")
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                t["name"].as_str().unwrap().to_string(),
-                t["description"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let tools = tools();
     assert_eq!(tools.len(), 51);
     let queries = data("tool_search_eval.json");
     let queries = queries.as_array().unwrap();
@@ -64,17 +69,7 @@ fn the_right_tool_is_in_the_top_three_for_nine_queries_in_ten() {
 /// the honest figure. The bar is the same.
 #[test]
 fn held_out_queries_reach_the_same_bar() {
-    let tools: Vec<(String, String)> = data("mcp_tools.json")
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                t["name"].as_str().unwrap().to_string(),
-                t["description"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let tools = tools();
     let queries = data("tool_search_heldout.json");
     let queries = queries.as_array().unwrap();
     let (ours, missed) = evaluate(&SearchIndex::new(tools.clone()), queries);

@@ -285,3 +285,70 @@ fn progress_notifications_become_pipeline_events() {
         assert!(!results(&ev)[0].is_error, "{}", results(&ev)[0].content);
     });
 }
+
+/// A process killed when the test ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_streamable_http_server_is_used_like_a_stdio_one() {
+    let d = deps();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let _server = Killed(
+        std::process::Command::new("node")
+            .arg(d.join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    system(async move {
+        let ws = tempfile::tempdir().unwrap();
+        let file = ws.path().join("http.toml");
+        std::fs::write(&file, format!("[approval]\nmode = \"full-auto\"\n[[mcp.servers]]\nname = \"remote\"\nurl = \"http://127.0.0.1:{port}/mcp\"\nstartup_timeout_ms = 15000\n")).unwrap();
+        let cfg = Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap());
+        // The server needs a moment to listen; start-up retries are the supervisor's job, so
+        // the test waits for the port instead.
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+        assert!(toolset.notices.is_empty(), "{:?}", toolset.notices);
+        assert!(toolset.registry.get("remote__echo").is_some());
+        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), Arc::clone(&toolset.registry)));
+        let s = d.open_session(SessionOptions {
+            workspace: Some(ws.path().to_path_buf()),
+            ..Default::default()
+        });
+        round(&d, &s, &[("tool_search", json!({"query": "echo"}))]).await;
+        let ev = round(&d, &s, &[("remote__echo", json!({"message": "over http"}))]).await;
+        assert!(results(&ev)[0].content.contains("Echo: over http"), "{}", results(&ev)[0].content);
+    });
+}
+
+#[test]
+fn https_servers_are_refused_clearly() {
+    system(async {
+        let ws = tempfile::tempdir().unwrap();
+        let file = ws.path().join("https.toml");
+        std::fs::write(&file, "[[mcp.servers]]\nname = \"tls\"\nurl = \"https://127.0.0.1:1/mcp\"\n").unwrap();
+        let cfg = Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap());
+        let toolset = build_toolset(cfg, None).await.unwrap();
+        assert!(
+            toolset.notices.iter().any(|n| n.message.contains("only http://")),
+            "{:?}",
+            toolset.notices
+        );
+    });
+}

@@ -254,49 +254,58 @@ fn fix_control_chars(s: &str) -> Option<String> {
 }
 
 fn has_control_in_string(s: &str) -> bool {
+    scan(s.as_bytes()).any(|(_, b, place)| place == Place::InString && b < 0x20)
+}
+
+/// Where a byte of JSON text stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Structure: outside every string literal.
+    Structure,
+    /// A quote opening or closing a string.
+    Quote,
+    /// Inside a string, not escaped.
+    InString,
+    /// Inside a string, right after a backslash.
+    Escaped,
+}
+
+/// Every byte of `bytes` with its offset and place, tracking string literals and their
+/// escapes. The one string-aware scanner the ladder's steps share.
+fn scan(bytes: &[u8]) -> impl Iterator<Item = (usize, u8, Place)> + '_ {
     let mut in_string = false;
     let mut escaped = false;
-    for b in s.bytes() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            } else if b < 0x20 {
-                return true;
+    bytes.iter().enumerate().map(move |(i, &b)| {
+        let place = if !in_string {
+            if b == b'"' {
+                in_string = true;
+                Place::Quote
+            } else {
+                Place::Structure
             }
+        } else if escaped {
+            escaped = false;
+            Place::Escaped
+        } else if b == b'\\' {
+            escaped = true;
+            Place::InString
         } else if b == b'"' {
-            in_string = true;
-        }
-    }
-    false
+            in_string = false;
+            Place::Quote
+        } else {
+            Place::InString
+        };
+        (i, b, place)
+    })
 }
 
 /// The bytes of JSON structure in `bytes`, with their offsets: everything outside string
 /// literals (the quotes excluded). The steps that edit structure walk only these, which is
 /// what keeps a comma or bracket inside a string from ever being touched.
 fn structural(bytes: &[u8]) -> impl Iterator<Item = (usize, u8)> + '_ {
-    let mut in_string = false;
-    let mut escaped = false;
-    bytes.iter().enumerate().filter_map(move |(i, &b)| {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            return None;
-        }
-        if b == b'"' {
-            in_string = true;
-            return None;
-        }
-        Some((i, b))
-    })
+    scan(bytes)
+        .filter(|(_, _, place)| *place == Place::Structure)
+        .map(|(i, b, _)| (i, b))
 }
 
 /// `s` without the single-byte characters at the (ascending) offsets `drop`; `None` when

@@ -41,26 +41,7 @@ pub enum Command {
         config: Option<PathBuf>,
     },
     /// Feed recorded model responses through the full pipeline and print each event.
-    Replay {
-        /// Config file overlaying the built-in defaults.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// auto | anthropic | openai-chat | openai-responses | gemini.
-        #[arg(long, default_value = "auto")]
-        dialect: String,
-        /// Workspace root for file tools (default: the current folder).
-        #[arg(long)]
-        workspace: Option<PathBuf>,
-        /// Answer every approval request: all (approve) or none (reject).
-        #[arg(long)]
-        approve: Option<String>,
-        /// jsonl (default when stdout is not a terminal) or pretty.
-        #[arg(long)]
-        format: Option<String>,
-        /// Recorded responses, one round (or several messages) each; `-` reads stdin.
-        #[arg(required = true)]
-        files: Vec<String>,
-    },
+    Replay(replay::ReplayArgs),
     /// Print the model-facing tool catalog.
     Catalog {
         /// Config file overlaying the built-in defaults.
@@ -124,21 +105,7 @@ pub enum CliError {
 pub fn run(args: Cli) -> Result<(), CliError> {
     match args.command {
         Command::Serve { config } => serve(config.as_deref()),
-        Command::Replay {
-            config,
-            dialect,
-            workspace,
-            approve,
-            format,
-            files,
-        } => replay::run(replay::ReplayArgs {
-            config,
-            dialect,
-            workspace,
-            approve,
-            format,
-            files,
-        }),
+        Command::Replay(args) => replay::run(args),
         Command::Catalog { config, format } => catalog::run(config.as_deref(), &format),
         Command::Search {
             config,

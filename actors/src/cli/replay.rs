@@ -13,13 +13,26 @@ use toolslot_actors::{Dispatcher, HostDecision, RoundInput, SessionOptions};
 
 use super::CliError;
 
-/// Options of `replay`, validated.
+/// Options of `replay`.
+#[derive(Debug, clap::Args)]
 pub struct ReplayArgs {
+    /// Config file overlaying the built-in defaults.
+    #[arg(long)]
     pub config: Option<PathBuf>,
+    /// auto | anthropic | openai-chat | openai-responses | gemini.
+    #[arg(long, default_value = "auto")]
     pub dialect: String,
+    /// Workspace root for file tools (default: the current folder).
+    #[arg(long)]
     pub workspace: Option<PathBuf>,
+    /// Answer every approval request: all (approve) or none (reject).
+    #[arg(long)]
     pub approve: Option<String>,
+    /// jsonl (default when stdout is not a terminal) or pretty.
+    #[arg(long)]
     pub format: Option<String>,
+    /// Recorded responses, one round (or several messages) each; `-` reads stdin.
+    #[arg(required = true)]
     pub files: Vec<String>,
 }
 

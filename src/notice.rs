@@ -36,6 +36,9 @@ pub enum NoticeKind {
     ActorRestarted,
     /// The provider stream reported an error, or a frame could not be decoded.
     StreamError,
+    /// Tools were appended to the session's catalog since its last submission (an MCP server's
+    /// tool list grew): the host should send the new catalog with its next request.
+    ToolsAdded,
 }
 
 /// Something the host should know, optionally about one call.

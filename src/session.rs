@@ -7,16 +7,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use crate::output::{OverflowError, OverflowStore};
-use crate::registry::{Catalog, Registry, SearchIndex};
+use crate::registry::{Catalog, LiveRegistry, Registry, SearchIndex};
 use crate::tool::SessionServices;
 
 /// What one session remembers. Cheap to share (`Arc`); every method takes `&self`.
 #[derive(Debug)]
 pub struct SessionMemory {
     id: String,
-    registry: Arc<Registry>,
+    live: LiveRegistry,
     files: Mutex<HashMap<PathBuf, SystemTime>>,
     catalog: Mutex<Catalog>,
+    /// Tools appended by a refresh and not yet announced.
+    added: Mutex<Vec<String>>,
     overflow: Arc<OverflowStore>,
 }
 
@@ -27,14 +29,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl SessionMemory {
-    /// A fresh session memory.
-    pub fn new(id: String, registry: Arc<Registry>, overflow: Arc<OverflowStore>) -> Self {
-        let catalog = registry.catalog();
+    /// A fresh session memory, on the newest generation of `registry`.
+    pub fn new(id: String, registry: impl Into<LiveRegistry>, overflow: Arc<OverflowStore>) -> Self {
+        let live = registry.into();
+        let catalog = live.current().catalog();
         Self {
             id,
-            registry,
+            live,
             files: Mutex::new(HashMap::new()),
             catalog: Mutex::new(catalog),
+            added: Mutex::new(Vec::new()),
             overflow,
         }
     }
@@ -44,9 +48,31 @@ impl SessionMemory {
         &self.id
     }
 
-    /// The registry the session's tools come from.
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.registry
+    /// The registry generation the session's tools come from.
+    pub fn registry(&self) -> Arc<Registry> {
+        Arc::clone(lock(&self.catalog).registry())
+    }
+
+    /// Moves the session to the newest registry generation, if there is one: tools added
+    /// since are appended to its catalog. Called between rounds, so a round sees one
+    /// generation throughout. The names that became visible are kept for
+    /// [`SessionMemory::take_added`].
+    pub fn refresh(&self) {
+        let current = self.live.current();
+        let mut catalog = lock(&self.catalog);
+        if Arc::ptr_eq(catalog.registry(), &current) {
+            return;
+        }
+        let before = catalog.generation();
+        *catalog = catalog.adopt(current);
+        let names = catalog.visible_names();
+        let added = catalog.generation() - before;
+        lock(&self.added).extend_from_slice(&names[names.len() - added..]);
+    }
+
+    /// The tools that became visible since the last call, in catalog order.
+    pub fn take_added(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.added))
     }
 
     /// The session's current catalog (resident plus activated tools).
@@ -72,7 +98,7 @@ impl SessionServices for SessionMemory {
         *catalog = catalog.activate(names);
     }
     fn search_index(&self) -> Option<Arc<SearchIndex>> {
-        self.registry.search_index()
+        lock(&self.catalog).registry().search_index()
     }
     fn load_overflow(&self, id: &str) -> Result<String, OverflowError> {
         self.overflow.load(&self.id, id)

@@ -10,7 +10,7 @@ use tokio::sync::{broadcast, mpsc};
 use toolslot::config::Config;
 use toolslot::event::PipelineEvent;
 use toolslot::output::{OverflowStore, random_hex};
-use toolslot::registry::{Catalog, Registry};
+use toolslot::registry::{Catalog, LiveRegistry, Registry};
 use toolslot::tool::ToolMetadata;
 
 use crate::approval::{Answer, ApprovalActor, DropPending, HostDecision};
@@ -54,7 +54,7 @@ struct SessionHandle {
 
 struct Inner {
     config: Arc<Config>,
-    registry: Arc<Registry>,
+    registry: LiveRegistry,
     overflow: Arc<OverflowStore>,
     workers: Vec<ArbiterHandle>,
     /// Kept so worker threads live as long as the Dispatcher.
@@ -87,10 +87,12 @@ impl std::fmt::Debug for Dispatcher {
 }
 
 impl Dispatcher {
-    /// A dispatcher over `registry`. Sessions are spread over `execution.workers` worker
+    /// A dispatcher over `registry` (a fixed [`Registry`] or a [`LiveRegistry`] that grows;
+    /// each session adopts its newest generation between submissions). Sessions are spread over `execution.workers` worker
     /// threads (0: the calling thread's arbiter); saved outputs older than the retention are
     /// removed now.
-    pub fn new(config: Arc<Config>, registry: Arc<Registry>) -> Self {
+    pub fn new(config: Arc<Config>, registry: impl Into<LiveRegistry>) -> Self {
+        let registry = registry.into();
         let overflow = Arc::new(OverflowStore::new(config.overflow.dir_path()));
         let removed = overflow.remove_older_than(config.overflow.retention_days);
         if removed > 0 {
@@ -123,14 +125,14 @@ impl Dispatcher {
         &self.inner.config
     }
 
-    /// The registry.
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.inner.registry
+    /// The newest registry generation.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.inner.registry.current()
     }
 
-    /// Metadata snapshots of every tool, sorted by name.
+    /// Metadata snapshots of every tool of the newest generation, sorted by name.
     pub fn metadata(&self) -> Vec<ToolMetadata> {
-        self.inner.registry.metadata()
+        self.inner.registry.current().metadata()
     }
 
     /// Number of open sessions.
@@ -162,7 +164,7 @@ impl Dispatcher {
         let id = random_hex(16);
         let shared = SessionShared::new(
             id.clone(),
-            Arc::clone(&self.inner.registry),
+            self.inner.registry.clone(),
             Arc::clone(&self.inner.config),
             options,
             Arc::clone(&self.inner.overflow),
@@ -322,12 +324,15 @@ impl Dispatcher {
         Ok(self.session(id)?.shared.subscribe())
     }
 
-    /// The session's current catalog (resident plus activated tools).
+    /// The session's current catalog (resident tools, then activated and later-added ones),
+    /// on the newest registry generation: what the host should send with its next request.
     ///
     /// # Errors
     /// [`DispatchError::UnknownSession`].
     pub fn catalog(&self, id: &str) -> Result<Catalog, DispatchError> {
-        Ok(self.session(id)?.shared.memory.catalog())
+        let memory = &self.session(id)?.shared.memory;
+        memory.refresh();
+        Ok(memory.catalog())
     }
 
     /// Whether the session is running a round.

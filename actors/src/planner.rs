@@ -66,7 +66,7 @@ impl Handler<Plan> for PlannerActor {
             shared.trip(Stage::Planner);
             let catalog = shared.memory.catalog();
             let plan_ctx = PlanContext {
-                registry: shared.memory.registry(),
+                registry: catalog.registry(),
                 catalog: &catalog,
                 config: &shared.config,
                 mode: shared.mode,

@@ -83,6 +83,15 @@ enum Step {
 pub async fn run_submission(stages: Stages, shared: Arc<SessionShared>, input: RoundInput, dialect: Option<toolslot::stream::Dialect>) {
     let span = tracing::info_span!("submission", session = %shared.id);
     async move {
+        // Tools added since the last submission become visible now, never mid-round.
+        shared.memory.refresh();
+        let added = shared.memory.take_added();
+        if !added.is_empty() {
+            shared.emit(PipelineEvent::Notice(Notice::new(
+                NoticeKind::ToolsAdded,
+                format!("tools appended to the catalog: {}", added.join(", ")),
+            )));
+        }
         if let Some(d) = dialect {
             let _ = stages.assembler.send(crate::stream_assembler::SetDialect(d)).await;
         }
@@ -363,7 +372,8 @@ fn lost_result(shared: &SessionShared, p: &PlannedCall) -> ToolResult {
 }
 
 fn exec_call(shared: &SessionShared, planned: &PlannedCall) -> Option<ExecCall> {
-    let tool = shared.memory.registry().get(&planned.name)?;
+    let registry = shared.memory.registry();
+    let tool = registry.get(&planned.name)?;
     let parallel = matches!(planned.action, Action::Run { parallel_safe: true, .. });
     Some(ExecCall {
         index: planned.index,
@@ -377,7 +387,8 @@ fn exec_call(shared: &SessionShared, planned: &PlannedCall) -> Option<ExecCall> 
 
 /// The content of a tool comes from outside when it reaches the network or is an MCP tool.
 fn external_source(shared: &SessionShared, name: &str) -> Option<String> {
-    let tool = shared.memory.registry().get(name)?;
+    let registry = shared.memory.registry();
+    let tool = registry.get(name)?;
     let external = tool.meta.source == ToolSource::Mcp || tool.spec.capabilities().contains(&Capability::Network);
     external.then(|| name.to_string())
 }

@@ -8,7 +8,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use toolslot::config::{ApprovalMode, Config};
 use toolslot::event::PipelineEvent;
 use toolslot::notice::{Notice, NoticeKind};
-use toolslot::registry::Registry;
+use toolslot::registry::LiveRegistry;
 use toolslot::session::SessionMemory;
 use toolslot::stream::Dialect;
 
@@ -116,7 +116,7 @@ impl SessionShared {
     /// A new session's state.
     pub fn new(
         id: String,
-        registry: Arc<Registry>,
+        registry: LiveRegistry,
         config: Arc<Config>,
         options: SessionOptions,
         overflow: Arc<toolslot::output::OverflowStore>,

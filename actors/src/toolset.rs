@@ -4,8 +4,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use toolslot::config::Config;
 use toolslot::notice::Notice;
-use toolslot::registry::{Registry, RegistryBuilder};
-use toolslot::tool::ToolSpec;
+use toolslot::registry::{LiveRegistry, Registry, RegistryBuilder};
 
 use crate::dispatcher::Dispatcher;
 use crate::mcp::{McpServerHandle, start_servers};
@@ -13,8 +12,8 @@ use crate::subagent::{AgentRunner, RegistryFactory, SpawnAgent};
 
 /// A host's tools and what keeps them running.
 pub struct Toolset {
-    /// The registry of the host's own sessions.
-    pub registry: Arc<Registry>,
+    /// The registry of the host's own sessions; MCP tools that arrive later are appended.
+    pub registry: LiveRegistry,
     /// Notices from start-up (servers that did not start).
     pub notices: Vec<Notice>,
     /// The MCP servers.
@@ -32,7 +31,7 @@ impl Toolset {
     }
 }
 
-/// Builds the toolset: starts the MCP servers, reads the extensions, and, when a `runner`
+/// Builds the toolset: starts the MCP servers (see [`start_servers`]), reads the extensions, and, when a `runner`
 /// drives sub-agents, adds `spawn_agent` at every depth below `subagents.max_depth`.
 /// Must run inside an actix system.
 ///
@@ -41,18 +40,20 @@ impl Toolset {
 pub async fn build_toolset(config: Arc<Config>, runner: Option<Arc<dyn AgentRunner>>) -> Result<Toolset, String> {
     let mcp = start_servers(&config).await?;
     let dispatcher_slot: Arc<Mutex<Weak<Dispatcher>>> = Arc::new(Mutex::new(Weak::new()));
-    let shared_tools: Arc<Vec<Arc<dyn ToolSpec>>> = Arc::new(mcp.tools);
     let factory: Arc<Mutex<Option<RegistryFactory>>> = Arc::new(Mutex::new(None));
     let build = {
         let config = Arc::clone(&config);
-        let tools = Arc::clone(&shared_tools);
+        let intake = Arc::clone(&mcp.intake);
+        let helpers = mcp.helpers.clone();
         let slot = Arc::clone(&dispatcher_slot);
         let factory_cell = Arc::clone(&factory);
         move |depth: usize| -> Arc<Registry> {
             let mut b = RegistryBuilder::new(Arc::clone(&config))
                 .with_builtins()
                 .with_extensions()
-                .extend(tools.iter().cloned());
+                // A child sees every MCP tool known when it is spawned.
+                .extend(intake.tools())
+                .extend(helpers.iter().cloned());
             if let Some(runner) = &runner
                 && depth < config.subagents.max_depth
             {
@@ -66,7 +67,8 @@ pub async fn build_toolset(config: Arc<Config>, runner: Option<Arc<dyn AgentRunn
     };
     let f: RegistryFactory = Arc::new(build);
     *factory.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&f));
-    let registry = f(0);
+    let registry = LiveRegistry::from(f(0));
+    mcp.intake.attach(registry.clone());
     Ok(Toolset {
         registry,
         notices: mcp.notices,

@@ -118,7 +118,7 @@ pub async fn direct_round(
     }
     let catalog = memory.catalog();
     let ctx = PlanContext {
-        registry: memory.registry(),
+        registry: catalog.registry(),
         catalog: &catalog,
         config,
         mode: config.approval.mode,
@@ -132,6 +132,7 @@ pub async fn direct_round(
         .map(|p| (p.index, !matches!(p.action, Action::Run { parallel_safe: false, .. })))
         .collect();
     let mut results = Vec::with_capacity(planned.len());
+    let registry = catalog.registry();
     for batch in plan_batches(&order) {
         let runs = batch.indices.iter().map(|&i| {
             let p = &planned[i];
@@ -139,7 +140,7 @@ pub async fn direct_round(
                 match &p.action {
                     Action::Refuse(e) => Err(e.clone()),
                     Action::Run { .. } => {
-                        let tool = memory.registry().get(&p.name).expect("planned tools exist");
+                        let tool = registry.get(&p.name).expect("planned tools exist");
                         let tctx = ToolContext {
                             session_id: memory.id().to_string(),
                             workspace: workspace.to_path_buf(),

@@ -4,7 +4,7 @@
 //! come from the config, never from constants here.
 
 pub mod address_policy;
-mod atomic;
+pub(crate) mod atomic;
 mod edit_file;
 mod exec_shell;
 mod fetch_url;

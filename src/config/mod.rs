@@ -346,8 +346,18 @@ pub struct McpConfig {
     pub restart_backoff_ms: u64,
     /// Longest restart delay (ms).
     pub restart_backoff_max_ms: u64,
+    /// Where each server's last tool listing is kept ("" keeps none: every server starts at
+    /// start-up to list its tools).
+    pub tool_cache_dir: String,
     /// Declared servers.
     pub servers: Vec<McpServerConfig>,
+}
+
+impl McpConfig {
+    /// The listing folder, `~` expanded; `None` when listings are not kept.
+    pub fn tool_cache_path(&self) -> Option<PathBuf> {
+        (!self.tool_cache_dir.is_empty()).then(|| expand_home(&self.tool_cache_dir))
+    }
 }
 
 /// One `[[mcp.servers]]` table.
@@ -371,7 +381,9 @@ pub struct McpServerConfig {
     /// Per-call timeout in ms (default `mcp.call_timeout_ms`).
     #[serde(default)]
     pub call_timeout_ms: Option<u64>,
-    /// A required server that cannot start stops toolslot from starting.
+    /// A required server is started at start-up, and if it cannot start, toolslot does not
+    /// start. An optional one starts on the first call of one of its tools when its last
+    /// listing is kept (`mcp.tool_cache_dir`), at start-up otherwise.
     #[serde(default)]
     pub required: bool,
     /// Believe the server's tool annotations (readOnlyHint, destructiveHint).

@@ -5,7 +5,6 @@
 
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use std::collections::HashMap;
@@ -30,14 +29,16 @@ use crate::config::McpServerConfig;
 /// unanswered (an unanswered one keeps Node servers alive long after stdin closes).
 #[derive(Clone, Default)]
 struct Handler {
-    tools_changed: Arc<AtomicBool>,
+    on_tools_changed: Option<ToolsChanged>,
     /// Where each running call's progress goes, by progress token.
     progress: Arc<Mutex<HashMap<String, ProgressSink>>>,
 }
 
 impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.tools_changed.store(true, Ordering::SeqCst);
+        if let Some(hook) = &self.on_tools_changed {
+            hook();
+        }
     }
 
     async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
@@ -49,6 +50,10 @@ impl ClientHandler for Handler {
         }
     }
 }
+
+/// Told when the server says its tool list changed (`notifications/tools/list_changed`); it
+/// should list the tools again. Called on the connection's task: it must not block.
+pub type ToolsChanged = Arc<dyn Fn() + Send + Sync>;
 
 /// A `tools/call` request sent and not yet answered.
 pub struct PendingCall {
@@ -119,7 +124,6 @@ pub enum RequestFailure {
 pub struct McpClient {
     server: String,
     service: RunningService<RoleClient, Handler>,
-    tools_changed: Arc<AtomicBool>,
     progress: Arc<Mutex<HashMap<String, ProgressSink>>>,
     pid: Option<u32>,
 }
@@ -134,14 +138,16 @@ impl std::fmt::Debug for McpClient {
 }
 
 /// Starts the server's process (or reaches its streamable HTTP endpoint) and completes the
-/// `initialize` handshake.
+/// `initialize` handshake; `on_tools_changed` hears of later changes to its tool list.
 ///
 /// # Errors
 /// A one-line reason: no command or URL, an https URL, the process failing to start, or the
 /// handshake failing or timing out.
-pub async fn connect(cfg: &McpServerConfig, startup: Duration) -> Result<McpClient, String> {
-    let handler = Handler::default();
-    let tools_changed = Arc::clone(&handler.tools_changed);
+pub async fn connect(cfg: &McpServerConfig, startup: Duration, on_tools_changed: Option<ToolsChanged>) -> Result<McpClient, String> {
+    let handler = Handler {
+        on_tools_changed,
+        ..Handler::default()
+    };
     let progress = Arc::clone(&handler.progress);
     if let Some(url) = &cfg.url {
         // Streamable HTTP. Plain http only: rmcp's client is built without a TLS stack here,
@@ -167,7 +173,6 @@ pub async fn connect(cfg: &McpServerConfig, startup: Duration) -> Result<McpClie
         return Ok(McpClient {
             server: cfg.name.clone(),
             service,
-            tools_changed,
             progress,
             pid: None,
         });
@@ -197,7 +202,6 @@ pub async fn connect(cfg: &McpServerConfig, startup: Duration) -> Result<McpClie
     Ok(McpClient {
         server: cfg.name.clone(),
         service,
-        tools_changed,
         progress,
         pid,
     })
@@ -228,17 +232,11 @@ impl McpClient {
         self.service.is_transport_closed() || self.service.is_closed()
     }
 
-    /// Whether the server said its tool list changed since the last [`McpClient::list_tools`].
-    pub fn tools_changed(&self) -> bool {
-        self.tools_changed.load(Ordering::SeqCst)
-    }
-
     /// Every tool the server offers, each as its JSON description.
     ///
     /// # Errors
     /// [`RequestFailure`].
     pub async fn list_tools(&self) -> Result<Vec<Value>, RequestFailure> {
-        self.tools_changed.store(false, Ordering::SeqCst);
         let tools = self.service.list_all_tools().await.map_err(failure)?;
         Ok(tools.into_iter().filter_map(|t| serde_json::to_value(t).ok()).collect())
     }

@@ -5,15 +5,18 @@
 //! that starts, restarts and reconnects the server, so the slot never holds a process.
 //! [`client::McpClient`] is the rmcp connection that actor drives.
 
+mod cache;
 pub mod client;
 mod naming;
 mod policy;
 mod result;
 mod tool;
 
+pub use cache::ToolListCache;
 pub use naming::tool_name;
 pub use policy::capabilities_for;
 pub use result::{describe_content, map_call_result};
 pub use tool::{
     DISCOVERY_HELPERS, ListMcpResources, McpCallError, McpCaller, McpTool, McpToolDef, ProgressSink, ReadMcpResource, ResourceSource,
+    tools_from_listing,
 };

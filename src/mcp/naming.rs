@@ -26,7 +26,7 @@ pub fn tool_name(server: &str, tool: &str) -> String {
 }
 
 /// FNV-1a, 32 bits: tiny, stable across versions and platforms (a std hasher is not).
-fn fnv1a(bytes: &[u8]) -> u32 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
     for b in bytes {
         h ^= u32::from(*b);

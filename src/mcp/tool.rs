@@ -105,6 +105,31 @@ pub struct McpToolDef {
     pub defer: bool,
 }
 
+/// A server's `tools/list` answer as tools calling through `caller`: named
+/// `<server>__<tool>`, with capabilities from the annotation policy and the server's deferral.
+pub fn tools_from_listing(
+    cfg: &crate::config::McpServerConfig,
+    listing: &[Value],
+    description_max_chars: usize,
+    caller: &Arc<dyn McpCaller>,
+) -> Vec<Arc<dyn crate::tool::ToolSpec>> {
+    listing
+        .iter()
+        .map(|t| {
+            let remote = t.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+            let def = McpToolDef {
+                name: super::tool_name(&cfg.name, &remote),
+                remote,
+                description: t.get("description").and_then(Value::as_str).unwrap_or("").to_string(),
+                schema: t.get("inputSchema").cloned().unwrap_or(Value::Null),
+                capabilities: super::capabilities_for(t.get("annotations"), cfg.trust_annotations),
+                defer: cfg.defer,
+            };
+            Arc::new(McpTool::new(def, description_max_chars, Arc::clone(caller))) as Arc<dyn crate::tool::ToolSpec>
+        })
+        .collect()
+}
+
 impl McpTool {
     /// The tool `def` calling through `caller`. The description is stripped of control
     /// characters and capped at `description_max_chars` (0 = no cap): it comes from a server we

@@ -2,8 +2,9 @@
 //!
 //! Providers cache the prompt prefix byte for byte, and the tool list sits at its front. So
 //! the resident tools are sorted by name and rendered once; a deferred tool activated by
-//! tool_search is appended after them in activation order, and a new generation's bytes start
-//! with the previous generation's bytes (less the closing `]`).
+//! tool_search, or a tool a server added later, is appended after them in the order it became
+//! visible, and a new generation's bytes start with the previous generation's bytes (less the
+//! closing `]`).
 
 use std::sync::{Arc, OnceLock};
 
@@ -78,13 +79,15 @@ impl RenderedBlock {
     }
 }
 
-/// A session's view of the catalog: the resident tools plus the ones it activated.
-/// Cloning is cheap; [`Catalog::activate`] makes the next generation.
+/// A session's view of the catalog: the resident tools, then whatever became visible later
+/// (deferred tools it activated, tools a newer registry generation added), in the order they
+/// became visible. Cloning is cheap; [`Catalog::activate`] and [`Catalog::adopt`] make the
+/// next generation.
 #[derive(Clone)]
 pub struct Catalog {
     registry: Arc<Registry>,
-    /// Activated deferred tools, in activation order, rendered once each.
-    activated: Vec<(String, Arc<Entry>)>,
+    /// Entries after the resident block, in the order they became visible, rendered once each.
+    tail: Vec<(String, Arc<Entry>)>,
     rendered: Arc<[OnceLock<Arc<str>>; 2]>,
 }
 
@@ -98,40 +101,47 @@ impl std::fmt::Debug for Catalog {
 
 impl Catalog {
     pub(crate) fn new(registry: Arc<Registry>) -> Self {
-        Self {
+        let mut catalog = Self {
             registry,
-            activated: Vec::new(),
+            tail: Vec::new(),
             rendered: Arc::new(Default::default()),
-        }
+        };
+        // A catalog opened on a later registry generation shows its late tools after the
+        // resident block, as a session that saw them arrive would.
+        catalog.tail = catalog
+            .registry
+            .late_tools()
+            .map(|t| (t.meta.name.clone(), Arc::new(Entry::of(t))))
+            .collect();
+        catalog
     }
 
-    /// How many activations this catalog has seen; 0 for the resident catalog.
+    /// How many entries follow the resident block; 0 for the resident catalog.
     pub fn generation(&self) -> usize {
-        self.activated.len()
+        self.tail.len()
+    }
+
+    /// The registry generation this catalog was made from.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
     }
 
     /// Whether the model can call `name` now (resident or activated).
     pub fn contains(&self, name: &str) -> bool {
-        self.registry.get(name).is_some_and(|t| !t.meta.deferred) || self.activated.iter().any(|(n, _)| n == name)
+        self.registry.get(name).is_some_and(|t| !t.meta.deferred) || self.tail.iter().any(|(n, _)| n == name)
     }
 
     /// The names the model sees, in catalog order.
     pub fn visible_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .registry
-            .names()
-            .iter()
-            .filter(|n| self.registry.get(n).is_some_and(|t| !t.meta.deferred))
-            .cloned()
-            .collect();
-        names.extend(self.activated.iter().map(|(n, _)| n.clone()));
+        let mut names: Vec<String> = self.registry.resident_names().map(str::to_string).collect();
+        names.extend(self.tail.iter().map(|(n, _)| n.clone()));
         names
     }
 
     /// The next generation with `names` activated. Unknown, resident or already activated
     /// names are skipped; with nothing new, the same generation (and its cache) comes back.
     pub fn activate(&self, names: &[String]) -> Catalog {
-        let mut next = self.activated.clone();
+        let mut next = self.tail.clone();
         for name in names {
             let Some(tool) = self.registry.get(name) else {
                 continue;
@@ -141,14 +151,29 @@ impl Catalog {
             }
             next.push((name.clone(), Arc::new(Entry::of(tool))));
         }
-        if next.len() == self.activated.len() {
-            return self.clone();
+        self.with_tail(Arc::clone(&self.registry), next)
+    }
+
+    /// This catalog moved to a newer registry generation: the resident tools it added are
+    /// appended after everything already visible; deferred ones only become searchable.
+    pub fn adopt(&self, registry: Arc<Registry>) -> Catalog {
+        let mut next = self.tail.clone();
+        for tool in registry.late_tools() {
+            if !next.iter().any(|(n, _)| *n == tool.meta.name) {
+                next.push((tool.meta.name.clone(), Arc::new(Entry::of(tool))));
+            }
         }
-        Catalog {
-            registry: Arc::clone(&self.registry),
-            activated: next,
-            rendered: Arc::new(Default::default()),
-        }
+        self.with_tail(registry, next)
+    }
+
+    fn with_tail(&self, registry: Arc<Registry>, tail: Vec<(String, Arc<Entry>)>) -> Catalog {
+        // The bytes depend on the tail only, so an unchanged tail keeps the rendered cache.
+        let rendered = if tail.len() == self.tail.len() {
+            Arc::clone(&self.rendered)
+        } else {
+            Arc::new(Default::default())
+        };
+        Catalog { registry, tail, rendered }
     }
 
     /// The catalog's bytes in `format`: serialized once per generation and format, then
@@ -160,9 +185,9 @@ impl Catalog {
         };
         Arc::clone(slot.get_or_init(|| {
             let block = self.registry.resident_block();
-            let mut out = String::with_capacity(64 * (self.registry.resident_count() + self.activated.len()) + 2);
+            let mut out = String::with_capacity(64 * (block.entries.len() + self.tail.len()) + 2);
             out.push('[');
-            let entries = block.entries.iter().chain(self.activated.iter().map(|(_, e)| e.as_ref()));
+            let entries = block.entries.iter().chain(self.tail.iter().map(|(_, e)| e.as_ref()));
             for (i, entry) in entries.enumerate() {
                 if i > 0 {
                     out.push(',');

@@ -17,6 +17,7 @@
 
 mod catalog;
 mod fail_closed;
+mod live;
 mod search;
 
 // Names are looked up several times per call; FxHash is several times faster than SipHash
@@ -28,6 +29,7 @@ use serde_json::Value;
 
 pub use catalog::{Catalog, CatalogFormat};
 pub use fail_closed::{FAIL_CLOSED_DESCRIPTION, FailClosedTool};
+pub use live::LiveRegistry;
 pub use search::{SearchHit, SearchIndex};
 
 use crate::config::Config;
@@ -174,59 +176,84 @@ impl RegistryBuilder {
 
     /// Admits every tool and builds the registry. Never fails: a bad tool fails closed.
     pub fn build(self) -> Registry {
-        let policy = self.config.network.policy;
-        let cap = self.config.catalog.description_max_chars;
-        let mut admitted: Vec<RegisteredTool> = Vec::with_capacity(self.tools.len());
-        let mut by_name: NameMap = NameMap::default();
-        let mut notices = Vec::new();
+        let mut admission = Admission::new(&self.config, Vec::new(), NameMap::default());
         // Tools that could not be constructed go through the same fail-closed path as tools
         // that fail admission, first, so a good tool cannot take their name.
-        let candidates = self
-            .failed
-            .into_iter()
-            .map(|(name, reason, source)| (name, Err((reason, source))))
-            .chain(self.tools.into_iter().map(|t| (t.name().to_string(), Ok(t))));
-        for (name, candidate) in candidates {
-            let problem = match &candidate {
-                Ok(spec) => admission_problem(spec.as_ref(), &by_name).map(|r| (r, spec.source())),
-                Err((reason, source)) => Some((reason.clone(), *source)),
-            };
-            let (spec, validator) = match (candidate, problem) {
-                (Ok(spec), None) => {
-                    let validator = jsonschema::validator_for(&spec.input_schema()).ok().map(Arc::new);
-                    (spec, validator)
-                }
-                (_, Some((reason, source))) | (Err((reason, source)), None) => {
-                    let mut safe = sanitize_tool_name(&name);
-                    let mut n = 2;
-                    while by_name.contains_key(&safe) {
-                        safe = format!("{}_{n}", sanitize_tool_name(&name).chars().take(60).collect::<String>());
-                        n += 1;
-                    }
-                    tracing::warn!(tool = %name, %reason, "tool failed closed");
-                    notices.push(Notice::new(
-                        NoticeKind::FailClosedTool,
-                        format!("tool `{name}` failed closed (listed as `{safe}`): {reason}"),
-                    ));
-                    let closed: Arc<dyn ToolSpec> = Arc::new(FailClosedTool::new(safe, name.clone(), reason, source));
-                    (closed, None)
-                }
-            };
-            let meta = ToolMetadata::of(spec.as_ref(), policy);
-            let model_description = model_description(spec.description(), cap);
-            let input_schema = spec.input_schema();
-            let model_schema = clean_schema(&input_schema, NullableStyle::TypeArray);
-            by_name.insert(meta.name.clone(), admitted.len());
-            admitted.push(RegisteredTool {
-                spec,
-                meta,
-                validator,
-                input_schema,
-                model_description,
-                model_schema,
-            });
+        for (name, reason, source) in self.failed {
+            admission.fail_closed(&name, reason, source);
         }
-        Registry::from_admitted(admitted, by_name, notices)
+        for tool in self.tools {
+            admission.admit(tool);
+        }
+        let Admission {
+            admitted,
+            by_name,
+            notices,
+            ..
+        } = admission;
+        Registry::from_admitted(self.config, admitted, by_name, notices)
+    }
+}
+
+/// Admission of tools into a growing list, shared by a first build and later appends.
+struct Admission {
+    policy: crate::config::NetworkPolicy,
+    description_cap: usize,
+    admitted: Vec<Arc<RegisteredTool>>,
+    by_name: NameMap,
+    notices: Vec<Notice>,
+}
+
+impl Admission {
+    fn new(config: &Config, admitted: Vec<Arc<RegisteredTool>>, by_name: NameMap) -> Self {
+        Self {
+            policy: config.network.policy,
+            description_cap: config.catalog.description_max_chars,
+            admitted,
+            by_name,
+            notices: Vec::new(),
+        }
+    }
+
+    fn admit(&mut self, spec: Arc<dyn ToolSpec>) {
+        match admission_problem(spec.as_ref(), &self.by_name) {
+            Some(reason) => self.fail_closed(spec.name(), reason, spec.source()),
+            None => {
+                let validator = jsonschema::validator_for(&spec.input_schema()).ok().map(Arc::new);
+                self.push(spec, validator);
+            }
+        }
+    }
+
+    fn fail_closed(&mut self, name: &str, reason: String, source: crate::tool::ToolSource) {
+        let mut safe = sanitize_tool_name(name);
+        let mut n = 2;
+        while self.by_name.contains_key(&safe) {
+            safe = format!("{}_{n}", sanitize_tool_name(name).chars().take(60).collect::<String>());
+            n += 1;
+        }
+        tracing::warn!(tool = %name, %reason, "tool failed closed");
+        self.notices.push(Notice::new(
+            NoticeKind::FailClosedTool,
+            format!("tool `{name}` failed closed (listed as `{safe}`): {reason}"),
+        ));
+        self.push(Arc::new(FailClosedTool::new(safe, name.to_string(), reason, source)), None);
+    }
+
+    fn push(&mut self, spec: Arc<dyn ToolSpec>, validator: Option<Arc<jsonschema::Validator>>) {
+        let meta = ToolMetadata::of(spec.as_ref(), self.policy);
+        let model_description = model_description(spec.description(), self.description_cap);
+        let input_schema = spec.input_schema();
+        let model_schema = clean_schema(&input_schema, NullableStyle::TypeArray);
+        self.by_name.insert(meta.name.clone(), self.admitted.len());
+        self.admitted.push(Arc::new(RegisteredTool {
+            spec,
+            meta,
+            validator,
+            input_schema,
+            model_description,
+            model_schema,
+        }));
     }
 }
 
@@ -263,59 +290,123 @@ fn model_description(text: &str, max_chars: usize) -> String {
     cut
 }
 
-/// The admitted tools of every source. Immutable once built; cheap to share behind an `Arc`.
+/// The admitted tools of every source, one generation of them. Immutable once built; cheap
+/// to share behind an `Arc`. A later generation ([`Registry::appended`]) only adds tools.
 pub struct Registry {
-    tools: Vec<RegisteredTool>,
+    config: Arc<Config>,
+    generation: u64,
+    tools: Vec<Arc<RegisteredTool>>,
     by_name: NameMap,
-    /// Indices of resident (not deferred) tools, sorted by name.
+    /// Indices of the first generation's resident (not deferred) tools, sorted by name.
     resident: Vec<usize>,
+    /// Resident tools admitted by later generations, in admission order: they are appended
+    /// after the rendered block, never sorted into it.
+    late: Vec<usize>,
     /// Every tool name, sorted, for deterministic name repair and suggestions.
     sorted_names: Vec<String>,
     notices: Vec<Notice>,
     search: Option<Arc<SearchIndex>>,
-    resident_catalog: catalog::RenderedBlock,
+    resident_catalog: Arc<catalog::RenderedBlock>,
 }
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
+            .field("generation", &self.generation)
             .field("tools", &self.sorted_names)
             .finish_non_exhaustive()
     }
 }
 
 impl Registry {
-    fn from_admitted(tools: Vec<RegisteredTool>, by_name: NameMap, notices: Vec<Notice>) -> Self {
+    fn from_admitted(config: Arc<Config>, tools: Vec<Arc<RegisteredTool>>, by_name: NameMap, notices: Vec<Notice>) -> Self {
         let mut sorted: Vec<usize> = (0..tools.len()).collect();
         sorted.sort_by(|a, b| tools[*a].meta.name.cmp(&tools[*b].meta.name));
         let resident: Vec<usize> = sorted.iter().copied().filter(|i| !tools[*i].meta.deferred).collect();
-        let sorted_names = sorted.iter().map(|i| tools[*i].meta.name.clone()).collect();
+        let resident_catalog = Arc::new(catalog::RenderedBlock::new(resident.iter().map(|i| tools[*i].as_ref())));
+        let mut registry = Self {
+            config,
+            generation: 0,
+            tools,
+            by_name,
+            resident,
+            late: Vec::new(),
+            sorted_names: Vec::new(),
+            notices,
+            search: None,
+            resident_catalog,
+        };
+        registry.index();
+        registry
+    }
+
+    /// Recomputes what derives from the whole tool list: sorted names and the search index.
+    fn index(&mut self) {
+        let tools = &self.tools;
+        let mut sorted: Vec<usize> = (0..tools.len()).collect();
+        sorted.sort_by(|a, b| tools[*a].meta.name.cmp(&tools[*b].meta.name));
+        self.sorted_names = sorted.iter().map(|i| tools[*i].meta.name.clone()).collect();
         let deferred: Vec<(String, String)> = sorted
             .iter()
             .filter(|i| tools[**i].meta.deferred)
             .map(|i| (tools[*i].meta.name.clone(), tools[*i].model_description.clone()))
             .collect();
-        let search = (!deferred.is_empty()).then(|| Arc::new(SearchIndex::new(deferred)));
-        let resident_catalog = catalog::RenderedBlock::new(resident.iter().map(|i| &tools[*i]));
-        Self {
-            tools,
-            by_name,
-            resident,
-            sorted_names,
-            notices,
-            search,
-            resident_catalog,
+        self.search = (!deferred.is_empty()).then(|| Arc::new(SearchIndex::new(deferred)));
+    }
+
+    /// The next generation: these tools admitted after the existing ones. A tool whose name
+    /// is already taken is skipped (a server re-listing what it offered before), not failed
+    /// closed; a bad new tool fails closed like at a first build. `None` when nothing is new.
+    pub fn appended(&self, tools: impl IntoIterator<Item = Arc<dyn ToolSpec>>) -> Option<(Registry, Vec<Notice>)> {
+        let mut admission = Admission::new(&self.config, self.tools.clone(), self.by_name.clone());
+        let before = self.tools.len();
+        for tool in tools {
+            if !admission.by_name.contains_key(tool.name()) {
+                admission.admit(tool);
+            }
         }
+        if admission.admitted.len() == before {
+            return None;
+        }
+        let Admission {
+            admitted,
+            by_name,
+            notices,
+            ..
+        } = admission;
+        let mut late = self.late.clone();
+        late.extend((before..admitted.len()).filter(|i| !admitted[*i].meta.deferred));
+        let mut all_notices = self.notices.clone();
+        all_notices.extend(notices.iter().cloned());
+        let mut next = Registry {
+            config: Arc::clone(&self.config),
+            generation: self.generation + 1,
+            tools: admitted,
+            by_name,
+            resident: self.resident.clone(),
+            late,
+            sorted_names: Vec::new(),
+            notices: all_notices,
+            search: None,
+            resident_catalog: Arc::clone(&self.resident_catalog),
+        };
+        next.index();
+        Some((next, notices))
+    }
+
+    /// 0 for a first build; one more for each [`Registry::appended`].
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The tool called exactly `name`.
     pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
-        self.by_name.get(name).map(|i| &self.tools[*i])
+        self.by_name.get(name).map(|i| self.tools[*i].as_ref())
     }
 
     /// Every admitted tool, in admission order.
     pub fn iter(&self) -> impl Iterator<Item = &RegisteredTool> {
-        self.tools.iter()
+        self.tools.iter().map(AsRef::as_ref)
     }
 
     /// Every tool name, sorted.
@@ -356,8 +447,14 @@ impl Registry {
         &self.resident_catalog
     }
 
-    pub(crate) fn resident_count(&self) -> usize {
-        self.resident.len()
+    /// Names of the first generation's resident tools, in catalog order.
+    pub(crate) fn resident_names(&self) -> impl Iterator<Item = &str> {
+        self.resident.iter().map(|i| self.tools[*i].meta.name.as_str())
+    }
+
+    /// Resident tools admitted by later generations, in admission order.
+    pub(crate) fn late_tools(&self) -> impl Iterator<Item = &RegisteredTool> {
+        self.late.iter().map(|i| self.tools[*i].as_ref())
     }
 }
 

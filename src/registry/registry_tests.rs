@@ -205,3 +205,65 @@ fn tool_names_are_checked() {
     assert_eq!(sanitize_tool_name("a.b c"), "a_b_c");
     assert_eq!(sanitize_tool_name(""), "unnamed_tool");
 }
+
+fn specs(tools: Vec<Fake>) -> Vec<Arc<dyn ToolSpec>> {
+    tools.into_iter().map(|t| Arc::new(t) as Arc<dyn ToolSpec>).collect()
+}
+
+#[test]
+fn tools_added_later_are_appended_after_everything_a_session_saw() {
+    let mut d = fake("deferred_a");
+    d.deferred = true;
+    let live = LiveRegistry::from(registry(vec![fake("zeta"), fake("beta"), d]));
+    let gen0 = live.current().catalog();
+    let activated = gen0.activate(&["deferred_a".into()]);
+
+    // A server adds a resident tool that sorts first, a deferred one, and re-lists a known
+    // one with another description: only the new names arrive, none is sorted in.
+    let mut later_deferred = fake("deferred_b");
+    later_deferred.deferred = true;
+    let mut relisted = fake("zeta");
+    relisted.description = "changed".into();
+    let (grew, notices) = live.append(specs(vec![fake("aardvark"), later_deferred, relisted]));
+    assert!(grew);
+    assert!(notices.is_empty(), "{notices:?}");
+    let next = live.current();
+    assert_eq!(next.generation(), 1);
+    assert_eq!(next.get("zeta").unwrap().model_description, "The zeta tool.");
+
+    let adopted = activated.adopt(Arc::clone(&next));
+    assert_eq!(adopted.visible_names(), vec!["beta", "zeta", "deferred_a", "aardvark"]);
+    assert!(adopted.contains("aardvark"));
+    assert!(!adopted.contains("deferred_b"), "a deferred newcomer is only searchable");
+    let hits = next.search_index().unwrap().search("deferred_b", 3);
+    assert_eq!(hits[0].name, "deferred_b");
+    for format in [CatalogFormat::Anthropic, CatalogFormat::OpenAi] {
+        let before = activated.render(format);
+        let after = adopted.render(format);
+        assert!(after.as_bytes().starts_with(&before.as_bytes()[..before.len() - 1]));
+        assert!(after.contains("aardvark"));
+    }
+    // A session opened on the new generation sees the newcomer after the resident block too.
+    assert_eq!(next.catalog().visible_names(), vec!["beta", "zeta", "aardvark"]);
+
+    // Nothing new: no new generation.
+    let (grew, _) = live.append(specs(vec![fake("aardvark")]));
+    assert!(!grew);
+    assert_eq!(live.current().generation(), 1);
+}
+
+#[test]
+fn a_bad_tool_added_later_fails_closed_alone() {
+    let live = LiveRegistry::from(registry(vec![fake("alpha")]));
+    let mut bad = fake("bad_schema");
+    bad.schema = json!({"type": "array"});
+    let (grew, notices) = live.append(specs(vec![bad, fake("good")]));
+    assert!(grew);
+    assert_eq!(notices.len(), 1);
+    assert_eq!(notices[0].kind, NoticeKind::FailClosedTool);
+    assert!(notices[0].message.contains("bad_schema"), "{}", notices[0].message);
+    let current = live.current();
+    assert!(current.get("good").is_some());
+    assert_eq!(current.get("bad_schema").unwrap().meta.source, ToolSource::Extension);
+    assert!(current.notices().iter().any(|n| n.message.contains("bad_schema")));
+}

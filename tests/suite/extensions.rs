@@ -38,7 +38,7 @@ fn extension_tools_run_out_of_process_and_bad_ones_fail_closed() {
                    [[extensions]]\nname = \"bad_schema\"\ndescription = \"x\"\ncommand = [\"true\"]\ninput_schema = 'not json'\n";
         let cfg = config(&format!("{}{bad}", word_count()), ws.path());
         let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
-        let reg = Arc::clone(&toolset.registry);
+        let reg = toolset.registry.current();
         let kinds: Vec<String> = reg.notices().iter().map(|n| n.message.clone()).collect();
         assert!(kinds.iter().any(|m| m.contains("bad_caps") && m.contains("teleport")), "{kinds:?}");
         assert!(
@@ -115,8 +115,8 @@ fn a_sub_agent_runs_its_own_session_with_the_same_tools() {
             ],
         });
         let toolset = build_toolset(Arc::clone(&cfg), Some(runner)).await.unwrap();
-        assert!(toolset.registry.get("spawn_agent").is_some());
-        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), Arc::clone(&toolset.registry)));
+        assert!(toolset.registry.current().get("spawn_agent").is_some());
+        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
         let s = d.open_session(SessionOptions {
             workspace: Some(ws.path().to_path_buf()),
             ..Default::default()
@@ -143,11 +143,14 @@ fn sub_agents_nest_only_to_the_configured_depth() {
         let cfg = config("[subagents]\nmax_depth = 1\n", ws.path());
         let runner = Arc::new(Scripted { responses: Vec::new() });
         let toolset = build_toolset(Arc::clone(&cfg), Some(runner)).await.unwrap();
-        assert!(toolset.registry.get("spawn_agent").is_some(), "depth 0 may spawn");
+        assert!(toolset.registry.current().get("spawn_agent").is_some(), "depth 0 may spawn");
         let cfg0 = config("[subagents]\nmax_depth = 0\n", ws.path());
         let toolset = build_toolset(cfg0, Some(Arc::new(Scripted { responses: Vec::new() })))
             .await
             .unwrap();
-        assert!(toolset.registry.get("spawn_agent").is_none(), "max_depth 0 means no sub-agents");
+        assert!(
+            toolset.registry.current().get("spawn_agent").is_none(),
+            "max_depth 0 means no sub-agents"
+        );
     });
 }

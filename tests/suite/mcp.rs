@@ -35,6 +35,8 @@ mode = "full-auto"
 workers = 1
 [overflow]
 dir = "{ws}/.overflow"
+[mcp]
+tool_cache_dir = "{ws}/.mcp_tools"
 [[mcp.servers]]
 name = "everything"
 command = ["node", "{d}/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js", "stdio"]
@@ -63,7 +65,7 @@ async fn bed() -> Bed {
     let ws = tempfile::tempdir().unwrap();
     let cfg = config("", ws.path());
     let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
-    let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), Arc::clone(&toolset.registry)));
+    let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
     let s = d.open_session(SessionOptions {
         workspace: Some(ws.path().to_path_buf()),
         ..Default::default()
@@ -82,7 +84,7 @@ fn server_tools_are_deferred_found_by_search_and_called() {
         let cfg = config("", ws.path());
         let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
         assert!(toolset.notices.is_empty(), "{:?}", toolset.notices);
-        let reg = Arc::clone(&toolset.registry);
+        let reg = toolset.registry.current();
         let echo = reg.get("everything__echo").expect("the echo tool is listed");
         assert!(echo.meta.deferred && echo.meta.network, "{:?}", echo.meta);
         assert_eq!(
@@ -181,7 +183,10 @@ fn a_server_that_never_starts_is_reported_and_required_ones_stop_startup() {
         );
         let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
         assert!(toolset.notices.iter().any(|n| n.message.contains("ghost")), "{:?}", toolset.notices);
-        assert!(toolset.registry.get("everything__echo").is_some(), "the other servers still work");
+        assert!(
+            toolset.registry.current().get("everything__echo").is_some(),
+            "the other servers still work"
+        );
         let cfg = config(
             "[[mcp.servers]]\nname = \"ghost\"\nrequired = true\ncommand = [\"/no/such/mcp-server\"]\n",
             ws.path(),
@@ -313,7 +318,7 @@ fn a_streamable_http_server_is_used_like_a_stdio_one() {
     system(async move {
         let ws = tempfile::tempdir().unwrap();
         let file = ws.path().join("http.toml");
-        std::fs::write(&file, format!("[approval]\nmode = \"full-auto\"\n[[mcp.servers]]\nname = \"remote\"\nurl = \"http://127.0.0.1:{port}/mcp\"\nstartup_timeout_ms = 15000\n")).unwrap();
+        std::fs::write(&file, format!("[approval]\nmode = \"full-auto\"\n[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"remote\"\nurl = \"http://127.0.0.1:{port}/mcp\"\nstartup_timeout_ms = 15000\n")).unwrap();
         let cfg = Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap());
         // The server needs a moment to listen; start-up retries are the supervisor's job, so
         // the test waits for the port instead.
@@ -325,8 +330,8 @@ fn a_streamable_http_server_is_used_like_a_stdio_one() {
         }
         let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
         assert!(toolset.notices.is_empty(), "{:?}", toolset.notices);
-        assert!(toolset.registry.get("remote__echo").is_some());
-        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), Arc::clone(&toolset.registry)));
+        assert!(toolset.registry.current().get("remote__echo").is_some());
+        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
         let s = d.open_session(SessionOptions {
             workspace: Some(ws.path().to_path_buf()),
             ..Default::default()
@@ -342,7 +347,11 @@ fn https_servers_are_refused_clearly() {
     system(async {
         let ws = tempfile::tempdir().unwrap();
         let file = ws.path().join("https.toml");
-        std::fs::write(&file, "[[mcp.servers]]\nname = \"tls\"\nurl = \"https://127.0.0.1:1/mcp\"\n").unwrap();
+        std::fs::write(
+            &file,
+            "[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"tls\"\nurl = \"https://127.0.0.1:1/mcp\"\n",
+        )
+        .unwrap();
         let cfg = Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap());
         let toolset = build_toolset(cfg, None).await.unwrap();
         assert!(
@@ -350,5 +359,129 @@ fn https_servers_are_refused_clearly() {
             "{:?}",
             toolset.notices
         );
+    });
+}
+
+/// The growing fixture server (tests/data/growing_mcp_server.py) as a `[[mcp.servers]]` table.
+fn growing_server(extra: &str) -> String {
+    let d = deps();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/growing_mcp_server.py");
+    format!(
+        "[[mcp.servers]]\nname = \"growing\"\ncommand = [\"{}\", \"{}\"]\n{extra}\n",
+        d.join("venv/bin/python").display(),
+        script.display()
+    )
+}
+
+#[test]
+fn tools_a_server_adds_later_are_appended_to_the_catalog() {
+    system(async {
+        let ws = tempfile::tempdir().unwrap();
+        let cfg = config(&growing_server("defer = false"), ws.path());
+        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+        assert!(toolset.notices.is_empty(), "{:?}", toolset.notices);
+        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
+        let s = d.open_session(SessionOptions {
+            workspace: Some(ws.path().to_path_buf()),
+            ..Default::default()
+        });
+        let before = d.catalog(&s).unwrap();
+        assert!(before.contains("growing__add_tool") && !before.contains("growing__greet"));
+        let generation = toolset.registry.current().generation();
+
+        let ev = round(&d, &s, &[("growing__add_tool", json!({"name": "greet", "reply": "hello there"}))]).await;
+        assert!(results(&ev)[0].content.contains("added greet"), "{}", results(&ev)[0].content);
+        // The notification is handled on the server's actor; wait for the next generation.
+        for _ in 0..200 {
+            if toolset.registry.current().get("growing__greet").is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let grown = toolset.registry.current();
+        assert!(grown.get("growing__greet").is_some(), "list_changed was not followed");
+        assert!(grown.generation() > generation);
+
+        // The session's catalog: the same bytes, then the new tool, never sorted in.
+        let after = d.catalog(&s).unwrap();
+        assert_eq!(after.visible_names().last().map(String::as_str), Some("growing__greet"));
+        for format in [
+            toolslot::registry::CatalogFormat::Anthropic,
+            toolslot::registry::CatalogFormat::OpenAi,
+        ] {
+            let (b, a) = (before.render(format), after.render(format));
+            assert!(a.as_bytes().starts_with(&b.as_bytes()[..b.len() - 1]), "the cached prefix changed");
+        }
+        // The next submission announces it, and the new tool works like any other.
+        let ev = round(&d, &s, &[("growing__greet", json!({}))]).await;
+        let announced = ev.iter().any(|e| {
+            matches!(e, PipelineEvent::Notice(n) if n.kind == toolslot::notice::NoticeKind::ToolsAdded && n.message.contains("growing__greet"))
+        });
+        assert!(announced, "{ev:?}");
+        let r = &results(&ev)[0];
+        assert!(!r.is_error && r.content.contains("hello there"), "{}", r.content);
+        // A session opened now sees it too, after the resident block.
+        let fresh = d.open_session(SessionOptions::default());
+        assert_eq!(
+            d.catalog(&fresh).unwrap().visible_names().last().map(String::as_str),
+            Some("growing__greet")
+        );
+    });
+}
+
+#[test]
+fn an_optional_server_with_a_kept_listing_starts_on_first_use() {
+    system(async {
+        let ws = tempfile::tempdir().unwrap();
+        // First run: nothing kept, so the server starts to list its tools, and the listing
+        // is kept.
+        let cfg = config(&growing_server(""), ws.path());
+        let first = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+        let growing = first.mcp.iter().find(|h| h.name() == "growing").unwrap().clone();
+        assert_eq!(growing.status().await, toolslot_actors::mcp::ServerState::Ready);
+        assert!(ws.path().join(".mcp_tools/growing.json").is_file());
+        drop(first);
+
+        // Second run: the kept listing gives the tools; nothing is started yet.
+        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+        let growing = toolset.mcp.iter().find(|h| h.name() == "growing").unwrap().clone();
+        assert_eq!(growing.status().await, toolslot_actors::mcp::ServerState::Idle);
+        assert!(toolset.registry.current().get("growing__add_tool").is_some());
+        let everything = toolset.mcp.iter().find(|h| h.name() == "everything").unwrap().clone();
+        assert_eq!(everything.status().await, toolslot_actors::mcp::ServerState::Idle);
+
+        // The first call starts it.
+        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
+        let s = d.open_session(SessionOptions {
+            workspace: Some(ws.path().to_path_buf()),
+            ..Default::default()
+        });
+        round(&d, &s, &[("tool_search", json!({"query": "add a tool"}))]).await;
+        let ev = round(&d, &s, &[("growing__add_tool", json!({"name": "wave", "reply": "hi"}))]).await;
+        assert!(results(&ev)[0].content.contains("added wave"), "{}", results(&ev)[0].content);
+        assert_eq!(growing.status().await, toolslot_actors::mcp::ServerState::Ready);
+        assert_eq!(
+            everything.status().await,
+            toolslot_actors::mcp::ServerState::Idle,
+            "unused servers stay down"
+        );
+
+        // A changed command makes the kept listing worthless: that server starts at start-up.
+        let moved = config(&growing_server("env = { GROWING = \"2\" }"), ws.path());
+        let toolset = build_toolset(moved, None).await.unwrap();
+        let growing = toolset.mcp.iter().find(|h| h.name() == "growing").unwrap().clone();
+        assert_eq!(growing.status().await, toolslot_actors::mcp::ServerState::Ready);
+    });
+}
+
+#[test]
+fn a_required_server_always_starts_at_startup() {
+    system(async {
+        let ws = tempfile::tempdir().unwrap();
+        let cfg = config(&growing_server("required = true"), ws.path());
+        drop(build_toolset(Arc::clone(&cfg), None).await.unwrap());
+        let toolset = build_toolset(cfg, None).await.unwrap();
+        let growing = toolset.mcp.iter().find(|h| h.name() == "growing").unwrap().clone();
+        assert_eq!(growing.status().await, toolslot_actors::mcp::ServerState::Ready);
     });
 }

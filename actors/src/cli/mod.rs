@@ -127,7 +127,7 @@ pub fn with_toolset<T>(
         let toolset = toolslot_actors::build_toolset(Arc::clone(&cfg), None)
             .await
             .map_err(CliError::Startup)?;
-        for notice in toolset.notices.iter().chain(toolset.registry.notices()) {
+        for notice in toolset.notices.iter().chain(toolset.registry.current().notices()) {
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
         f(cfg, toolset).await
@@ -145,10 +145,10 @@ fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
         let toolset = toolslot_actors::build_toolset(Arc::clone(&cfg), None)
             .await
             .map_err(CliError::Startup)?;
-        for notice in toolset.notices.iter().chain(toolset.registry.notices()) {
+        for notice in toolset.notices.iter().chain(toolset.registry.current().notices()) {
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
-        let dispatcher = toolset.attach(toolslot_actors::Dispatcher::new(Arc::clone(&cfg), Arc::clone(&toolset.registry)));
+        let dispatcher = toolset.attach(toolslot_actors::Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
         toolslot_actors::server::serve(cfg, dispatcher)
             .await
             .map_err(|e| CliError::Io(format!("server: {e}")))
@@ -157,5 +157,5 @@ fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
 
 /// The registry of a finished toolset (for subcommands that only read it).
 pub fn registry_of(toolset: &toolslot_actors::Toolset) -> Arc<Registry> {
-    Arc::clone(&toolset.registry)
+    toolset.registry.current()
 }

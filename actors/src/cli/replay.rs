@@ -82,10 +82,10 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     let system = actix_rt::System::new();
     system.block_on(async move {
         let toolset = toolslot_actors::build_toolset(Arc::clone(&cfg), None).await.map_err(CliError::Startup)?;
-        for notice in toolset.notices.iter().chain(toolset.registry.notices()) {
+        for notice in toolset.notices.iter().chain(toolset.registry.current().notices()) {
             print_event(&PipelineEvent::Notice(notice.clone()), pretty)?;
         }
-        let dispatcher = toolset.attach(Dispatcher::new(cfg, Arc::clone(&toolset.registry)));
+        let dispatcher = toolset.attach(Dispatcher::new(cfg, toolset.registry.clone()));
         let session = dispatcher.open_session(SessionOptions { workspace: Some(workspace), approval_mode: None, dialect });
         let can_prompt = answerer == Answerer::Prompt && std::io::stdin().is_terminal() && !args.files.iter().any(|f| f == "-");
         for file in &args.files {

@@ -1,0 +1,172 @@
+//! What a server's tools call through: its actor's address.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures::future::BoxFuture;
+use serde_json::Value;
+use toolslot::mcp::ProgressSink;
+use toolslot::mcp::client::{McpClient, RequestFailure};
+use toolslot::mcp::{McpCallError, McpCaller, ResourceSource};
+
+use super::server::{GetClient, McpServerActor, ReportDead, ServerState, Status};
+
+/// A server's handle, as its tools see it.
+#[derive(Clone)]
+pub struct McpServerHandle {
+    server: String,
+    addr: Addr<McpServerActor>,
+    call_timeout: Duration,
+}
+
+impl McpServerHandle {
+    pub(super) fn new(server: String, addr: Addr<McpServerActor>, call_timeout: Duration) -> Self {
+        Self {
+            server,
+            addr,
+            call_timeout,
+        }
+    }
+
+    /// The server's name.
+    pub fn name(&self) -> &str {
+        &self.server
+    }
+
+    /// The server's state.
+    ///
+    /// # Cancel safety
+    /// Safe: it only asks.
+    pub async fn status(&self) -> ServerState {
+        self.addr
+            .send(Status)
+            .await
+            .unwrap_or_else(|_| ServerState::Failed("supervisor gone".into()))
+    }
+
+    /// The current connection's process id, starting the server if it is not running
+    /// (tests kill it to test restarts).
+    ///
+    /// # Cancel safety
+    /// Safe: it only asks.
+    pub async fn pid(&self) -> Option<u32> {
+        self.client().await.ok().and_then(|c| c.pid())
+    }
+
+    /// Starts the server if it is not running, and lists its tools.
+    ///
+    /// # Errors
+    /// Why it could not start.
+    ///
+    /// # Cancel safety
+    /// Safe: the start goes on without the caller, shared with the next one.
+    pub async fn start(&self) -> Result<(), String> {
+        self.client().await.map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    async fn client(&self) -> Result<Arc<McpClient>, McpCallError> {
+        self.addr.send(GetClient).await.unwrap_or_else(|_| {
+            Err(McpCallError::Unavailable {
+                server: self.server.clone(),
+                reason: "its supervisor is gone".into(),
+            })
+        })
+    }
+}
+
+impl McpCaller for McpServerHandle {
+    fn server(&self) -> &str {
+        &self.server
+    }
+
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        args: Value,
+        read_only: bool,
+        progress: Option<ProgressSink>,
+    ) -> BoxFuture<'a, Result<Value, McpCallError>> {
+        Box::pin(async move {
+            // A read-only call may be retried once on a fresh connection; anything else could
+            // have acted already, so it is not sent twice.
+            let attempts = if read_only { 2 } else { 1 };
+            let mut last = String::new();
+            for _ in 0..attempts {
+                let client = self.client().await?;
+                let answer = match client.start_call(tool, args.clone(), progress.clone()).await {
+                    Ok(pending) => {
+                        // If this future is dropped (the round was cancelled, the call timed
+                        // out above us), the server is told to stop.
+                        let mut guard = CancelOnDrop(Some(pending.canceller()));
+                        let answer = pending.finish(self.call_timeout).await;
+                        if !matches!(answer, Err(RequestFailure::Timeout)) {
+                            guard.0 = None;
+                        }
+                        answer
+                    }
+                    Err(e) => Err(e),
+                };
+                match answer {
+                    Ok(v) => return Ok(v),
+                    Err(RequestFailure::Rpc(message)) => {
+                        return Err(McpCallError::Refused {
+                            server: self.server.clone(),
+                            message,
+                        });
+                    }
+                    Err(RequestFailure::Timeout) => {
+                        return Err(McpCallError::Timeout {
+                            server: self.server.clone(),
+                            ms: self.call_timeout.as_millis() as u64,
+                        });
+                    }
+                    Err(RequestFailure::Closed(reason)) => {
+                        self.addr.do_send(ReportDead(reason.clone()));
+                        last = reason;
+                    }
+                }
+            }
+            Err(McpCallError::OutcomeUnknown {
+                server: self.server.clone(),
+                reason: last,
+            })
+        })
+    }
+}
+
+/// Cancels a request at its server when dropped while armed.
+struct CancelOnDrop(Option<toolslot::mcp::client::Canceller>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            // Drop cannot wait; the notification goes out on its own task.
+            actix::spawn(async move { c.cancel("the caller stopped waiting (round cancelled or call timed out)").await });
+        }
+    }
+}
+
+impl ResourceSource for McpServerHandle {
+    fn server(&self) -> &str {
+        &self.server
+    }
+    fn list_resources(&self) -> BoxFuture<'_, Result<Value, McpCallError>> {
+        Box::pin(async move {
+            let c = self.client().await?;
+            c.list_resources().await.map_err(|e| McpCallError::Refused {
+                server: self.server.clone(),
+                message: format!("{e:?}"),
+            })
+        })
+    }
+    fn read_resource<'a>(&'a self, uri: &'a str) -> BoxFuture<'a, Result<Value, McpCallError>> {
+        Box::pin(async move {
+            let c = self.client().await?;
+            c.read_resource(uri).await.map_err(|e| McpCallError::Refused {
+                server: self.server.clone(),
+                message: format!("{e:?}"),
+            })
+        })
+    }
+}

@@ -1,0 +1,266 @@
+//! One MCP server's supervised actor: its connection, its lifecycle, its listings.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use serde_json::Value;
+use toolslot::config::{Config, McpServerConfig};
+use toolslot::mcp::client::{McpClient, ToolsChanged, connect};
+use toolslot::mcp::{McpCallError, McpCaller};
+
+use super::handle::McpServerHandle;
+use super::intake::ToolIntake;
+
+/// Where a server is in its life.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "state", content = "reason", rename_all = "snake_case")]
+pub enum ServerState {
+    /// Not started: its tools come from the kept listing; the first call starts it.
+    Idle,
+    /// Starting (or restarting).
+    Starting,
+    /// Connected, tools listed.
+    Ready,
+    /// Not running; the reason.
+    Failed(String),
+}
+
+type Connecting = Shared<BoxFuture<'static, Result<(Arc<McpClient>, Vec<Value>), String>>>;
+
+/// One server's supervisor-held state.
+pub struct McpServerActor {
+    cfg: McpServerConfig,
+    startup: Duration,
+    call_timeout: Duration,
+    backoff: Duration,
+    backoff_max: Duration,
+    intake: Arc<ToolIntake>,
+    client: Option<Arc<McpClient>>,
+    connecting: Option<Connecting>,
+    /// Starts begun, and the last one whose outcome was recorded: every caller waiting on
+    /// a start sees its outcome, but only the first records it.
+    attempts: u64,
+    settled: u64,
+    state: ServerState,
+    failures: u32,
+    not_before: Option<Instant>,
+    relisting: bool,
+    relist_again: bool,
+}
+
+impl McpServerActor {
+    pub(super) fn new(cfg: McpServerConfig, global: &Config, intake: Arc<ToolIntake>, idle: bool) -> Self {
+        let m = &global.mcp;
+        Self {
+            startup: Duration::from_millis(cfg.startup_timeout_ms.unwrap_or(m.startup_timeout_ms)),
+            call_timeout: Duration::from_millis(cfg.call_timeout_ms.unwrap_or(m.call_timeout_ms)),
+            backoff: Duration::from_millis(m.restart_backoff_ms),
+            backoff_max: Duration::from_millis(m.restart_backoff_max_ms),
+            cfg,
+            intake,
+            client: None,
+            connecting: None,
+            attempts: 0,
+            settled: 0,
+            state: if idle { ServerState::Idle } else { ServerState::Starting },
+            failures: 0,
+            not_before: None,
+            relisting: false,
+            relist_again: false,
+        }
+    }
+
+    fn mark_dead(&mut self, reason: String) {
+        if let Some(c) = self.client.take() {
+            tracing::warn!(server = %self.cfg.name, pid = ?c.pid(), %reason, "MCP server stopped");
+        }
+        self.state = ServerState::Failed(reason);
+    }
+
+    /// The tools of a fresh listing go to the intake, calling through this actor.
+    fn accept(&self, listing: &[Value], ctx: &Context<Self>) {
+        let handle = McpServerHandle::new(self.cfg.name.clone(), ctx.address(), self.call_timeout);
+        let caller: Arc<dyn McpCaller> = Arc::new(handle);
+        self.intake.offer(&self.cfg, listing, caller, true);
+    }
+}
+
+impl Actor for McpServerActor {
+    type Context = Context<Self>;
+}
+
+impl Supervised for McpServerActor {
+    fn restarting(&mut self, _ctx: &mut Context<Self>) {
+        // The actor failed, not necessarily the server; a fresh connection is made on the
+        // next call.
+        self.client = None;
+        self.connecting = None;
+        self.relisting = false;
+        self.state = ServerState::Starting;
+        tracing::warn!(server = %self.cfg.name, "MCP server actor restarted");
+    }
+}
+
+/// A live connection, starting the server if it is not running.
+#[derive(Message)]
+#[rtype(result = "Result<Arc<McpClient>, McpCallError>")]
+pub struct GetClient;
+
+/// The connection failed; forget it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ReportDead(pub String);
+
+/// The server's state.
+#[derive(Message)]
+#[rtype(result = "ServerState")]
+pub struct Status;
+
+/// The server said its tools changed: list them again.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Relist;
+
+impl Handler<GetClient> for McpServerActor {
+    type Result = ResponseActFuture<Self, Result<Arc<McpClient>, McpCallError>>;
+
+    fn handle(&mut self, _msg: GetClient, ctx: &mut Context<Self>) -> Self::Result {
+        if let Some(c) = &self.client {
+            if !c.is_closed() {
+                return Box::pin(fut::ready(Ok(Arc::clone(c))));
+            }
+            self.mark_dead("its connection closed".into());
+        }
+        let server = self.cfg.name.clone();
+        if let Some(t) = self.not_before
+            && Instant::now() < t
+        {
+            let reason = match &self.state {
+                ServerState::Failed(r) => format!(
+                    "{r}; next restart in {} ms",
+                    t.saturating_duration_since(Instant::now()).as_millis()
+                ),
+                _ => "restarting".into(),
+            };
+            return Box::pin(fut::ready(Err(McpCallError::Unavailable { server, reason })));
+        }
+        // Calls that arrive while the server starts share the one start. The connection
+        // holds only a weak address: it must not keep its own supervisor alive.
+        let me = ctx.address().downgrade();
+        let attempts = &mut self.attempts;
+        let waiting = self
+            .connecting
+            .get_or_insert_with(|| {
+                *attempts += 1;
+                let on_change: ToolsChanged = Arc::new(move || {
+                    if let Some(addr) = me.upgrade() {
+                        addr.do_send(Relist);
+                    }
+                });
+                start(self.cfg.clone(), self.startup, on_change)
+            })
+            .clone();
+        self.state = ServerState::Starting;
+        let attempt = self.attempts;
+        Box::pin(waiting.into_actor(self).map(move |result, act, ctx| {
+            let first = act.settled < attempt;
+            if first {
+                act.settled = attempt;
+                act.connecting = None;
+            }
+            match result {
+                Ok((client, listing)) => {
+                    if first {
+                        tracing::info!(server = %act.cfg.name, pid = ?client.pid(), tools = listing.len(), "MCP server ready");
+                        act.client = Some(Arc::clone(&client));
+                        act.state = ServerState::Ready;
+                        act.failures = 0;
+                        act.not_before = None;
+                        act.accept(&listing, ctx);
+                        if std::mem::take(&mut act.relist_again) {
+                            ctx.notify(Relist);
+                        }
+                    }
+                    Ok(client)
+                }
+                Err(reason) => {
+                    if first {
+                        act.failures += 1;
+                        let delay = act
+                            .backoff
+                            .saturating_mul(1 << act.failures.min(16).saturating_sub(1))
+                            .min(act.backoff_max);
+                        act.not_before = Some(Instant::now() + delay);
+                        act.state = ServerState::Failed(reason.clone());
+                    }
+                    Err(McpCallError::Unavailable { server, reason })
+                }
+            }
+        }))
+    }
+}
+
+/// Connects and lists the tools: a server is ready once its tools are known.
+fn start(cfg: McpServerConfig, startup: Duration, on_change: ToolsChanged) -> Connecting {
+    async move {
+        let client = connect(&cfg, startup, Some(on_change)).await?;
+        let listing = match tokio::time::timeout(startup, client.list_tools()).await {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => return Err(format!("server `{}`: listing tools failed: {e:?}", cfg.name)),
+            Err(_) => {
+                return Err(format!(
+                    "server `{}` did not list its tools within {} ms",
+                    cfg.name,
+                    startup.as_millis()
+                ));
+            }
+        };
+        Ok((Arc::new(client), listing))
+    }
+    .boxed()
+    .shared()
+}
+
+impl Handler<Relist> for McpServerActor {
+    type Result = ();
+    fn handle(&mut self, _msg: Relist, ctx: &mut Context<Self>) {
+        let client = self.client.clone().filter(|c| !c.is_closed());
+        // Servers send several changes in a burst: one listing runs at a time, and one more
+        // follows if a change arrived meanwhile (or while the server was starting).
+        let Some(client) = client.filter(|_| !self.relisting) else {
+            self.relist_again = true;
+            return;
+        };
+        self.relisting = true;
+        let timeout = self.startup;
+        let listing = async move { tokio::time::timeout(timeout, client.list_tools()).await };
+        ctx.spawn(listing.into_actor(self).map(|result, act, ctx| {
+            act.relisting = false;
+            match result {
+                Ok(Ok(listing)) => act.accept(&listing, ctx),
+                Ok(Err(e)) => tracing::warn!(server = %act.cfg.name, error = ?e, "listing changed tools failed"),
+                Err(_) => tracing::warn!(server = %act.cfg.name, "listing changed tools timed out"),
+            }
+            if std::mem::take(&mut act.relist_again) {
+                ctx.notify(Relist);
+            }
+        }));
+    }
+}
+
+impl Handler<ReportDead> for McpServerActor {
+    type Result = ();
+    fn handle(&mut self, msg: ReportDead, _ctx: &mut Context<Self>) {
+        self.mark_dead(msg.0);
+    }
+}
+
+impl Handler<Status> for McpServerActor {
+    type Result = MessageResult<Status>;
+    fn handle(&mut self, _msg: Status, _ctx: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.state.clone())
+    }
+}

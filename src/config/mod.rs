@@ -346,6 +346,8 @@ pub struct McpConfig {
     pub restart_backoff_ms: u64,
     /// Longest restart delay (ms).
     pub restart_backoff_max_ms: u64,
+    /// Redirects followed at most for a streamable HTTP server (same origin, 307/308 only).
+    pub http_max_redirects: usize,
     /// Where each server's last tool listing is kept ("" keeps none: every server starts at
     /// start-up to list its tools).
     pub tool_cache_dir: String,
@@ -372,9 +374,13 @@ pub struct McpServerConfig {
     /// Environment variables set for the server process.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
-    /// URL of a streamable HTTP server.
+    /// URL of a streamable HTTP server (`http://` or `https://`).
     #[serde(default)]
     pub url: Option<String>,
+    /// A PEM file of certificates trusted for this server besides the bundled roots (an
+    /// internal CA, a self-signed development server).
+    #[serde(default)]
+    pub ca_cert: Option<String>,
     /// Start-up (spawn + initialize + list tools) timeout in ms (default `mcp.startup_timeout_ms`).
     #[serde(default)]
     pub startup_timeout_ms: Option<u64>,
@@ -519,7 +525,8 @@ impl Config {
     }
 }
 
-fn expand_home(path: &str) -> PathBuf {
+/// `path` with a leading `~/` replaced by the home folder.
+pub fn expand_home(path: &str) -> PathBuf {
     if let Some(rest) = path.strip_prefix("~/")
         && let Some(home) = std::env::var_os("HOME")
     {

@@ -141,27 +141,48 @@ impl std::fmt::Debug for McpClient {
 /// `initialize` handshake; `on_tools_changed` hears of later changes to its tool list.
 ///
 /// # Errors
-/// A one-line reason: no command or URL, an https URL, the process failing to start, or the
-/// handshake failing or timing out.
-pub async fn connect(cfg: &McpServerConfig, startup: Duration, on_tools_changed: Option<ToolsChanged>) -> Result<McpClient, String> {
+/// A one-line reason: no command or URL, a URL that is not http(s), a bad `ca_cert`, the
+/// process failing to start, or the handshake failing (a certificate the server's name does
+/// not match, an untrusted issuer) or timing out.
+pub async fn connect(
+    cfg: &McpServerConfig,
+    startup: Duration,
+    max_redirects: usize,
+    on_tools_changed: Option<ToolsChanged>,
+) -> Result<McpClient, String> {
     let handler = Handler {
         on_tools_changed,
         ..Handler::default()
     };
     let progress = Arc::clone(&handler.progress);
     if let Some(url) = &cfg.url {
-        // Streamable HTTP. Plain http only: rmcp's client is built without a TLS stack here,
-        // and MCP servers worth trusting with a session run beside the host.
-        if !url.starts_with("http://") {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(format!(
-                "server `{}`: only http:// URLs are supported for streamable HTTP servers, not `{url}`",
+                "server `{}`: a streamable HTTP server's url must start with http:// or https://, not `{url}`",
                 cfg.name
             ));
         }
-        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+        let client = super::http::client_for(cfg, max_redirects)?;
+        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+            client.clone(),
+            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str()),
+        );
         let service = match tokio::time::timeout(startup, handler.serve(transport)).await {
             Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Err(format!("server `{}` at {url}: initialize failed: {e}", cfg.name)),
+            Ok(Err(e)) => {
+                // rmcp's error keeps only the outer text of the HTTP failure; one plain
+                // request with the same client recovers the cause (an untrusted certificate,
+                // a refused connection).
+                let cause = match tokio::time::timeout(startup, client.get(url.as_str()).send()).await {
+                    Ok(Err(http)) => format!(" ({})", with_causes(&http)),
+                    _ => String::new(),
+                };
+                return Err(format!(
+                    "server `{}` at {url}: initialize failed: {}{cause}",
+                    cfg.name,
+                    with_causes(&e)
+                ));
+            }
             Err(_) => {
                 return Err(format!(
                     "server `{}` at {url} did not initialize within {} ms",
@@ -205,6 +226,22 @@ pub async fn connect(cfg: &McpServerConfig, startup: Duration, on_tools_changed:
         progress,
         pid,
     })
+}
+
+/// An error and its causes on one line: the TLS or connection reason of an HTTP failure sits
+/// several sources deep, and "error sending request" alone does not say what to fix.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    out
 }
 
 fn failure(e: rmcp::service::ServiceError) -> RequestFailure {

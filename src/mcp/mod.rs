@@ -7,6 +7,7 @@
 
 mod cache;
 pub mod client;
+mod http;
 mod naming;
 mod policy;
 mod result;

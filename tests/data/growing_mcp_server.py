@@ -4,7 +4,17 @@ None of the pinned servers adds a tool after start-up on request, so this one do
 official Python SDK (installed with the PyPI servers): `add_tool` registers a tool answering a
 fixed reply and sends `notifications/tools/list_changed`, as real servers do when a plugin or
 a connection comes up.
+
+`--https PORT CA_PEM` serves streamable HTTP over TLS instead (uvicorn, as deployed servers
+run), with a certificate for 127.0.0.1 and localhost from a fresh CA written to CA_PEM for the
+client to trust; the pinned servers speak plain HTTP at most.
 """
+
+import datetime
+import ipaddress
+import os
+import sys
+import tempfile
 
 from mcp.server.mcpserver import Context, MCPServer
 
@@ -21,5 +31,64 @@ async def add_tool(name: str, reply: str, ctx: Context) -> str:
     return f"added {name}"
 
 
+def issue_certificate(ca_out: str) -> tuple[str, str]:
+    """A throwaway CA (written to ca_out, for the client to trust) and a server certificate
+    for 127.0.0.1 and localhost signed by it; returns the server's chain and key files."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def build(subject, issuer, public_key, signing_key, ca):
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        return builder.sign(signing_key, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = build("toolslot test CA", "toolslot test CA", ca_key.public_key(), ca_key, True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = build("toolslot test server", "toolslot test CA", key.public_key(), ca_key, False)
+
+    folder = tempfile.mkdtemp()
+    key_file = os.path.join(folder, "key.pem")
+    with open(key_file, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    chain_file = os.path.join(folder, "chain.pem")
+    with open(chain_file, "wb") as f:
+        f.write(leaf.public_bytes(serialization.Encoding.PEM) + ca.public_bytes(serialization.Encoding.PEM))
+    # Written last and renamed into place: the test waits for this file.
+    tmp = ca_out + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(ca.public_bytes(serialization.Encoding.PEM))
+    os.replace(tmp, ca_out)
+    return chain_file, key_file
+
+
 if __name__ == "__main__":
-    server.run()
+    if len(sys.argv) == 4 and sys.argv[1] == "--https":
+        import uvicorn
+
+        cert, key = issue_certificate(sys.argv[3])
+        uvicorn.run(
+            server.streamable_http_app(),
+            host="127.0.0.1",
+            port=int(sys.argv[2]),
+            ssl_certfile=cert,
+            ssl_keyfile=key,
+            log_level="warning",
+        )
+    else:
+        server.run()

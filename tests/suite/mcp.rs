@@ -342,20 +342,109 @@ fn a_streamable_http_server_is_used_like_a_stdio_one() {
     });
 }
 
+/// Loads a config of one `[[mcp.servers]]` table (listings not kept).
+fn one_server(ws: &std::path::Path, table: &str) -> Arc<Config> {
+    let file = ws.join("one.toml");
+    let toml = format!("[approval]\nmode = \"full-auto\"\n[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\n{table}\n");
+    std::fs::write(&file, toml).unwrap();
+    Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap())
+}
+
 #[test]
-fn https_servers_are_refused_clearly() {
+fn an_https_server_is_reached_with_its_certificate_checked() {
+    let d = deps();
+    let ws = tempfile::tempdir().unwrap();
+    let cert = ws.path().join("server-cert.pem");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/growing_mcp_server.py");
+    let _server = Killed(
+        std::process::Command::new(d.join("venv/bin/python"))
+            .arg(script)
+            .args(["--https", &port.to_string()])
+            .arg(&cert)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    system(async move {
+        for _ in 0..200 {
+            if cert.is_file() && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let url = format!("https://127.0.0.1:{port}/mcp");
+        // Not trusted: the certificate is refused, and the reason says so.
+        let cfg = one_server(ws.path(), &format!("name = \"tls\"\nurl = \"{url}\"\nrequired = true"));
+        let err = build_toolset(cfg, None)
+            .await
+            .err()
+            .expect("an untrusted certificate must not connect");
+        assert!(err.contains("tls") && err.to_lowercase().contains("certificate"), "{err}");
+
+        // Trusted through ca_cert: listed, called, and list_changed followed over HTTP.
+        let table = format!(
+            "name = \"tls\"\nurl = \"{url}\"\nrequired = true\ndefer = false\nca_cert = \"{}\"",
+            cert.display()
+        );
+        let cfg = one_server(ws.path(), &table);
+        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
+        let s = d.open_session(SessionOptions {
+            workspace: Some(ws.path().to_path_buf()),
+            ..Default::default()
+        });
+        let ev = round(&d, &s, &[("tls__add_tool", json!({"name": "secure", "reply": "over tls"}))]).await;
+        assert!(results(&ev)[0].content.contains("added secure"), "{}", results(&ev)[0].content);
+        for _ in 0..200 {
+            if toolset.registry.current().get("tls__secure").is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let ev = round(&d, &s, &[("tls__secure", json!({}))]).await;
+        assert!(results(&ev)[0].content.contains("over tls"), "{}", results(&ev)[0].content);
+    });
+}
+
+#[test]
+fn bad_urls_and_certificates_are_named() {
     system(async {
         let ws = tempfile::tempdir().unwrap();
-        let file = ws.path().join("https.toml");
-        std::fs::write(
-            &file,
-            "[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"tls\"\nurl = \"https://127.0.0.1:1/mcp\"\n",
-        )
-        .unwrap();
-        let cfg = Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap());
+        let cfg = one_server(ws.path(), "name = \"odd\"\nurl = \"ftp://127.0.0.1/mcp\"");
         let toolset = build_toolset(cfg, None).await.unwrap();
         assert!(
-            toolset.notices.iter().any(|n| n.message.contains("only http://")),
+            toolset
+                .notices
+                .iter()
+                .any(|n| n.message.contains("must start with http:// or https://")),
+            "{:?}",
+            toolset.notices
+        );
+        let missing = ws.path().join("no-such.pem");
+        let table = format!(
+            "name = \"odd\"\nurl = \"https://127.0.0.1:1/mcp\"\nca_cert = \"{}\"",
+            missing.display()
+        );
+        let toolset = build_toolset(one_server(ws.path(), &table), None).await.unwrap();
+        assert!(
+            toolset
+                .notices
+                .iter()
+                .any(|n| n.message.contains("cannot read ca_cert") && n.message.contains("no-such.pem")),
+            "{:?}",
+            toolset.notices
+        );
+        let empty = ws.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let table = format!(
+            "name = \"odd\"\nurl = \"https://127.0.0.1:1/mcp\"\nca_cert = \"{}\"",
+            empty.display()
+        );
+        let toolset = build_toolset(one_server(ws.path(), &table), None).await.unwrap();
+        assert!(
+            toolset.notices.iter().any(|n| n.message.contains("holds no PEM certificate")),
             "{:?}",
             toolset.notices
         );

@@ -35,6 +35,7 @@ pub struct McpServerActor {
     cfg: McpServerConfig,
     startup: Duration,
     call_timeout: Duration,
+    max_redirects: usize,
     backoff: Duration,
     backoff_max: Duration,
     intake: Arc<ToolIntake>,
@@ -57,6 +58,7 @@ impl McpServerActor {
         Self {
             startup: Duration::from_millis(cfg.startup_timeout_ms.unwrap_or(m.startup_timeout_ms)),
             call_timeout: Duration::from_millis(cfg.call_timeout_ms.unwrap_or(m.call_timeout_ms)),
+            max_redirects: m.http_max_redirects,
             backoff: Duration::from_millis(m.restart_backoff_ms),
             backoff_max: Duration::from_millis(m.restart_backoff_max_ms),
             cfg,
@@ -160,7 +162,7 @@ impl Handler<GetClient> for McpServerActor {
                         addr.do_send(Relist);
                     }
                 });
-                start(self.cfg.clone(), self.startup, on_change)
+                start(self.cfg.clone(), self.startup, self.max_redirects, on_change)
             })
             .clone();
         self.state = ServerState::Starting;
@@ -204,9 +206,9 @@ impl Handler<GetClient> for McpServerActor {
 }
 
 /// Connects and lists the tools: a server is ready once its tools are known.
-fn start(cfg: McpServerConfig, startup: Duration, on_change: ToolsChanged) -> Connecting {
+fn start(cfg: McpServerConfig, startup: Duration, max_redirects: usize, on_change: ToolsChanged) -> Connecting {
     async move {
-        let client = connect(&cfg, startup, Some(on_change)).await?;
+        let client = connect(&cfg, startup, max_redirects, Some(on_change)).await?;
         let listing = match tokio::time::timeout(startup, client.list_tools()).await {
             Ok(Ok(l)) => l,
             Ok(Err(e)) => return Err(format!("server `{}`: listing tools failed: {e:?}", cfg.name)),

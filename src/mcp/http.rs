@@ -1,0 +1,76 @@
+//! The HTTP client a streamable-HTTP MCP server is reached with, TLS included.
+//!
+//! rmcp's own default client would pick reqwest 0.13's TLS crypto (aws-lc-rs, a C library
+//! built from source); we configure rustls with ring, which the rest of toolslot already uses,
+//! and trust the bundled Mozilla roots plus a server's own `ca_cert` (an internal CA, a
+//! self-signed development server).
+
+use std::sync::Arc;
+
+use reqwest_mcp::redirect::{Attempt, Policy};
+use reqwest_mcp::{Client, StatusCode};
+use rustls::RootCertStore;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+
+use crate::config::McpServerConfig;
+
+/// The client for `cfg`'s server.
+///
+/// # Errors
+/// A one-line reason naming the server: a `ca_cert` that cannot be read or holds no
+/// certificate, or a TLS setup the client refuses.
+pub fn client_for(cfg: &McpServerConfig, max_redirects: usize) -> Result<Client, String> {
+    let mut roots = RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = &cfg.ca_cert {
+        let path = crate::config::expand_home(path);
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&path)
+            .and_then(|it| it.collect::<Result<_, _>>())
+            .map_err(|e| format!("server `{}`: cannot read ca_cert `{}`: {e}", cfg.name, path.display()))?;
+        if certs.is_empty() {
+            return Err(format!(
+                "server `{}`: ca_cert `{}` holds no PEM certificate",
+                cfg.name,
+                path.display()
+            ));
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|e| format!("server `{}`: ca_cert `{}`: {e}", cfg.name, path.display()))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("server `{}`: TLS setup: {e}", cfg.name))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Client::builder()
+        .tls_backend_preconfigured(tls)
+        // rmcp drains each response before the connection would be reused; not pooling
+        // idle connections is what its own client does too.
+        .pool_max_idle_per_host(0)
+        .redirect(same_origin_redirects(max_redirects))
+        .build()
+        .map_err(|e| format!("server `{}`: HTTP client setup: {e}", cfg.name))
+}
+
+/// Follows only 307 and 308 to the same origin: they keep the method and body, so the
+/// JSON-RPC message arrives intact; a 301–303 would turn the POST into a bodyless GET, and
+/// another origin would receive the session id.
+fn same_origin_redirects(max: usize) -> Policy {
+    Policy::custom(move |attempt: Attempt| {
+        let keeps_body = matches!(attempt.status(), StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT);
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if keeps_body && same_origin && attempt.previous().len() <= max {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
+}

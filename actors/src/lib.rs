@@ -47,4 +47,5 @@ pub use dispatcher::{DispatchError, Dispatcher};
 pub use round::RoundInput;
 pub use session::{SessionOptions, Stage};
 pub use stage::StageError;
+pub use subagent::{AgentRunner, RecordedRunner, Turn};
 pub use toolset::{Toolset, build_toolset};

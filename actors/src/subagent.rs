@@ -30,6 +30,46 @@ pub trait AgentRunner: Send + Sync {
     fn next_response<'a>(&'a self, task: &'a str, depth: usize, turns: &'a [Turn]) -> BoxFuture<'a, Result<Vec<u8>, String>>;
 }
 
+/// A runner that answers from recorded responses: a child's n-th turn gets the n-th one (every
+/// child, at any depth, starts at the first). For replays, demos and tests, where no model is
+/// reachable.
+pub struct RecordedRunner {
+    responses: Vec<Vec<u8>>,
+}
+
+impl RecordedRunner {
+    /// A runner over these responses (raw SSE bodies), in turn order.
+    pub fn new(responses: Vec<Vec<u8>>) -> Self {
+        Self { responses }
+    }
+
+    /// A runner over recorded response files, in the order given.
+    ///
+    /// # Errors
+    /// A one-line reason naming the file that cannot be read.
+    pub fn from_files(files: &[std::path::PathBuf]) -> Result<Self, String> {
+        let responses = files
+            .iter()
+            .map(|f| std::fs::read(f).map_err(|e| format!("cannot read agent response `{}`: {e}", f.display())))
+            .collect::<Result<_, _>>()?;
+        Ok(Self { responses })
+    }
+}
+
+impl AgentRunner for RecordedRunner {
+    fn next_response<'a>(&'a self, _task: &'a str, _depth: usize, turns: &'a [Turn]) -> BoxFuture<'a, Result<Vec<u8>, String>> {
+        let n = turns.iter().filter(|t| matches!(t, Turn::Assistant(_))).count();
+        let answer = self.responses.get(n).cloned().ok_or_else(|| {
+            format!(
+                "the recorded agent has {} responses and was asked for turn {}",
+                self.responses.len(),
+                n + 1
+            )
+        });
+        Box::pin(async move { answer })
+    }
+}
+
 /// Builds the registry for a session at `depth` (0 = the host's own session). The same
 /// function builds the parent's and every child's, so children get the same tools, governed
 /// the same way.

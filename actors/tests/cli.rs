@@ -266,3 +266,85 @@ fn search_ranks_deferred_tools_for_one_query_or_a_stream_of_them() {
     let out = toolslot().args(["catalog", "--config"]).arg(&config).output().unwrap();
     assert!(!String::from_utf8_lossy(&out.stdout).contains("word_count"));
 }
+
+/// The repository root, with the test MCP servers installed (CI installs them first; a
+/// developer's first `cargo test` does it here).
+fn repo_with_deps() -> std::path::PathBuf {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    ONCE.call_once(|| {
+        let status = Command::new("bash")
+            .arg(root.join("scripts/install-test-deps.sh"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "installing the test MCP servers failed");
+    });
+    root
+}
+
+#[test]
+fn every_kind_of_tool_sits_side_by_side_in_catalog_and_replay() {
+    let root = repo_with_deps();
+    let state = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        toolslot()
+            .current_dir(&root)
+            .env("TOOLSLOT_MCP__TOOL_CACHE_DIR", state.path().join("mcp"))
+            .env("TOOLSLOT_OVERFLOW__DIR", state.path().join("overflow"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let agent = [
+        "--agent-response",
+        "examples/agent/1-count.sse",
+        "--agent-response",
+        "examples/agent/2-answer.sse",
+    ];
+    let mut args = vec!["catalog", "--config", "examples/side-by-side.toml", "--format", "json"];
+    args.extend(agent);
+    let out = run(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tools: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let source_of = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["metadata"]["source"].clone())
+            .unwrap_or_else(|| panic!("{name} is not in the catalog"))
+    };
+    assert_eq!(source_of("read_file"), "builtin");
+    assert_eq!(source_of("word_count"), "extension");
+    assert_eq!(source_of("time__get_current_time"), "mcp");
+    assert_eq!(source_of("spawn_agent"), "subagent");
+
+    let mut args = vec![
+        "replay",
+        "--config",
+        "examples/side-by-side.toml",
+        "--workspace",
+        "examples/workspace",
+        "--approve",
+        "all",
+    ];
+    args.extend(agent);
+    args.push("examples/streams/side-by-side.sse");
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let last: Value = serde_json::from_str(String::from_utf8(out.stdout).unwrap().lines().last().unwrap()).unwrap();
+    let results = last["results"].as_array().unwrap();
+    let content = |i: usize| {
+        assert_eq!(results[i]["is_error"], false, "{}", results[i]);
+        results[i]["content"].as_str().unwrap().to_string()
+    };
+    assert_eq!(results.len(), 4);
+    assert!(content(0).contains("TODO: rename add_one"));
+    assert_eq!(content(1), "6 words, 2 lines");
+    assert!(content(2).starts_with("<external_content source=\"time__get_current_time\"") && content(2).contains("\"timezone\": \"UTC\""));
+    assert_eq!(content(3), "notes.txt has 6 words on 2 lines (counted with word_count).");
+
+    // A missing recorded response is a one-line usage error, before anything runs.
+    let out = run(&["catalog", "--agent-response", "examples/agent/none.sse"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("none.sse"));
+}

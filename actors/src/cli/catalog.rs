@@ -1,15 +1,16 @@
 //! `toolslot catalog`.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 use toolslot::registry::CatalogFormat;
 
-use super::{CliError, registry_of, with_toolset};
+use super::{CliError, recorded_runner, registry_of, with_toolset};
 
-pub fn run(config: Option<&Path>, format: &str) -> Result<(), CliError> {
-    let registry = with_toolset(config, async |_cfg, toolset| Ok(registry_of(&toolset)))?;
+pub fn run(config: Option<&Path>, format: &str, agent_responses: &[PathBuf]) -> Result<(), CliError> {
+    let runner = recorded_runner(agent_responses)?;
+    let registry = with_toolset(config, runner, async |_cfg, toolset| Ok(registry_of(&toolset)))?;
     let text = if format == "json" {
         let tools: Vec<_> = registry
             .metadata()

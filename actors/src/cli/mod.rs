@@ -50,6 +50,9 @@ pub enum Command {
         /// anthropic | openai (model-facing) or json (every tool with its metadata).
         #[arg(long, default_value = "anthropic")]
         format: String,
+        /// Offer spawn_agent, its children answered by these recorded responses in turn.
+        #[arg(long = "agent-response", value_name = "FILE")]
+        agent_responses: Vec<PathBuf>,
     },
     /// Rank deferred tools for a query, as tool_search does.
     Search {
@@ -106,7 +109,11 @@ pub fn run(args: Cli) -> Result<(), CliError> {
     match args.command {
         Command::Serve { config } => serve(config.as_deref()),
         Command::Replay(args) => replay::run(args),
-        Command::Catalog { config, format } => catalog::run(config.as_deref(), &format),
+        Command::Catalog {
+            config,
+            format,
+            agent_responses,
+        } => catalog::run(config.as_deref(), &format, &agent_responses),
         Command::Search {
             config,
             top,
@@ -116,15 +123,28 @@ pub fn run(args: Cli) -> Result<(), CliError> {
     }
 }
 
+/// The sub-agent runner of `--agent-response` files, if any were given.
+///
+/// # Errors
+/// [`CliError::Io`] naming a file that cannot be read.
+pub fn recorded_runner(files: &[PathBuf]) -> Result<Option<Arc<dyn toolslot_actors::AgentRunner>>, CliError> {
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let runner = toolslot_actors::RecordedRunner::from_files(files).map_err(CliError::Io)?;
+    Ok(Some(Arc::new(runner)))
+}
+
 /// Loads the config, starts an actor system, builds the toolset (built-ins, extensions, MCP
-/// servers) and runs `f` with it inside the system.
+/// servers, and spawn_agent when a `runner` is given) and runs `f` with it inside the system.
 pub fn with_toolset<T>(
     config: Option<&std::path::Path>,
+    runner: Option<Arc<dyn toolslot_actors::AgentRunner>>,
     f: impl AsyncFnOnce(Arc<Config>, toolslot_actors::Toolset) -> Result<T, CliError>,
 ) -> Result<T, CliError> {
     let cfg = Arc::new(Config::load(config)?);
     actix_rt::System::new().block_on(async move {
-        let toolset = toolslot_actors::build_toolset(Arc::clone(&cfg), None)
+        let toolset = toolslot_actors::build_toolset(Arc::clone(&cfg), runner)
             .await
             .map_err(CliError::Startup)?;
         for notice in toolset.notices.iter().chain(toolset.registry.current().notices()) {

@@ -28,6 +28,9 @@ pub struct ReplayArgs {
     /// Answer every approval request: all (approve) or none (reject).
     #[arg(long)]
     pub approve: Option<String>,
+    /// Offer spawn_agent, its children answered by these recorded responses in turn.
+    #[arg(long = "agent-response", value_name = "FILE")]
+    pub agent_responses: Vec<PathBuf>,
     /// jsonl (default when stdout is not a terminal) or pretty.
     #[arg(long)]
     pub format: Option<String>,
@@ -79,9 +82,10 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     if !workspace.is_dir() {
         return Err(CliError::Usage(format!("--workspace `{}` is not a folder", workspace.display())));
     }
+    let runner = super::recorded_runner(&args.agent_responses)?;
     let system = actix_rt::System::new();
     system.block_on(async move {
-        let toolset = toolslot_actors::build_toolset(Arc::clone(&cfg), None).await.map_err(CliError::Startup)?;
+        let toolset = toolslot_actors::build_toolset(Arc::clone(&cfg), runner).await.map_err(CliError::Startup)?;
         for notice in toolset.notices.iter().chain(toolset.registry.current().notices()) {
             print_event(&PipelineEvent::Notice(notice.clone()), pretty)?;
         }

@@ -12,7 +12,7 @@ pub fn run(config: Option<&Path>, top: Option<usize>, format: &str, query: &str)
     if format != "text" && format != "json" {
         return Err(CliError::Usage(format!("unknown search format `{format}` (expected text or json)")));
     }
-    let (cfg, registry) = with_toolset(config, async |cfg, toolset| Ok((cfg, registry_of(&toolset))))?;
+    let (cfg, registry) = with_toolset(config, None, async |cfg, toolset| Ok((cfg, registry_of(&toolset))))?;
     let top = top.unwrap_or(cfg.search.top_n);
     let empty = SearchIndex::new(Vec::new());
     let index = registry.search_index();

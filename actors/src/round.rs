@@ -102,9 +102,7 @@ pub async fn run_submission(stages: Stages, shared: Arc<SessionShared>, input: R
                 let out = stages.assembler.send(FeedEvents(events)).await;
                 let mut events = flatten(&shared, out);
                 events.extend(flatten(&shared, stages.assembler.send(Finish).await));
-                for ev in events {
-                    handle(&stages, &shared, &mut round, ev, &mut rounds_completed).await;
-                }
+                handle(&stages, &shared, &mut round, events, &mut rounds_completed).await;
             }
             RoundInput::Bytes(mut bytes) => loop {
                 // A call started early is post-processed the moment it (and every call before
@@ -143,9 +141,7 @@ pub async fn run_submission(stages: Stages, shared: Arc<SessionShared>, input: R
                     }
                     None => (flatten(&shared, stages.assembler.send(Finish).await), true),
                 };
-                for ev in events {
-                    handle(&stages, &shared, &mut round, ev, &mut rounds_completed).await;
-                }
+                handle(&stages, &shared, &mut round, events, &mut rounds_completed).await;
                 if done {
                     break;
                 }
@@ -193,22 +189,33 @@ fn flatten<E>(shared: &SessionShared, r: Result<Result<Vec<AssemblyEvent>, crate
     }
 }
 
-async fn handle(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState, ev: AssemblyEvent, completed: &mut usize) {
-    match ev {
-        AssemblyEvent::Notice(n) => shared.notice(n),
-        AssemblyEvent::CallReady(call) => {
-            round.ready.insert(call.index, call);
-            plan_ready(stages, shared, round, None).await;
-        }
-        AssemblyEvent::RoundEnd(mut end) => {
-            for call in std::mem::take(&mut end.unfinished) {
+/// Takes the events of one chunk. Calls that became ready are planned together once the
+/// chunk's events are in, not one by one: one planner message for the run, and, when the
+/// message ended in the same chunk, no early start at all (the calls go out as the round's
+/// first batch, together, instead of an early batch and a late one).
+async fn handle(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState, events: Vec<AssemblyEvent>, completed: &mut usize) {
+    let mut unplanned = false;
+    for ev in events {
+        match ev {
+            AssemblyEvent::Notice(n) => shared.notice(n),
+            AssemblyEvent::CallReady(call) => {
                 round.ready.insert(call.index, call);
+                unplanned = true;
             }
-            end.call_count = end.call_count.max(round.next + round.ready.len());
-            complete_round(stages, shared, round, end).await;
-            *completed += 1;
-            *round = RoundState::new();
+            AssemblyEvent::RoundEnd(mut end) => {
+                for call in std::mem::take(&mut end.unfinished) {
+                    round.ready.insert(call.index, call);
+                }
+                end.call_count = end.call_count.max(round.next + round.ready.len());
+                complete_round(stages, shared, round, end).await;
+                *completed += 1;
+                *round = RoundState::new();
+                unplanned = false;
+            }
         }
+    }
+    if unplanned {
+        plan_ready(stages, shared, round, None).await;
     }
 }
 

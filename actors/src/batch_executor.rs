@@ -18,9 +18,10 @@ use crate::session::{SessionShared, Stage};
 use crate::stage::{StageError, guarded};
 
 tokio::task_local! {
-    /// The session whose tool is running on this task: a tool that calls tools of its own
-    /// session (re-entrancy) skips the gate instead of waiting on itself.
-    static IN_TOOL: String;
+    /// The session whose tool is running on this task (its `SessionShared`'s address, which is
+    /// unique while the session lives): a tool that calls tools of its own session
+    /// (re-entrancy) skips the gate instead of waiting on itself.
+    static IN_TOOL: usize;
 }
 
 /// A call ready to run.
@@ -113,7 +114,8 @@ async fn execute_inner(shared: Arc<SessionShared>, gate: Arc<RwLock<()>>, call: 
             duration_ms: 0,
         };
     }
-    let reentrant = IN_TOOL.try_with(|s| *s == shared.id).unwrap_or(false);
+    let me = Arc::as_ptr(&shared) as usize;
+    let reentrant = IN_TOOL.try_with(|s| *s == me).unwrap_or(false);
     // Parallel-safe calls share the gate; anything else has it alone.
     let _slot = match (reentrant, call.parallel) {
         (true, _) => Slot::Reentrant,
@@ -131,26 +133,25 @@ async fn execute_inner(shared: Arc<SessionShared>, gate: Arc<RwLock<()>>, call: 
             duration_ms: 0,
         };
     }
+    let ExecCall { id, name, input, tool, .. } = call;
     shared.emit(PipelineEvent::CallStarted {
         index,
-        id: call.id.clone(),
-        name: call.name.clone(),
-        input: call.input.clone(),
+        id: id.clone(),
+        name: name.clone(),
+        input: input.clone(),
         speculative,
     });
     let ctx = ToolContext {
         session_id: shared.id.clone(),
         workspace: shared.workspace.clone(),
-        call_id: call.id.clone(),
+        call_id: id,
         index,
         config: Arc::clone(&shared.config),
         services: shared.services.clone(),
     };
     let started = Instant::now();
     let timeout_ms = shared.config.execution.call_timeout_ms;
-    let tool = Arc::clone(&call.tool);
-    let input = call.input.clone();
-    let run = IN_TOOL.scope(shared.id.clone(), async move {
+    let run = IN_TOOL.scope(me, async move {
         AssertUnwindSafe(tool.run(input, &ctx)).catch_unwind().await
     });
     let mut cancel = shared.cancel.subscribe();
@@ -166,19 +167,19 @@ async fn execute_inner(shared: Arc<SessionShared>, gate: Arc<RwLock<()>>, call: 
             Ok(Ok(result)) => result,
             Ok(Err(panic)) => {
                 let what = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
-                tracing::error!(session = %shared.id, tool = %call.name, %what, "tool panicked");
-                Err(ToolError::tool(format!("`{}` failed internally (it panicked: {what}); its outcome is unknown. Do not assume it took effect.", call.name)))
+                tracing::error!(session = %shared.id, tool = %name, %what, "tool panicked");
+                Err(ToolError::tool(format!("`{name}` failed internally (it panicked: {what}); its outcome is unknown. Do not assume it took effect.")))
             }
             Err(_) => Err(ToolError {
                 category: ErrorCategory::Timeout,
-                message: format!("`{}` did not finish within {timeout_ms} ms and was stopped; its outcome is unknown.", call.name),
+                message: format!("`{name}` did not finish within {timeout_ms} ms and was stopped; its outcome is unknown."),
                 field: None,
                 started: true,
             }),
         },
         _ = cancel.wait_for(|c| *c) => Err(ToolError {
             category: ErrorCategory::Cancelled,
-            message: format!("Cancelled: the host cancelled this round while `{}` was running; it was stopped and its outcome is unknown. This was not a user interrupt of your request.", call.name),
+            message: format!("Cancelled: the host cancelled this round while `{name}` was running; it was stopped and its outcome is unknown. This was not a user interrupt of your request."),
             field: None,
             started: true,
         }),

@@ -15,7 +15,7 @@ use toolslot::tool::ToolMetadata;
 
 use crate::approval::{Answer, ApprovalActor, DropPending, HostDecision};
 use crate::batch_executor::BatchExecutorActor;
-use crate::planner::{PlannerActor, Resume};
+use crate::planner::PlannerActor;
 use crate::post_processor::PostProcessorActor;
 use crate::round::{RoundInput, Stages, run_submission};
 use crate::session::{SessionOptions, SessionShared, Stage};
@@ -180,8 +180,7 @@ impl Dispatcher {
         let s = Arc::clone(&shared);
         let executor = Supervisor::start_in_arbiter(&arbiter, move |_| BatchExecutorActor::new(s));
         let s = Arc::clone(&shared);
-        let p = planner.clone();
-        let post = Supervisor::start_in_arbiter(&arbiter, move |_| PostProcessorActor::new(s, p));
+        let post = Supervisor::start_in_arbiter(&arbiter, move |_| PostProcessorActor::new(s));
         let stages = Stages {
             assembler,
             planner,
@@ -307,13 +306,8 @@ impl Dispatcher {
     /// # Cancel safety
     /// Dropping the future may leave the session paused.
     pub async fn resume(&self, id: &str) -> Result<(), DispatchError> {
-        let handle = self.session(id)?;
-        handle
-            .stages
-            .planner
-            .send(Resume)
-            .await
-            .map_err(|_| DispatchError::Gone(id.to_string()))
+        self.session(id)?.shared.guard().resume();
+        Ok(())
     }
 
     /// Every event of the session from now on (for live UIs).

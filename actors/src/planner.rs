@@ -3,8 +3,6 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use toolslot::notice::Notice;
-use toolslot::plan::loop_guard::LoopGuard;
 use toolslot::plan::{PlanContext, PlannedCall, plan_call};
 use toolslot::stream::RawCall;
 
@@ -21,28 +19,15 @@ pub struct Plan {
     pub cut: bool,
 }
 
-/// Record finished calls' outcomes with the loop guard, in index order: (index, failed).
-/// The answer holds, per call, the notices raised and the hint to append to its result.
-#[derive(Message)]
-#[rtype(result = "Vec<(Vec<Notice>, Option<String>)>")]
-pub struct RecordOutcomes(pub Vec<(usize, bool)>);
-
-/// Resume a session the loop guard paused.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Resume;
-
-/// Owns the session's loop guard.
+/// Plans calls, consulting the session's loop guard ([`SessionShared::guard`]).
 pub struct PlannerActor {
     shared: Arc<SessionShared>,
-    guard: LoopGuard,
 }
 
 impl PlannerActor {
     /// A stage for `shared`'s session.
     pub fn new(shared: Arc<SessionShared>) -> Self {
-        let guard = LoopGuard::new(shared.config.loop_guard.clone());
-        Self { shared, guard }
+        Self { shared }
     }
 }
 
@@ -52,7 +37,7 @@ impl Actor for PlannerActor {
 
 impl Supervised for PlannerActor {
     fn restarting(&mut self, _ctx: &mut Context<Self>) {
-        // The loop guard is session state, not round state: it survives the restart.
+        // The loop guard is session state, not round state: it lives on in the session.
         self.shared.restarted(Stage::Planner);
     }
 }
@@ -61,7 +46,6 @@ impl Handler<Plan> for PlannerActor {
     type Result = Result<Vec<PlannedCall>, StageError>;
     fn handle(&mut self, msg: Plan, ctx: &mut Context<Self>) -> Self::Result {
         let shared = Arc::clone(&self.shared);
-        let guard = &mut self.guard;
         guarded::<Self, _>(Stage::Planner, ctx, || {
             shared.trip(Stage::Planner);
             let catalog = shared.memory.catalog();
@@ -71,21 +55,8 @@ impl Handler<Plan> for PlannerActor {
                 config: &shared.config,
                 mode: shared.mode,
             };
-            msg.calls.iter().map(|c| plan_call(plan_ctx, c, msg.cut, guard)).collect()
+            let mut guard = shared.guard();
+            msg.calls.iter().map(|c| plan_call(plan_ctx, c, msg.cut, &mut guard)).collect()
         })
-    }
-}
-
-impl Handler<RecordOutcomes> for PlannerActor {
-    type Result = MessageResult<RecordOutcomes>;
-    fn handle(&mut self, msg: RecordOutcomes, _ctx: &mut Context<Self>) -> Self::Result {
-        MessageResult(msg.0.into_iter().map(|(index, failed)| self.guard.record(index, failed)).collect())
-    }
-}
-
-impl Handler<Resume> for PlannerActor {
-    type Result = ();
-    fn handle(&mut self, _msg: Resume, _ctx: &mut Context<Self>) {
-        self.guard.resume();
     }
 }

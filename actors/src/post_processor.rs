@@ -11,7 +11,6 @@ use toolslot::observe::{FileReadObserver, ResultObserver};
 use toolslot::output::{FinishContext, Overflow, finish_call};
 use toolslot::tool::{ToolError, ToolOutput};
 
-use crate::planner::{PlannerActor, RecordOutcomes};
 use crate::session::{SessionShared, Stage};
 use crate::stage::{StageError, guarded};
 
@@ -48,20 +47,18 @@ pub struct Processed {
     pub paused: bool,
 }
 
-/// Owns the observers; tells the planner's loop guard how calls ended.
+/// Owns the observers; tells the session's loop guard how calls ended.
 pub struct PostProcessorActor {
     shared: Arc<SessionShared>,
     observers: Arc<Vec<Box<dyn ResultObserver>>>,
-    planner: Addr<PlannerActor>,
 }
 
 impl PostProcessorActor {
-    /// A stage for `shared`'s session, reporting outcomes to `planner`.
-    pub fn new(shared: Arc<SessionShared>, planner: Addr<PlannerActor>) -> Self {
+    /// A stage for `shared`'s session.
+    pub fn new(shared: Arc<SessionShared>) -> Self {
         Self {
             shared,
             observers: Arc::new(vec![Box::new(FileReadObserver)]),
-            planner,
         }
     }
 }
@@ -110,15 +107,14 @@ impl Handler<Process> for PostProcessorActor {
                 })
                 .collect::<Vec<_>>()
         });
-        let planner = self.planner.clone();
         Box::pin(async move {
             let finished = finished?;
             let mut results = Vec::with_capacity(finished.len());
             let mut paused = false;
-            // The loop guard lives in the planner: one message for the whole batch. A lost
-            // answer only loses accounting, never a result.
-            let outcomes: Vec<(usize, bool)> = finished.iter().map(|(f, _)| (f.result.index, f.failed)).collect();
-            let guard_says = planner.send(RecordOutcomes(outcomes)).await.unwrap_or_default();
+            let guard_says: Vec<_> = {
+                let mut guard = shared.guard();
+                finished.iter().map(|(f, _)| guard.record(f.result.index, f.failed)).collect()
+            };
             let mut guard_says = guard_says.into_iter();
             for (mut f, duration_ms) in finished {
                 for n in f.notices.drain(..) {

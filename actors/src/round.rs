@@ -15,6 +15,7 @@ use toolslot::plan::approval::Gate;
 use toolslot::plan::batches::plan_batches;
 use toolslot::plan::loop_guard::paused_error;
 use toolslot::plan::{Action, PlannedCall, RepairMark, parses_strictly};
+use toolslot::registry::Registry;
 use toolslot::stream::{AssemblyEvent, RawCall, RoundEnd, StopReason, StreamEvent};
 use toolslot::tool::{Capability, ErrorCategory, ToolError, ToolSource};
 use tracing::Instrument;
@@ -97,6 +98,8 @@ pub async fn run_submission(stages: Stages, shared: Arc<SessionShared>, input: R
         }
         let mut round = RoundState::new();
         let mut rounds_completed = 0usize;
+        // A chunk read ahead of its turn (see below).
+        let mut ahead: Option<Option<Result<Vec<u8>, std::io::Error>>> = None;
         match input {
             RoundInput::Events(events) => {
                 let out = stages.assembler.send(FeedEvents(events)).await;
@@ -107,7 +110,9 @@ pub async fn run_submission(stages: Stages, shared: Arc<SessionShared>, input: R
             RoundInput::Bytes(mut bytes) => loop {
                 // A call started early is post-processed the moment it (and every call before
                 // it) is done, while the stream goes on: the host sees it finish early.
-                let step = {
+                let step = if let Some(next) = ahead.take() {
+                    Step::Chunk(next)
+                } else {
                     let early = async {
                         match round.early.next().await {
                             Some(o) => o,
@@ -128,9 +133,23 @@ pub async fn run_submission(stages: Stages, shared: Arc<SessionShared>, input: R
                     }
                     Step::Chunk(c) => c,
                 };
+                // When the stream already knows it has ended (an in-memory body, an HTTP body
+                // whose end came with its last bytes), the last chunk and the end go in one
+                // message; a chunk that is already there waits for the next turn.
+                let (chunk, last) = match chunk {
+                    Some(Ok(c)) => match bytes.next().now_or_never() {
+                        Some(None) => (Some(Ok(c)), true),
+                        Some(next) => {
+                            ahead = Some(next);
+                            (Some(Ok(c)), false)
+                        }
+                        None => (Some(Ok(c)), false),
+                    },
+                    other => (other, false),
+                };
                 let (events, done) = match chunk {
-                    Some(Ok(chunk)) => match stages.assembler.send(Feed(chunk)).await {
-                        Ok(Ok(events)) => (events, false),
+                    Some(Ok(chunk)) => match stages.assembler.send(Feed { bytes: chunk, last }).await {
+                        Ok(Ok(events)) => (events, last),
                         // The assembler died mid-stream: what follows cannot be decoded from
                         // the middle, so the round ends with what was complete.
                         _ => (assembler_failed(&stages, &shared).await, true),
@@ -223,6 +242,7 @@ async fn handle(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundS
 /// arguments parse strictly are planned: whether the others may be repaired depends on the
 /// stop reason, which is not known yet.
 async fn plan_ready(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState, stop: Option<StopReason>) {
+    let registry = shared.memory.registry();
     loop {
         // The run of consecutive calls that can be planned now, planned in one message.
         let mut calls = Vec::new();
@@ -260,7 +280,7 @@ async fn plan_ready(stages: &Stages, shared: &Arc<SessionShared>, round: &mut Ro
                 thought_signature: planned.thought_signature.clone(),
             });
             let early = matches!(planned.action, Action::Run { speculative: true, .. }) && stop.is_none() && round.leading_batch_open;
-            match exec_call(shared, &planned) {
+            match exec_call(&registry, &planned) {
                 Some(exec) if early => to_start.push(exec),
                 _ => round.leading_batch_open = false,
             }
@@ -313,9 +333,10 @@ fn planner_failed((index, id, name): &(usize, String, String)) -> PlannedCall {
 
 /// Post-processes calls that were started early, in index order, in one message.
 async fn post_early(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState, outcomes: Vec<Outcome>) {
+    let registry = shared.memory.registry();
     let items: Vec<PostItem> = outcomes
         .into_iter()
-        .filter_map(|o| round.planned.get_mut(o.index).map(|p| item(shared, p, o.result, o.duration_ms)))
+        .filter_map(|o| round.planned.get_mut(o.index).map(|p| item(&registry, p, o.result, o.duration_ms)))
         .collect();
     post_process(stages, shared, round, items).await;
 }
@@ -378,8 +399,7 @@ fn lost_result(shared: &SessionShared, p: &PlannedCall) -> ToolResult {
     f.result
 }
 
-fn exec_call(shared: &SessionShared, planned: &PlannedCall) -> Option<ExecCall> {
-    let registry = shared.memory.registry();
+fn exec_call(registry: &Registry, planned: &PlannedCall) -> Option<ExecCall> {
     let tool = registry.get(&planned.name)?;
     let parallel = matches!(planned.action, Action::Run { parallel_safe: true, .. });
     Some(ExecCall {
@@ -393,8 +413,7 @@ fn exec_call(shared: &SessionShared, planned: &PlannedCall) -> Option<ExecCall> 
 }
 
 /// The content of a tool comes from outside when it reaches the network or is an MCP tool.
-fn external_source(shared: &SessionShared, name: &str) -> Option<String> {
-    let registry = shared.memory.registry();
+fn external_source(registry: &Registry, name: &str) -> Option<String> {
     let tool = registry.get(name)?;
     let external = tool.meta.source == ToolSource::Mcp || tool.spec.capabilities().contains(&Capability::Network);
     external.then(|| name.to_string())
@@ -454,6 +473,7 @@ async fn complete_round(stages: &Stages, shared: &Arc<SessionShared>, round: &mu
 
 /// Approval, batches, post-processing: one result per planned call, by index.
 async fn execute_planned(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState) -> Vec<ToolResult> {
+    let registry = shared.memory.registry();
     // Approval, in index order. A call started early never needs approval (it is Auto).
     for planned in round.planned.iter_mut() {
         let Action::Run {
@@ -509,12 +529,12 @@ async fn execute_planned(stages: &Stages, shared: &Arc<SessionShared>, round: &m
                 Action::Run { .. } => None,
             };
             match refusal {
-                Some(e) => items.push(item(shared, p, Err(e), 0)),
-                None => match exec_call(shared, p) {
+                Some(e) => items.push(item(&registry, p, Err(e), 0)),
+                None => match exec_call(&registry, p) {
                     Some(call) => exec.push(call),
                     None => {
                         let e = ToolError::refused(ErrorCategory::UnknownTool, format!("Unknown tool `{}`.", p.name));
-                        items.push(item(shared, p, Err(e), 0))
+                        items.push(item(&registry, p, Err(e), 0))
                     }
                 },
             }
@@ -545,7 +565,7 @@ async fn execute_planned(stages: &Stages, shared: &Arc<SessionShared>, round: &m
             };
             for o in outcomes {
                 let p = &mut round.planned[o.index];
-                items.push(item(shared, p, o.result, o.duration_ms));
+                items.push(item(&registry, p, o.result, o.duration_ms));
             }
         }
         items.sort_by_key(|i| i.index);
@@ -569,13 +589,13 @@ async fn execute_planned(stages: &Stages, shared: &Arc<SessionShared>, round: &m
 
 /// The post-processing item of a finished call. The call's arguments move into it: nothing
 /// reads them after the call has finished.
-fn item(shared: &SessionShared, p: &mut PlannedCall, result: Result<toolslot::tool::ToolOutput, ToolError>, duration_ms: u64) -> PostItem {
+fn item(registry: &Registry, p: &mut PlannedCall, result: Result<toolslot::tool::ToolOutput, ToolError>, duration_ms: u64) -> PostItem {
     PostItem {
         index: p.index,
         id: p.id.clone(),
         name: p.name.clone(),
         input: std::mem::take(&mut p.input),
-        external: if result.is_ok() { external_source(shared, &p.name) } else { None },
+        external: if result.is_ok() { external_source(registry, &p.name) } else { None },
         result,
         duration_ms,
     }

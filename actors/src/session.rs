@@ -8,6 +8,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use toolslot::config::{ApprovalMode, Config};
 use toolslot::event::PipelineEvent;
 use toolslot::notice::{Notice, NoticeKind};
+use toolslot::plan::loop_guard::LoopGuard;
 use toolslot::registry::LiveRegistry;
 use toolslot::session::SessionMemory;
 use toolslot::stream::Dialect;
@@ -104,6 +105,10 @@ pub struct SessionShared {
     pub closed: AtomicBool,
     /// Stages told to panic on their next message (tests of supervision).
     faults: Mutex<Vec<Stage>>,
+    /// The loop guard: session state read by the Planner (checks) and written by the
+    /// PostProcessor (outcomes). A session's stages share one arbiter thread, so the lock is
+    /// never contended; it replaces a message round trip per batch.
+    guard: Mutex<LoopGuard>,
 }
 
 impl std::fmt::Debug for SessionShared {
@@ -113,6 +118,12 @@ impl std::fmt::Debug for SessionShared {
 }
 
 impl SessionShared {
+    /// The session's loop guard. A panic while it was held leaves it as it was after the
+    /// last whole update (each update is one call's bookkeeping), so poison is ignored.
+    pub fn guard(&self) -> std::sync::MutexGuard<'_, LoopGuard> {
+        self.guard.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// A new session's state.
     pub fn new(
         id: String,
@@ -139,6 +150,7 @@ impl SessionShared {
         options: SessionOptions,
     ) -> Self {
         let (cancel, _) = watch::channel(false);
+        let guard = LoopGuard::new(config.loop_guard.clone());
         Self {
             workspace: options.workspace.unwrap_or_else(|| PathBuf::from(".")),
             mode: options.approval_mode.unwrap_or(config.approval.mode),
@@ -153,6 +165,7 @@ impl SessionShared {
             cancel,
             closed: AtomicBool::new(false),
             faults: Mutex::new(Vec::new()),
+            guard: Mutex::new(guard),
         }
     }
 

@@ -11,7 +11,13 @@ use crate::stage::{StageError, guarded};
 /// Raw bytes of the provider's stream.
 #[derive(Message)]
 #[rtype(result = "Result<Vec<AssemblyEvent>, StageError>")]
-pub struct Feed(pub Vec<u8>);
+pub struct Feed {
+    /// The bytes.
+    pub bytes: Vec<u8>,
+    /// The stream ends with these bytes: finish it too (one message instead of two, when the
+    /// end is known with the last chunk).
+    pub last: bool,
+}
 
 /// Events a host already decoded.
 #[derive(Message)]
@@ -57,12 +63,19 @@ impl Supervised for StreamAssemblerActor {
 impl Handler<Feed> for StreamAssemblerActor {
     type Result = Result<Vec<AssemblyEvent>, StageError>;
     fn handle(&mut self, msg: Feed, ctx: &mut Context<Self>) -> Self::Result {
-        guarded::<Self, _>(Stage::StreamAssembler, ctx, || {
+        let result = guarded::<Self, _>(Stage::StreamAssembler, ctx, || {
             self.shared.trip(Stage::StreamAssembler);
             let mut out = Vec::new();
-            self.assembler.feed(&msg.0, &mut out);
+            self.assembler.feed(&msg.bytes, &mut out);
+            if msg.last {
+                self.assembler.finish(&mut out);
+            }
             out
-        })
+        });
+        if msg.last {
+            self.assembler = Assembler::new(self.shared.dialect);
+        }
+        result
     }
 }
 

@@ -154,35 +154,51 @@ async fn execute_inner(shared: Arc<SessionShared>, gate: Arc<RwLock<()>>, call: 
     let run = IN_TOOL.scope(me, async move {
         AssertUnwindSafe(tool.run(input, &ctx)).catch_unwind().await
     });
-    let mut cancel = shared.cancel.subscribe();
-    let timed = async {
-        if timeout_ms == 0 {
-            Ok(run.await)
-        } else {
-            tokio::time::timeout(Duration::from_millis(timeout_ms), run).await
-        }
+    let panicked = |panic: Box<dyn std::any::Any + Send>| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::error!(session = %shared.id, tool = %name, %what, "tool panicked");
+        Err(ToolError::tool(format!(
+            "`{name}` failed internally (it panicked: {what}); its outcome is unknown. Do not assume it took effect."
+        )))
     };
-    let result = tokio::select! {
-        r = timed => match r {
-            Ok(Ok(result)) => result,
-            Ok(Err(panic)) => {
-                let what = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
-                tracing::error!(session = %shared.id, tool = %name, %what, "tool panicked");
-                Err(ToolError::tool(format!("`{name}` failed internally (it panicked: {what}); its outcome is unknown. Do not assume it took effect.")))
+    let mut run = std::pin::pin!(run);
+    // A tool that computes without waiting finishes on its first poll: it needs no timer and
+    // no cancellation watch, which cost more than such a call itself.
+    let result = match run.as_mut().now_or_never() {
+        Some(Ok(result)) => result,
+        Some(Err(panic)) => panicked(panic),
+        None => {
+            let mut cancel = shared.cancel.subscribe();
+            let timed = async {
+                if timeout_ms == 0 {
+                    Ok(run.await)
+                } else {
+                    tokio::time::timeout(Duration::from_millis(timeout_ms), run).await
+                }
+            };
+            tokio::select! {
+                r = timed => match r {
+                    Ok(Ok(result)) => result,
+                    Ok(Err(panic)) => panicked(panic),
+                    Err(_) => Err(ToolError {
+                        category: ErrorCategory::Timeout,
+                        message: format!("`{name}` did not finish within {timeout_ms} ms and was stopped; its outcome is unknown."),
+                        field: None,
+                        started: true,
+                    }),
+                },
+                _ = cancel.wait_for(|c| *c) => Err(ToolError {
+                    category: ErrorCategory::Cancelled,
+                    message: format!("Cancelled: the host cancelled this round while `{name}` was running; it was stopped and its outcome is unknown. This was not a user interrupt of your request."),
+                    field: None,
+                    started: true,
+                }),
             }
-            Err(_) => Err(ToolError {
-                category: ErrorCategory::Timeout,
-                message: format!("`{name}` did not finish within {timeout_ms} ms and was stopped; its outcome is unknown."),
-                field: None,
-                started: true,
-            }),
-        },
-        _ = cancel.wait_for(|c| *c) => Err(ToolError {
-            category: ErrorCategory::Cancelled,
-            message: format!("Cancelled: the host cancelled this round while `{name}` was running; it was stopped and its outcome is unknown. This was not a user interrupt of your request."),
-            field: None,
-            started: true,
-        }),
+        }
     };
     Outcome {
         index,
@@ -236,26 +252,17 @@ impl Handler<RunBatch> for BatchExecutorActor {
         let shared = Arc::clone(&self.shared);
         let gate = Arc::clone(&self.gate);
         Box::pin(async move {
-            let n = msg.calls.len();
-            let mut slots: Vec<Option<Outcome>> = (0..n).map(|_| None).collect();
             if msg.concurrent {
-                // Started in index order; each outcome lands in its own slot whatever the
-                // completion order.
-                let mut running: FuturesUnordered<_> = msg
-                    .calls
-                    .into_iter()
-                    .enumerate()
-                    .map(|(slot, call)| execute(Arc::clone(&shared), Arc::clone(&gate), call, false).map(move |o| (slot, o)))
-                    .collect();
-                while let Some((slot, outcome)) = running.next().await {
-                    slots[slot] = Some(outcome);
-                }
-            } else {
-                for (slot, call) in msg.calls.into_iter().enumerate() {
-                    slots[slot] = Some(execute(Arc::clone(&shared), Arc::clone(&gate), call, false).await);
-                }
+                // Started in index order, outcomes in index order whatever the completion
+                // order. join_all keeps the futures in one vector (no task node per call).
+                let running = msg.calls.into_iter().map(|call| execute(Arc::clone(&shared), Arc::clone(&gate), call, false));
+                return Ok(futures::future::join_all(running).await);
             }
-            Ok(slots.into_iter().flatten().collect())
+            let mut outcomes = Vec::with_capacity(msg.calls.len());
+            for call in msg.calls {
+                outcomes.push(execute(Arc::clone(&shared), Arc::clone(&gate), call, false).await);
+            }
+            Ok(outcomes)
         })
     }
 }

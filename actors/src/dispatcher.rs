@@ -57,6 +57,8 @@ struct Inner {
     registry: LiveRegistry,
     overflow: Arc<OverflowStore>,
     workers: Vec<ArbiterHandle>,
+    /// With no worker threads, the thread whose arbiter runs every session.
+    home: Option<std::thread::ThreadId>,
     /// Kept so worker threads live as long as the Dispatcher.
     _arbiters: Vec<Arbiter>,
     next_worker: AtomicUsize,
@@ -112,6 +114,7 @@ impl Dispatcher {
                 config,
                 registry,
                 overflow,
+                home: arbiters.is_empty().then(|| std::thread::current().id()),
                 workers,
                 _arbiters: arbiters,
                 next_worker: AtomicUsize::new(0),
@@ -252,13 +255,22 @@ impl Dispatcher {
         handle.shared.cancel.send_replace(false);
         let shared = Arc::clone(&handle.shared);
         let stages = handle.stages.clone();
-        let spawned = handle.arbiter.spawn(async move {
+        let submission = async move {
             run_submission(stages, Arc::clone(&shared), input, dialect).await;
             // Free the session before the receiver ends, so a host that submits the next
             // round as soon as it sees the end is not refused.
             shared.round_running.store(false, Ordering::SeqCst);
             shared.set_sink(None);
-        });
+        };
+        // On the session's own thread, inside its running system, the submission is spawned
+        // right here, not posted through the arbiter's queue (one hop less per round).
+        let at_home = self.inner.home == Some(std::thread::current().id()) && tokio::runtime::Handle::try_current().is_ok();
+        let spawned = if at_home {
+            actix::spawn(submission);
+            true
+        } else {
+            handle.arbiter.spawn(submission)
+        };
         if !spawned {
             handle.shared.set_sink(None);
             handle.shared.round_running.store(false, Ordering::SeqCst);

@@ -4,7 +4,7 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use toolslot::config::Config;
 use toolslot::event::PipelineEvent;
@@ -244,5 +244,56 @@ async fn open_input(file: &str) -> Result<ByteStream, CliError> {
             Err(e) => Some((Err(e), (reader, Vec::new(), true))),
         }
     });
-    Ok(Box::pin(stream))
+    // A provider's stream arrives event by event; so does a recording here, so that what
+    // happens while a stream is still coming (calls started early) happens in a replay too.
+    let events = stream.flat_map(|chunk| {
+        let pieces: Vec<Result<Vec<u8>, std::io::Error>> = match chunk {
+            Ok(bytes) => split_events(&bytes).into_iter().map(Ok).collect(),
+            Err(e) => vec![Err(e)],
+        };
+        futures::stream::iter(pieces)
+    });
+    Ok(Box::pin(events))
+}
+
+/// Cuts bytes after each blank line (the end of an SSE event); the pieces join back into the
+/// same bytes, so the parser sees exactly what was recorded.
+fn split_events(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i + 1 < bytes.len() {
+        let end = match (bytes[i], bytes[i + 1]) {
+            (b'\n', b'\n') => Some(i + 2),
+            (b'\n', b'\r') if bytes.get(i + 2) == Some(&b'\n') => Some(i + 3),
+            _ => None,
+        };
+        match end {
+            Some(e) => {
+                pieces.push(bytes[start..e].to_vec());
+                start = e;
+                i = e;
+            }
+            None => i += 1,
+        }
+    }
+    if start < bytes.len() {
+        pieces.push(bytes[start..].to_vec());
+    }
+    pieces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_events;
+
+    #[test]
+    fn events_are_cut_after_blank_lines_and_nothing_is_lost() {
+        let body = b"data: a\n\ndata: b\r\n\r\nevent: x\ndata: c\n\npartial";
+        let pieces = split_events(body);
+        assert_eq!(pieces.len(), 4, "{pieces:?}");
+        assert_eq!(pieces[0], b"data: a\n\n");
+        assert_eq!(pieces.concat(), body.to_vec());
+        assert!(split_events(b"").is_empty());
+    }
 }

@@ -13,7 +13,7 @@ use toolslot::plan::arity::shell_approval_key;
 use toolslot::plan::canonical_json;
 use toolslot::plan::loop_guard::LoopGuard;
 use toolslot::registry::{CatalogFormat, RegistryBuilder};
-use toolslot::repair::names::{NameLimits, resolve_name};
+use toolslot::repair::names::{NameIndex, NameLimits, resolve_name};
 use toolslot::schema::{NullableStyle, clean_schema};
 use toolslot::tool::{Capability, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec};
 
@@ -62,6 +62,14 @@ fn bench(c: &mut Criterion) {
         });
         g.bench_with_input(BenchmarkId::new("unknown", n), &names, |b, names| {
             b.iter(|| resolve_name(black_box("no_such_tool_at_all"), names, limits))
+        });
+        // What the planner does: the registry's index, built once per generation.
+        let index = NameIndex::new(names.iter().cloned());
+        g.bench_with_input(BenchmarkId::new("indexed_camel_case", n), &index, |b, index| {
+            b.iter(|| index.resolve(black_box("Server3ToolNumber10"), limits, &|_| true))
+        });
+        g.bench_with_input(BenchmarkId::new("indexed_unknown", n), &index, |b, index| {
+            b.iter(|| index.resolve(black_box("no_such_tool_at_all"), limits, &|_| true))
         });
     }
     g.finish();

@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use crate::notice::{Notice, NoticeKind};
 use crate::registry::{Catalog, Registry};
-use crate::repair::names::{NameLimits, NameResolution, resolve_name};
+use crate::repair::names::{NameLimits, NameResolution};
 use crate::tool::{ErrorCategory, ToolError};
 
 /// Field names models commonly use for what tools here call otherwise (sent → schema name).
@@ -45,8 +45,10 @@ pub fn resolve_call(
     if catalog.contains(called) {
         return Ok((called.to_string(), None));
     }
-    let visible = catalog.visible_names();
-    match resolve_name(called, &visible, limits) {
+    let names = registry.name_index();
+    let visible = |n: &str| catalog.contains(n);
+    let deferred = |n: &str| !catalog.contains(n);
+    match names.resolve(called, limits, &visible) {
         NameResolution::Exact(name) => return Ok((name, None)),
         NameResolution::Repaired { name, step } => {
             let notice = Notice::for_call(
@@ -58,8 +60,7 @@ pub fn resolve_call(
         }
         NameResolution::Unknown { .. } => {}
     }
-    let deferred: Vec<String> = registry.names().iter().filter(|n| !catalog.contains(n)).cloned().collect();
-    if let NameResolution::Exact(name) | NameResolution::Repaired { name, .. } = resolve_name(called, &deferred, limits)
+    if let NameResolution::Exact(name) | NameResolution::Repaired { name, .. } = names.resolve(called, limits, &deferred)
         && let Some(tool) = registry.get(&name)
     {
         let error = deferred_error(&name, &tool.model_schema, input, tool.spec.field_aliases());
@@ -70,7 +71,7 @@ pub fn resolve_call(
         );
         return Err((error, notice));
     }
-    let suggestions = match resolve_name(called, &visible, limits) {
+    let suggestions = match names.resolve(called, limits, &visible) {
         NameResolution::Unknown { suggestions } => suggestions,
         _ => Vec::new(),
     };

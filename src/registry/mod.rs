@@ -307,6 +307,8 @@ pub struct Registry {
     notices: Vec<Notice>,
     search: Option<Arc<SearchIndex>>,
     resident_catalog: Arc<catalog::RenderedBlock>,
+    /// Built on the first name that needs the ladder (most generations never do).
+    name_index: std::sync::OnceLock<crate::repair::names::NameIndex>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -335,6 +337,7 @@ impl Registry {
             notices,
             search: None,
             resident_catalog,
+            name_index: std::sync::OnceLock::new(),
         };
         registry.index();
         registry
@@ -389,6 +392,7 @@ impl Registry {
             notices: all_notices,
             search: None,
             resident_catalog: Arc::clone(&self.resident_catalog),
+            name_index: std::sync::OnceLock::new(),
         };
         next.index();
         Some((next, notices))
@@ -412,6 +416,12 @@ impl Registry {
     /// Every tool name, sorted.
     pub fn names(&self) -> &[String] {
         &self.sorted_names
+    }
+
+    /// Every tool name, indexed for the name ladder (built once per generation, on first use).
+    pub fn name_index(&self) -> &crate::repair::names::NameIndex {
+        self.name_index
+            .get_or_init(|| crate::repair::names::NameIndex::new(self.sorted_names.iter().cloned()))
     }
 
     /// Metadata snapshots of every tool, sorted by name.

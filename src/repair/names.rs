@@ -48,74 +48,167 @@ impl From<&crate::config::NamesConfig> for NameLimits {
     }
 }
 
-/// Resolves `called` against `catalog` (names the model may call, any order).
+/// Resolves `called` against `catalog` (names the model may call, any order). Anything but an
+/// exact name builds a [`NameIndex`]: for a catalog that is asked more than once, keep one
+/// (the pipeline uses `Registry::name_index`).
 pub fn resolve_name(called: &str, catalog: &[String], limits: NameLimits) -> NameResolution {
     if catalog.iter().any(|n| n == called) {
         return NameResolution::Exact(called.to_string());
     }
-    let mut sorted: Vec<&String> = catalog.iter().collect();
-    sorted.sort();
-    // Each catalog name is normalized once per call, not once per step: [lowercase,
-    // separators, snake_case]. The `_tool` suffix step compares against snake_case.
-    let forms: Vec<[String; 3]> = sorted.iter().map(|n| [n.to_lowercase(), separators(n), snake_case(n)]).collect();
-    let snake_called = snake_case(called);
-    let wants: [(&'static str, String, usize); 4] = [
-        ("lowercase", called.to_lowercase(), 0),
-        ("separators", separators(called), 1),
-        ("snake_case", snake_called.clone(), 2),
-        (
-            "tool_suffix",
-            snake_called.strip_suffix("_tool").unwrap_or(&snake_called).to_string(),
-            2,
-        ),
-    ];
-    for (step, want, form) in &wants {
-        let mut hits = forms.iter().enumerate().filter(|(_, f)| f[*form] == *want).map(|(i, _)| i);
-        match (hits.next(), hits.next()) {
-            (Some(one), None) => {
-                return NameResolution::Repaired {
-                    name: sorted[one].clone(),
-                    step,
-                };
-            }
-            (None, _) => {}
-            (Some(_), Some(_)) => return unknown(called, &sorted, limits),
-        }
-    }
-    let want = &wants[3].1;
-    if want.chars().count() >= limits.prefix_min_chars {
-        let mut hits = forms
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| {
-                f[2].starts_with(want.as_str()) || (f[2].chars().count() >= limits.prefix_min_chars && want.starts_with(f[2].as_str()))
-            })
-            .map(|(i, _)| i);
-        if let (Some(one), None) = (hits.next(), hits.next()) {
-            return NameResolution::Repaired {
-                name: sorted[one].clone(),
-                step: "prefix",
-            };
-        }
-    }
-    unknown(called, &sorted, limits)
+    NameIndex::new(catalog.iter().cloned()).resolve(called, limits, &|_| true)
 }
 
-fn unknown(called: &str, sorted: &[&String], limits: NameLimits) -> NameResolution {
-    let lc = called.to_lowercase();
-    let len = lc.chars().count();
-    let mut near: Vec<(usize, &String)> = sorted
-        .iter()
-        // Names whose length differs by more than the distance cannot be within it: skipping
-        // them keeps a 1,000-tool catalog from costing 1,000 edit distances.
-        .filter(|n| n.chars().count().abs_diff(len) <= limits.max_distance)
-        .map(|n| (strsim::levenshtein(&lc, &n.to_lowercase()), *n))
-        .filter(|(d, _)| *d <= limits.max_distance)
-        .collect();
-    near.sort();
-    NameResolution::Unknown {
-        suggestions: near.into_iter().take(limits.max_suggestions).map(|(_, n)| n.clone()).collect(),
+type Forms = rustc_hash::FxHashMap<String, Vec<u32>>;
+
+/// Catalog names with their normalized forms computed once, so each ladder step is a hash
+/// lookup and suggestions compare only names of a near length. A registry generation keeps
+/// one (`Registry::name_index`): a repaired or unknown name in a 1,000-tool catalog would
+/// otherwise normalize every name on every call.
+#[derive(Debug, Default)]
+pub struct NameIndex {
+    /// Sorted, deduplicated: every tie is broken by name order.
+    names: Vec<String>,
+    lower: Vec<Vec<char>>,
+    /// Exact name, lowercase, separators, snake_case → indices into `names`, ascending.
+    forms: [Forms; 4],
+    /// snake_case forms, sorted, for the prefix step's range search.
+    snake_sorted: Vec<(String, u32)>,
+    /// Indices by the char count of their lowercase form.
+    by_len: Vec<Vec<u32>>,
+}
+
+impl NameIndex {
+    /// An index of `names`.
+    pub fn new(names: impl IntoIterator<Item = String>) -> Self {
+        let mut names: Vec<String> = names.into_iter().collect();
+        names.sort();
+        names.dedup();
+        let mut index = NameIndex::default();
+        for (i, name) in names.iter().enumerate() {
+            let i = i as u32;
+            let lower = name.to_lowercase();
+            let forms = [name.clone(), lower.clone(), separators(name), snake_case(name)];
+            for (map, form) in index.forms.iter_mut().zip(forms) {
+                map.entry(form).or_default().push(i);
+            }
+            index.snake_sorted.push((snake_case(name), i));
+            let chars: Vec<char> = lower.chars().collect();
+            if index.by_len.len() <= chars.len() {
+                index.by_len.resize(chars.len() + 1, Vec::new());
+            }
+            index.by_len[chars.len()].push(i);
+            index.lower.push(chars);
+        }
+        index.snake_sorted.sort();
+        index.names = names;
+        index
     }
+
+    /// The ladder over the indexed names that `allowed` admits (the visible ones, say, or the
+    /// deferred ones), with exactly the semantics of [`resolve_name`] over that subset.
+    pub fn resolve(&self, called: &str, limits: NameLimits, allowed: &dyn Fn(&str) -> bool) -> NameResolution {
+        let admitted = |ids: Option<&Vec<u32>>| -> Vec<u32> {
+            ids.map(|v| v.iter().copied().filter(|i| allowed(&self.names[*i as usize])).collect())
+                .unwrap_or_default()
+        };
+        if !admitted(self.forms[0].get(called)).is_empty() {
+            return NameResolution::Exact(called.to_string());
+        }
+        let snake_called = snake_case(called);
+        let suffixless = snake_called.strip_suffix("_tool").unwrap_or(&snake_called).to_string();
+        let wants: [(&'static str, String, usize); 4] = [
+            ("lowercase", called.to_lowercase(), 1),
+            ("separators", separators(called), 2),
+            ("snake_case", snake_called.clone(), 3),
+            ("tool_suffix", suffixless, 3),
+        ];
+        for (step, want, form) in &wants {
+            match admitted(self.forms[*form].get(want)).as_slice() {
+                [] => {}
+                [one] => {
+                    return NameResolution::Repaired {
+                        name: self.names[*one as usize].clone(),
+                        step,
+                    };
+                }
+                _ => return self.unknown(called, limits, allowed),
+            }
+        }
+        let want = wants[3].1.as_str();
+        if want.chars().count() >= limits.prefix_min_chars {
+            let mut hits: Vec<u32> = Vec::new();
+            // Names that start with what was written: a contiguous run of the sorted forms.
+            let from = self.snake_sorted.partition_point(|(f, _)| f.as_str() < want);
+            hits.extend(
+                self.snake_sorted[from..]
+                    .iter()
+                    .take_while(|(f, _)| f.starts_with(want))
+                    .map(|(_, i)| *i),
+            );
+            // Names that what was written starts with (long enough to mean something).
+            for (k, _) in want.char_indices().skip(limits.prefix_min_chars) {
+                if let Some(ids) = self.forms[3].get(&want[..k]) {
+                    hits.extend(ids);
+                }
+            }
+            hits.retain(|i| allowed(&self.names[*i as usize]));
+            hits.sort_unstable();
+            hits.dedup();
+            if let [one] = hits.as_slice() {
+                return NameResolution::Repaired {
+                    name: self.names[*one as usize].clone(),
+                    step: "prefix",
+                };
+            }
+        }
+        self.unknown(called, limits, allowed)
+    }
+
+    fn unknown(&self, called: &str, limits: NameLimits, allowed: &dyn Fn(&str) -> bool) -> NameResolution {
+        let lc: Vec<char> = called.to_lowercase().chars().collect();
+        let max = limits.max_distance;
+        // Names whose length differs by more than the distance cannot be within it.
+        let lens = lc.len().saturating_sub(max)..=lc.len() + max;
+        let mut near: Vec<(usize, u32)> = lens
+            .filter_map(|len| self.by_len.get(len))
+            .flatten()
+            .filter(|i| allowed(&self.names[**i as usize]))
+            .filter_map(|i| bounded_levenshtein(&lc, &self.lower[*i as usize], max).map(|d| (d, *i)))
+            .collect();
+        // Indices follow name order, so ties go to the earlier name.
+        near.sort_unstable();
+        NameResolution::Unknown {
+            suggestions: near
+                .into_iter()
+                .take(limits.max_suggestions)
+                .map(|(_, i)| self.names[i as usize].clone())
+                .collect(),
+        }
+    }
+}
+
+/// The edit distance of `a` and `b` if it is at most `max`. Stops as soon as every entry of
+/// a row exceeds `max`: suggestions only care about near names, and most names are far.
+fn bounded_levenshtein(a: &[char], b: &[char], max: usize) -> Option<usize> {
+    if a.len().abs_diff(b.len()) > max {
+        return None;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut row = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        row[0] = i + 1;
+        let mut best = row[0];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            row[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(row[j] + 1);
+            best = best.min(row[j + 1]);
+        }
+        if best > max {
+            return None;
+        }
+        std::mem::swap(&mut prev, &mut row);
+    }
+    (prev[b.len()] <= max).then_some(prev[b.len()])
 }
 
 fn separators(s: &str) -> String {
@@ -240,6 +333,38 @@ mod tests {
         for called in ["read", "rite_file", "HTTPGet", "grep"] {
             assert_eq!(resolve_name(called, &catalog(), LIMITS), resolve_name(called, &reversed, LIMITS));
         }
+    }
+
+    #[test]
+    fn bounded_distance_agrees_with_the_plain_one() {
+        let words = ["read_file", "rite_file", "write_file", "", "a", "kitten", "sitting", "grep_files", "zzzzzzzz"];
+        for a in words {
+            for b in words {
+                let (ca, cb): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+                let plain = strsim::levenshtein(a, b);
+                for max in 0..5 {
+                    let expected = (plain <= max).then_some(plain);
+                    assert_eq!(bounded_levenshtein(&ca, &cb, max), expected, "{a} / {b} within {max}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_index_resolves_within_the_allowed_subset_only() {
+        let index = NameIndex::new(catalog());
+        let only_writes = |n: &str| n.starts_with("write");
+        // `read_file` exists but is not allowed: unknown here, with allowed suggestions only.
+        assert_eq!(
+            index.resolve("rite_file", LIMITS, &only_writes),
+            NameResolution::Unknown {
+                suggestions: vec!["write_file".into()]
+            }
+        );
+        // `read` is ambiguous over the whole catalog but unique among the allowed names.
+        let reads = |n: &str| n == "read_file";
+        assert_eq!(index.resolve("read", LIMITS, &reads), fixed("read_file", "prefix"));
+        assert!(matches!(index.resolve("read_file", LIMITS, &only_writes), NameResolution::Unknown { .. }));
     }
 
     #[test]

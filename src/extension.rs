@@ -62,7 +62,9 @@ impl Tool for ExtensionTool {
                 .command
                 .split_first()
                 .ok_or_else(|| ToolError::refused(ErrorCategory::Unavailable, "no command"))?;
-            let mut child = tokio::process::Command::new(program)
+            let mut cmd = tokio::process::Command::new(program);
+            crate::child_env::apply(&mut cmd, &ctx.config.shell.env_exclude, &self.cfg.env_passthrough);
+            let mut child = cmd
                 .args(args)
                 .current_dir(&ctx.workspace)
                 .stdin(Stdio::piped())

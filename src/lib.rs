@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod builtin;
+pub mod child_env;
 pub mod config;
 pub mod event;
 pub mod extension;

@@ -151,9 +151,7 @@ async fn execute_inner(shared: Arc<SessionShared>, gate: Arc<RwLock<()>>, call: 
     };
     let started = Instant::now();
     let timeout_ms = shared.config.execution.call_timeout_ms;
-    let run = IN_TOOL.scope(me, async move {
-        AssertUnwindSafe(tool.run(input, &ctx)).catch_unwind().await
-    });
+    let run = IN_TOOL.scope(me, async move { AssertUnwindSafe(tool.run(input, &ctx)).catch_unwind().await });
     let panicked = |panic: Box<dyn std::any::Any + Send>| {
         let what = panic
             .downcast_ref::<&str>()
@@ -255,7 +253,10 @@ impl Handler<RunBatch> for BatchExecutorActor {
             if msg.concurrent {
                 // Started in index order, outcomes in index order whatever the completion
                 // order. join_all keeps the futures in one vector (no task node per call).
-                let running = msg.calls.into_iter().map(|call| execute(Arc::clone(&shared), Arc::clone(&gate), call, false));
+                let running = msg
+                    .calls
+                    .into_iter()
+                    .map(|call| execute(Arc::clone(&shared), Arc::clone(&gate), call, false));
                 return Ok(futures::future::join_all(running).await);
             }
             let mut outcomes = Vec::with_capacity(msg.calls.len());

@@ -348,3 +348,62 @@ fn every_kind_of_tool_sits_side_by_side_in_catalog_and_replay() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("none.sse"));
 }
+
+/// An OpenAI Chat response calling `calls` (name, arguments), as SSE.
+fn openai_stream(calls: &[(&str, Value)]) -> String {
+    let mut out = String::new();
+    for (n, (name, args)) in calls.iter().enumerate() {
+        let chunk = serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": n, "id": format!("call_{n}"), "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}, "finish_reason": null}]});
+        out.push_str(&format!("data: {chunk}\n\n"));
+    }
+    out.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
+    out
+}
+
+#[test]
+fn commands_the_model_drives_do_not_see_the_hosts_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = dir.path().join("env.sse");
+    std::fs::write(
+        &stream,
+        openai_stream(&[
+            (
+                "exec_shell",
+                serde_json::json!({"command": "echo \"[$DEMO_API_KEY][$DEMO_GITHUB_TOKEN][$DEMO_VISIBLE]\""}),
+            ),
+            ("show_env", serde_json::json!({})),
+        ]),
+    )
+    .unwrap();
+    let config = dir.path().join("env.toml");
+    std::fs::write(
+        &config,
+        r#"[[extensions]]
+name = "show_env"
+description = "Shows two variables"
+command = ["sh", "-c", "cat > /dev/null; echo \"[$DEMO_API_KEY][$DEMO_GITHUB_TOKEN]\""]
+input_schema = '{"type":"object","properties":{}}'
+capabilities = ["read_only"]
+env_passthrough = ["DEMO_GITHUB_TOKEN"]
+"#,
+    )
+    .unwrap();
+    let out = toolslot()
+        .env("DEMO_API_KEY", "sk-secret")
+        .env("DEMO_GITHUB_TOKEN", "ghp-secret")
+        .env("DEMO_VISIBLE", "shown")
+        .env("TOOLSLOT_OVERFLOW__DIR", dir.path().join("overflow"))
+        .args(["replay", "--approve", "all", "--workspace"])
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&config)
+        .arg(&stream)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let last: Value = serde_json::from_str(String::from_utf8(out.stdout).unwrap().lines().last().unwrap()).unwrap();
+    let shell = last["results"][0]["content"].as_str().unwrap();
+    assert!(shell.contains("[][][shown]"), "exec_shell saw a secret: {shell}");
+    let ext = last["results"][1]["content"].as_str().unwrap();
+    assert_eq!(ext.trim(), "[][ghp-secret]", "only the passed-through variable");
+}

@@ -113,6 +113,7 @@ impl Tool for ExecShell {
             let limit = ctx.config.shell.timeout_ms;
             let timeout = Duration::from_millis(input.timeout_ms.map_or(limit, |t| t.min(limit)));
             let mut cmd = tokio::process::Command::new("sh");
+            crate::child_env::apply(&mut cmd, &ctx.config.shell.env_exclude, &[]);
             cmd.arg("-c")
                 .arg(&input.command)
                 .current_dir(&ctx.workspace)

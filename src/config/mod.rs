@@ -211,6 +211,9 @@ pub struct ExecutionConfig {
 pub struct ShellConfig {
     /// Command timeout (ms).
     pub timeout_ms: u64,
+    /// Variables not passed to commands the model drives (exec_shell, extensions):
+    /// case-insensitive globs on the variable's name.
+    pub env_exclude: Vec<String>,
 }
 
 /// `[read_file]`.
@@ -425,6 +428,10 @@ pub struct ExtensionConfig {
     /// Whether the tool is deferred until tool_search activates it.
     #[serde(default)]
     pub defer: bool,
+    /// Variables passed to the program even though `shell.env_exclude` matches them (the
+    /// token an extension needs for its own work).
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
 }
 
 impl Config {

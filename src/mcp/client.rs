@@ -35,6 +35,17 @@ struct Handler {
 }
 
 impl ClientHandler for Handler {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        // rmcp offers its newest revision, which no released server speaks and the MCP
+        // conformance suite rejects; the newest one with an `initialize` handshake is what
+        // servers answer (and they may answer an older one, which rmcp accepts).
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::default(),
+            rmcp::model::Implementation::new("toolslot", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         if let Some(hook) = &self.on_tools_changed {
             hook();

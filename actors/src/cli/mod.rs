@@ -1,6 +1,7 @@
 //! Command-line parsing and the subcommands.
 
 mod catalog;
+mod mcp_check;
 mod replay;
 mod search;
 
@@ -54,6 +55,8 @@ pub enum Command {
         #[arg(long = "agent-response", value_name = "FILE")]
         agent_responses: Vec<PathBuf>,
     },
+    /// Connect to one MCP server as toolslot would: list its tools, optionally call each.
+    McpCheck(mcp_check::McpCheckArgs),
     /// Rank deferred tools for a query, as tool_search does.
     Search {
         /// Config file overlaying the built-in defaults.
@@ -109,6 +112,7 @@ pub fn run(args: Cli) -> Result<(), CliError> {
     match args.command {
         Command::Serve { config } => serve(config.as_deref()),
         Command::Replay(args) => replay::run(args),
+        Command::McpCheck(args) => mcp_check::run(args),
         Command::Catalog {
             config,
             format,

@@ -49,6 +49,7 @@ fn start(extra: &str) -> Server {
     std::fs::create_dir(&workspace).unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let config = dir.path().join("serve.toml");
+    let extra = extra.replace("{ws}", &workspace.display().to_string());
     std::fs::write(
         &config,
         format!(
@@ -377,4 +378,45 @@ fn the_python_example_client_runs_a_round_with_an_approval() {
     assert!(text.contains("\"decision\": \"approved\""), "{text}");
     assert!(text.contains("result #1 exec_shell error=False"), "{text}");
     assert!(s.workspace.join("made-by-the-model.txt").exists());
+}
+
+#[test]
+fn sessions_stay_inside_the_workspace_root() {
+    let s = start("workspace_root = \"{ws}\"");
+    let inside = s.workspace.join("project");
+    std::fs::create_dir(&inside).unwrap();
+    let outside = s.workspace.parent().unwrap().join("elsewhere");
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, s.workspace.join("escape")).unwrap();
+    let ask = |w: &std::path::Path| {
+        let body = serde_json::json!({"workspace": w}).to_string();
+        http(&s.addr, "POST", "/v1/sessions", Some(TOKEN), body.as_bytes())
+    };
+    assert_eq!(ask(&inside).0, 200);
+    for refused in [
+        outside.clone(),
+        s.workspace.join("escape"),
+        s.workspace.join("project/../../elsewhere"),
+    ] {
+        let (status, body) = ask(&refused);
+        assert_eq!(status, 400, "{}: {body}", refused.display());
+        assert!(body.contains("outside server.workspace_root"), "{body}");
+    }
+    // No workspace named: the root.
+    let (status, _) = http(&s.addr, "POST", "/v1/sessions", Some(TOKEN), b"{}");
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn a_missing_workspace_root_stops_the_server_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("serve.toml");
+    std::fs::write(&config, "[server]\nbind = \"127.0.0.1:0\"\nworkspace_root = \"/no/such/root\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolslot"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/root"));
 }

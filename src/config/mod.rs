@@ -333,6 +333,8 @@ pub struct ServerConfig {
     pub shutdown_grace_secs: u64,
     /// HTTP workers (0 = one per core).
     pub http_workers: usize,
+    /// The folder every session's workspace must be inside ("" = any folder).
+    pub workspace_root: String,
 }
 
 /// `[mcp]`.

@@ -164,6 +164,10 @@ fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
         // A server's sessions should use every core (see `execution.workers`).
         cfg.execution.workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     }
+    let root = &cfg.server.workspace_root;
+    if !root.is_empty() && !toolslot::config::expand_home(root).is_dir() {
+        return Err(CliError::Usage(format!("server.workspace_root `{root}` is not a folder")));
+    }
     let cfg = Arc::new(cfg);
     actix_rt::System::new().block_on(async move {
         let toolset = toolslot_actors::build_toolset(Arc::clone(&cfg), None)

@@ -168,16 +168,7 @@ pub async fn create_session(state: web::Data<State>, body: web::Bytes) -> Result
         .transpose()
         .map_err(bad)?;
     let dialect = parse_dialect(req.dialect.as_deref())?;
-    let workspace = match req.workspace {
-        Some(w) => {
-            let p = std::path::PathBuf::from(&w);
-            if !p.is_dir() {
-                return Err(bad(format!("workspace `{w}` is not a folder")));
-            }
-            Some(p)
-        }
-        None => None,
-    };
+    let workspace = session_workspace(req.workspace.as_deref(), &state.config.server.workspace_root)?;
     let id = state.dispatcher.open_session_limited(
         SessionOptions {
             workspace,
@@ -188,6 +179,31 @@ pub async fn create_session(state: web::Data<State>, body: web::Bytes) -> Result
     )?;
     state.touch(&id);
     Ok(HttpResponse::Ok().json(SessionCreated { session_id: id }))
+}
+
+/// The workspace a session may have: the folder asked for, which must exist and, when
+/// `server.workspace_root` is set, be inside it once symlinks are resolved (so a link inside
+/// the root cannot lead out of it); with no folder asked for, the root.
+fn session_workspace(asked: Option<&str>, root: &str) -> Result<Option<std::path::PathBuf>, ApiError> {
+    let root = (!root.is_empty())
+        .then(|| std::fs::canonicalize(toolslot::config::expand_home(root)))
+        .transpose()
+        .map_err(|e| bad(format!("server.workspace_root `{root}` cannot be used: {e}")))?;
+    let Some(w) = asked else {
+        return Ok(root);
+    };
+    let p = std::path::PathBuf::from(w);
+    if !p.is_dir() {
+        return Err(bad(format!("workspace `{w}` is not a folder")));
+    }
+    if let Some(root) = root {
+        let real = std::fs::canonicalize(&p).map_err(|e| bad(format!("workspace `{w}`: {e}")))?;
+        if !real.starts_with(&root) {
+            return Err(bad(format!("workspace `{w}` is outside server.workspace_root")));
+        }
+        return Ok(Some(real));
+    }
+    Ok(Some(p))
 }
 
 /// Lists the open sessions.

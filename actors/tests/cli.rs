@@ -455,3 +455,69 @@ fn the_mcp_client_passes_the_conformance_suite() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/server"));
 }
+
+/// A process killed when the test ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_remote_server_gets_its_credentials_from_the_environment() {
+    let root = repo_with_deps();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let _server = Killed(
+        Command::new(root.join(".test-deps/venv/bin/python"))
+            .arg(root.join("tests/data/growing_mcp_server.py"))
+            .args(["--https", &port.to_string()])
+            .arg(&ca)
+            .args(["--require-bearer", "t0ken", "--require-header", "X-Team=tools"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    for _ in 0..200 {
+        if ca.is_file() && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let url = format!("https://127.0.0.1:{port}/mcp");
+    let check = |extra: &[&str], token: Option<&str>| {
+        let mut cmd = toolslot();
+        cmd.args(["mcp-check", "--name", "remote", "--ca-cert"])
+            .arg(&ca)
+            .args(extra)
+            .arg(&url);
+        if let Some(t) = token {
+            cmd.env("DEMO_MCP_TOKEN", t);
+        }
+        cmd.output().unwrap()
+    };
+    let with_env = ["--bearer-token-env", "DEMO_MCP_TOKEN", "--header", "X-Team=tools"];
+    let out = check(&with_env, Some("t0ken"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("remote__add_tool"));
+
+    // No credentials: the reason says what the server answered.
+    let out = check(&[], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("401") && err.contains("bearer_token_env"), "{err}");
+    // The variable is named when it is not set; a wrong token is refused like none.
+    let out = check(&with_env, None);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("DEMO_MCP_TOKEN"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = check(&with_env, Some("wrong"));
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -386,6 +386,13 @@ pub struct McpServerConfig {
     /// internal CA, a self-signed development server).
     #[serde(default)]
     pub ca_cert: Option<String>,
+    /// The environment variable holding the bearer token a streamable HTTP server wants
+    /// (`Authorization: Bearer …`); the token itself never sits in a config file.
+    #[serde(default)]
+    pub bearer_token_env: Option<String>,
+    /// Further headers sent with every request to a streamable HTTP server.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
     /// Start-up (spawn + initialize + list tools) timeout in ms (default `mcp.startup_timeout_ms`).
     #[serde(default)]
     pub startup_timeout_ms: Option<u64>,

@@ -174,10 +174,12 @@ pub async fn connect(
             ));
         }
         let client = super::http::client_for(cfg, max_redirects)?;
-        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
-            client.clone(),
-            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str()),
-        );
+        let mut config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str())
+            .custom_headers(super::http::headers_for(cfg)?);
+        if let Some(token) = super::http::bearer_token(cfg)? {
+            config = config.auth_header(token);
+        }
+        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client.clone(), config);
         let service = match tokio::time::timeout(startup, handler.serve(transport)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
@@ -186,6 +188,10 @@ pub async fn connect(
                 // a refused connection).
                 let cause = match tokio::time::timeout(startup, client.get(url.as_str()).send()).await {
                     Ok(Err(http)) => format!(" ({})", with_causes(&http)),
+                    Ok(Ok(answer)) if matches!(answer.status().as_u16(), 401 | 403) => format!(
+                        " (the server answers {} without the right credentials: see bearer_token_env and headers)",
+                        answer.status()
+                    ),
                     _ => String::new(),
                 };
                 return Err(format!(

@@ -5,8 +5,10 @@
 //! and trust the bundled Mozilla roots plus a server's own `ca_cert` (an internal CA, a
 //! self-signed development server).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use reqwest_mcp::header::{HeaderName, HeaderValue};
 use reqwest_mcp::redirect::{Attempt, Policy};
 use reqwest_mcp::{Client, StatusCode};
 use rustls::RootCertStore;
@@ -55,6 +57,35 @@ pub fn client_for(cfg: &McpServerConfig, max_redirects: usize) -> Result<Client,
         .redirect(same_origin_redirects(max_redirects))
         .build()
         .map_err(|e| format!("server `{}`: HTTP client setup: {e}", cfg.name))
+}
+
+/// The bearer token of `cfg`'s server, read from the variable it names.
+///
+/// # Errors
+/// A one-line reason naming the variable when it is unset or empty.
+pub fn bearer_token(cfg: &McpServerConfig) -> Result<Option<String>, String> {
+    let Some(var) = &cfg.bearer_token_env else {
+        return Ok(None);
+    };
+    match std::env::var(var) {
+        Ok(token) if !token.is_empty() => Ok(Some(token)),
+        _ => Err(format!("server `{}`: bearer_token_env names `{var}`, which is not set", cfg.name)),
+    }
+}
+
+/// `cfg`'s extra headers, checked.
+///
+/// # Errors
+/// A one-line reason naming a header whose name or value is not valid HTTP.
+pub fn headers_for(cfg: &McpServerConfig) -> Result<HashMap<HeaderName, HeaderValue>, String> {
+    cfg.headers
+        .iter()
+        .map(|(name, value)| {
+            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("server `{}`: header `{name}`: {e}", cfg.name))?;
+            let v = HeaderValue::from_str(value).map_err(|e| format!("server `{}`: header `{name}`: {e}", cfg.name))?;
+            Ok((n, v))
+        })
+        .collect()
 }
 
 /// Follows only 307 and 308 to the same origin: they keep the method and body, so the

@@ -13,7 +13,6 @@ client to trust; the pinned servers speak plain HTTP at most.
 import datetime
 import ipaddress
 import os
-import sys
 import tempfile
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -77,18 +76,42 @@ def issue_certificate(ca_out: str) -> tuple[str, str]:
     return chain_file, key_file
 
 
+def guarded(app, bearer, header):
+    """The app behind an authorization check, as remote MCP servers are deployed: a request
+    without `Authorization: Bearer <bearer>` (and the required header, if any) gets a 401."""
+
+    async def checked(scope, receive, send):
+        if scope["type"] == "http":
+            got = dict(scope["headers"])
+            ok = got.get(b"authorization") == f"Bearer {bearer}".encode()
+            if header is not None:
+                ok = ok and got.get(header[0].lower().encode()) == header[1].encode()
+            if not ok:
+                await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
+                await send({"type": "http.response.body", "body": b"missing or wrong credentials"})
+                return
+        await app(scope, receive, send)
+
+    return checked
+
+
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--https":
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--https", nargs=2, metavar=("PORT", "CA_PEM"))
+    parser.add_argument("--require-bearer")
+    parser.add_argument("--require-header", help="NAME=VALUE")
+    args = parser.parse_args()
+    if args.https:
         import uvicorn
 
-        cert, key = issue_certificate(sys.argv[3])
-        uvicorn.run(
-            server.streamable_http_app(),
-            host="127.0.0.1",
-            port=int(sys.argv[2]),
-            ssl_certfile=cert,
-            ssl_keyfile=key,
-            log_level="warning",
-        )
+        port, ca = args.https
+        cert, key = issue_certificate(ca)
+        app = server.streamable_http_app()
+        if args.require_bearer:
+            header = tuple(args.require_header.split("=", 1)) if args.require_header else None
+            app = guarded(app, args.require_bearer, header)
+        uvicorn.run(app, host="127.0.0.1", port=int(port), ssl_certfile=cert, ssl_keyfile=key, log_level="warning")
     else:
         server.run()

@@ -25,6 +25,12 @@ pub struct McpCheckArgs {
     /// A PEM file of certificates to trust for an https server.
     #[arg(long)]
     pub ca_cert: Option<String>,
+    /// The environment variable holding the bearer token of an HTTP server.
+    #[arg(long)]
+    pub bearer_token_env: Option<String>,
+    /// A header sent to an HTTP server, as NAME=VALUE (repeatable).
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    pub headers: Vec<String>,
     /// Call every tool once, with arguments made from its schema (numbers 1, strings "x", …).
     #[arg(long)]
     pub call_all: bool,
@@ -37,7 +43,14 @@ pub fn run(args: McpCheckArgs) -> Result<(), CliError> {
     let cfg = Config::load(args.config.as_deref())?;
     let first = &args.server[0];
     let is_url = first.starts_with("http://") || first.starts_with("https://");
-    let mut table = json!({"name": args.name, "ca_cert": args.ca_cert});
+    let mut headers = Map::new();
+    for h in &args.headers {
+        let (name, value) = h
+            .split_once('=')
+            .ok_or_else(|| CliError::Usage(format!("--header takes NAME=VALUE, not `{h}`")))?;
+        headers.insert(name.to_string(), json!(value));
+    }
+    let mut table = json!({"name": args.name, "ca_cert": args.ca_cert, "bearer_token_env": args.bearer_token_env, "headers": headers});
     if is_url {
         table["url"] = json!(first);
     } else {

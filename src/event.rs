@@ -87,6 +87,19 @@ pub enum PipelineEvent {
         /// Arguments.
         input: Value,
     },
+    /// An event of a sub-agent's session, which call `index` (spawn_agent) started: its
+    /// approval requests and decisions, so the host can answer them at `session` (the child's
+    /// id, on the same dispatcher). A grandchild's events arrive here too, with its session.
+    Subagent {
+        /// Index of the spawn_agent call in this session's response.
+        index: usize,
+        /// That call's provider id.
+        id: String,
+        /// The session the event belongs to: answer its approvals there.
+        session: String,
+        /// The event (`approval_required` or `approval_decided`).
+        event: Box<PipelineEvent>,
+    },
     /// A decision was made.
     ApprovalDecided {
         /// Index in the response.

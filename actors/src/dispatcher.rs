@@ -164,10 +164,17 @@ impl Dispatcher {
     /// Opens a session with an unguessable id (128 random bits) and starts its five stages,
     /// each under a supervisor, on one worker thread.
     pub fn open_session(&self, options: SessionOptions) -> String {
+        self.open_session_on(options, self.inner.registry.clone())
+    }
+
+    /// As [`Dispatcher::open_session`], over another registry: a sub-agent's session, whose
+    /// tools are built one level deeper, lives beside its parent so that the host can answer
+    /// its approvals through this dispatcher.
+    pub fn open_session_on(&self, options: SessionOptions, registry: impl Into<LiveRegistry>) -> String {
         let id = random_hex(16);
         let shared = SessionShared::new(
             id.clone(),
-            self.inner.registry.clone(),
+            registry.into(),
             Arc::clone(&self.inner.config),
             options,
             Arc::clone(&self.inner.overflow),

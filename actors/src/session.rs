@@ -74,6 +74,14 @@ impl toolslot::tool::SessionServices for PipelineServices {
             });
         }
     }
+    fn relay(&self, event: PipelineEvent) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.emit(event);
+        }
+    }
+    fn approval_mode(&self) -> Option<toolslot::config::ApprovalMode> {
+        self.shared.upgrade().map(|s| s.mode)
+    }
 }
 
 /// State shared by a session's stages and its rounds.

@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex, Weak};
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
-use toolslot::config::ApprovalMode;
 use toolslot::event::{PipelineEvent, ToolResult};
 use toolslot::registry::Registry;
 use toolslot::tool::{Capability, ErrorCategory, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec};
@@ -118,20 +117,26 @@ impl Tool for SpawnAgent {
                 ));
             };
             let depth = self.depth + 1;
-            // The child's own dispatcher over the same registry builder, one level deeper.
-            let child = Dispatcher::new(Arc::clone(parent.config()), (self.factory)(depth));
-            // A child cannot ask the user: it may do what needs no approval, or everything when
-            // the parent runs in full-auto.
-            let mode = if ctx.config.approval.mode == ApprovalMode::FullAuto {
-                ApprovalMode::FullAuto
-            } else {
-                ApprovalMode::ReadOnly
+            // The child lives beside its parent, with tools built one level deeper, and works
+            // under the parent session's approval mode: what would need the user's approval in
+            // the parent needs it in the child, and the host answers it at the child's session
+            // (its requests are relayed into the parent's events).
+            let mode = ctx.services.approval_mode().unwrap_or(ctx.config.approval.mode);
+            let session = parent.open_session_on(
+                SessionOptions {
+                    workspace: Some(ctx.workspace.clone()),
+                    approval_mode: Some(mode),
+                    dialect: None,
+                },
+                (self.factory)(depth),
+            );
+            // However this call ends (done, cancelled with the parent's round, timed out), the
+            // child's round is cancelled and its session closed.
+            let child = ChildSession {
+                dispatcher: Arc::clone(&parent),
+                session,
             };
-            let session = child.open_session(SessionOptions {
-                workspace: Some(ctx.workspace.clone()),
-                approval_mode: Some(mode),
-                dialect: None,
-            });
+            let session = child.session.clone();
             let mut turns: Vec<Turn> = Vec::new();
             let mut last_text = String::new();
             for _ in 0..ctx.config.subagents.max_turns.max(1) {
@@ -141,28 +146,61 @@ impl Tool for SpawnAgent {
                     .await
                     .map_err(|e| ToolError::tool(format!("the sub-agent's model failed: {e}")))?;
                 let mut events = child
+                    .dispatcher
                     .submit_round(&session, RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body)]))))
                     .map_err(|e| ToolError::tool(e.to_string()))?;
                 let mut results = Vec::new();
                 while let Some(e) = events.recv().await {
-                    if let PipelineEvent::RoundComplete { text, results: r, .. } = e {
-                        last_text = text;
-                        results.extend(r);
+                    match e {
+                        PipelineEvent::RoundComplete { text, results: r, .. } => {
+                            last_text = text;
+                            results.extend(r);
+                        }
+                        PipelineEvent::ApprovalRequired { .. } | PipelineEvent::ApprovalDecided { .. } => {
+                            ctx.services.relay(PipelineEvent::Subagent {
+                                index: ctx.index,
+                                id: ctx.call_id.clone(),
+                                session: session.clone(),
+                                event: Box::new(e),
+                            });
+                        }
+                        // A grandchild's: passed up as it is, with this call as the way in.
+                        PipelineEvent::Subagent {
+                            session: deeper, event, ..
+                        } => {
+                            ctx.services.relay(PipelineEvent::Subagent {
+                                index: ctx.index,
+                                id: ctx.call_id.clone(),
+                                session: deeper,
+                                event,
+                            });
+                        }
+                        _ => {}
                     }
                 }
                 turns.push(Turn::Assistant(last_text.clone()));
                 if results.is_empty() {
-                    let _ = child.close_session(&session);
                     return Ok(ToolOutput::text(last_text));
                 }
                 turns.push(Turn::Results(results));
             }
-            let _ = child.close_session(&session);
             Ok(ToolOutput::error_text(format!(
                 "The sub-agent did not finish within {} turns. Its last words: {last_text}",
                 ctx.config.subagents.max_turns
             )))
         })
+    }
+}
+
+/// A child session, closed (its round cancelled) when dropped.
+struct ChildSession {
+    dispatcher: Arc<Dispatcher>,
+    session: String,
+}
+
+impl Drop for ChildSession {
+    fn drop(&mut self) {
+        let _ = self.dispatcher.close_session(&self.session);
     }
 }
 

@@ -53,6 +53,14 @@ pub trait SessionServices: Send + Sync {
     fn progress(&self, index: usize, call_id: &str, progress: f64, total: Option<f64>, message: Option<String>) {
         let _ = (index, call_id, progress, total, message);
     }
+    /// Passes an event of a session this call runs (spawn_agent's child) to the host.
+    fn relay(&self, event: crate::event::PipelineEvent) {
+        let _ = event;
+    }
+    /// The session's approval mode, where a session has one (a child session inherits it).
+    fn approval_mode(&self) -> Option<crate::config::ApprovalMode> {
+        None
+    }
 }
 
 /// Services for contexts that have no session (tests, one-off calls): nothing is known,

@@ -154,3 +154,86 @@ fn sub_agents_nest_only_to_the_configured_depth() {
         );
     });
 }
+
+/// An Anthropic response that only says `text` (a sub-agent's final answer).
+fn final_text(text: &str) -> Vec<u8> {
+    format!(
+        "event: message_start\ndata: {}\n\nevent: content_block_start\ndata: {}\n\nevent: content_block_delta\ndata: {}\n\nevent: content_block_stop\ndata: {}\n\nevent: message_delta\ndata: {}\n\nevent: message_stop\ndata: {}\n\n",
+        json!({"type": "message_start", "message": {}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
+        json!({"type": "message_stop"})
+    )
+    .into_bytes()
+}
+
+/// Runs a parent round calling spawn_agent in `ask` mode, answering the parent's own approval
+/// with yes and every relayed sub-agent approval with `child_decision`. Returns the events.
+async fn ask_mode_spawn(child_decision: toolslot_actors::HostDecision) -> (Vec<PipelineEvent>, tempfile::TempDir) {
+    let ws = tempfile::tempdir().unwrap();
+    let cfg = config("[approval]\nmode = \"ask\"\n", ws.path());
+    let runner = Arc::new(toolslot_actors::RecordedRunner::new(vec![
+        openai_chat(
+            &[("write_file", json!({"path": "note.txt", "content": "written by the child"}))],
+            "tool_calls",
+        ),
+        final_text("The child is done."),
+    ]));
+    let toolset = build_toolset(Arc::clone(&cfg), Some(runner)).await.unwrap();
+    let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
+    let s = d.open_session(SessionOptions {
+        workspace: Some(ws.path().to_path_buf()),
+        ..Default::default()
+    });
+    let body = openai_chat(&[("spawn_agent", json!({"task": "write the note"}))], "tool_calls");
+    let input = toolslot_actors::RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body)])));
+    let mut rx = d.submit_round(&s, input).unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = rx.recv().await {
+        match &e {
+            PipelineEvent::ApprovalRequired { index, .. } => {
+                d.answer_approval(&s, *index, toolslot_actors::HostDecision::Approve).await.unwrap();
+            }
+            PipelineEvent::Subagent { session, event, .. } => {
+                assert_ne!(session, &s, "answers go to the child's session");
+                if let PipelineEvent::ApprovalRequired { index, name, .. } = event.as_ref() {
+                    assert_eq!(name, "write_file");
+                    d.answer_approval(session, *index, child_decision).await.unwrap();
+                }
+            }
+            _ => {}
+        }
+        events.push(e);
+    }
+    assert_eq!(d.session_count(), 1, "the child's session is closed when the call ends");
+    (events, ws)
+}
+
+#[test]
+fn a_sub_agents_approvals_reach_the_host_and_are_obeyed() {
+    system(async {
+        let (events, ws) = ask_mode_spawn(toolslot_actors::HostDecision::Approve).await;
+        let relayed: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                PipelineEvent::Subagent { index: 0, event, .. } => Some(match event.as_ref() {
+                    PipelineEvent::ApprovalRequired { .. } => "required",
+                    PipelineEvent::ApprovalDecided { .. } => "decided",
+                    _ => "other",
+                }),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(relayed, vec!["required", "decided"]);
+        assert_eq!(std::fs::read_to_string(ws.path().join("note.txt")).unwrap(), "written by the child");
+        assert_eq!(results(&events)[0].content, "The child is done.");
+
+        let (_, ws) = ask_mode_spawn(toolslot_actors::HostDecision::Reject).await;
+        assert!(
+            !ws.path().join("note.txt").exists(),
+            "a rejected write in the child does not happen"
+        );
+    });
+}

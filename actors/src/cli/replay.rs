@@ -97,7 +97,16 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             let mut events = dispatcher.submit_round(&session, RoundInput::Bytes(input)).map_err(|e| CliError::Io(e.to_string()))?;
             while let Some(event) = events.recv().await {
                 print_event(&event, pretty)?;
-                if let PipelineEvent::ApprovalRequired { index, name, input, .. } = &event {
+                // The session's own requests, and its sub-agents' (answered at their session).
+                let ask = match &event {
+                    PipelineEvent::ApprovalRequired { index, name, input, .. } => Some((session.as_str(), index, name, input)),
+                    PipelineEvent::Subagent { session: child, event, .. } => match event.as_ref() {
+                        PipelineEvent::ApprovalRequired { index, name, input, .. } => Some((child.as_str(), index, name, input)),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some((at, index, name, input)) = ask {
                     let decision = match answerer {
                         Answerer::All => HostDecision::Approve,
                         Answerer::None => HostDecision::Reject,
@@ -108,7 +117,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
                         }
                     };
                     // The request may have been answered already (cancelled); nothing to do then.
-                    let _ = dispatcher.answer_approval(&session, *index, decision).await;
+                    let _ = dispatcher.answer_approval(at, *index, decision).await;
                 }
             }
         }
@@ -171,6 +180,9 @@ fn pretty_line(event: &PipelineEvent) -> String {
             index, name, requirement, ..
         } => format!("approval #{index} {name} ({requirement:?})"),
         PipelineEvent::ApprovalDecided { index, decision, .. } => format!("decided  #{index} {decision:?}"),
+        PipelineEvent::Subagent { index, session, event, .. } => {
+            format!("sub-agent of #{index} (session {session}): {}", pretty_line(event))
+        }
         PipelineEvent::CallFinished {
             index,
             name,

@@ -353,6 +353,8 @@ pub struct McpConfig {
     pub restart_backoff_max_ms: u64,
     /// Redirects followed at most for a streamable HTTP server (same origin, 307/308 only).
     pub http_max_redirects: usize,
+    /// How much of a stdio server's stderr (the end) a failure report quotes, in bytes.
+    pub stderr_tail_bytes: usize,
     /// Where each server's last tool listing is kept ("" keeps none: every server starts at
     /// start-up to list its tools).
     pub tool_cache_dir: String,

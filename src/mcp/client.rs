@@ -137,6 +137,7 @@ pub struct McpClient {
     service: RunningService<RoleClient, Handler>,
     progress: Arc<Mutex<HashMap<String, ProgressSink>>>,
     pid: Option<u32>,
+    stderr: Mutex<Option<tokio::process::ChildStderr>>,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -148,19 +149,34 @@ impl std::fmt::Debug for McpClient {
     }
 }
 
+/// How to connect to a server.
+pub struct ConnectOptions {
+    /// Start-up (spawn and `initialize`) timeout.
+    pub startup: Duration,
+    /// Redirects followed at most (streamable HTTP).
+    pub max_redirects: usize,
+    /// How much of a stdio server's stderr a failed start quotes (bytes, from the end).
+    pub stderr_tail_bytes: usize,
+    /// Told when the server's tool list changes.
+    pub on_tools_changed: Option<ToolsChanged>,
+}
+
 /// Starts the server's process (or reaches its streamable HTTP endpoint) and completes the
-/// `initialize` handshake; `on_tools_changed` hears of later changes to its tool list.
+/// `initialize` handshake; `on_tools_changed` hears of later changes to its tool list. A
+/// stdio server's stderr is quoted in the error when it fails to start, and handed to the
+/// caller otherwise ([`McpClient::take_stderr`]), who must keep reading it.
 ///
 /// # Errors
 /// A one-line reason: no command or URL, a URL that is not http(s), a bad `ca_cert`, the
 /// process failing to start, or the handshake failing (a certificate the server's name does
 /// not match, an untrusted issuer) or timing out.
-pub async fn connect(
-    cfg: &McpServerConfig,
-    startup: Duration,
-    max_redirects: usize,
-    on_tools_changed: Option<ToolsChanged>,
-) -> Result<McpClient, String> {
+pub async fn connect(cfg: &McpServerConfig, options: ConnectOptions) -> Result<McpClient, String> {
+    let ConnectOptions {
+        startup,
+        max_redirects,
+        stderr_tail_bytes,
+        on_tools_changed,
+    } = options;
     let handler = Handler {
         on_tools_changed,
         ..Handler::default()
@@ -213,6 +229,7 @@ pub async fn connect(
             service,
             progress,
             pid: None,
+            stderr: Mutex::new(None),
         });
     }
     let Some((program, args)) = cfg.command.split_first() else {
@@ -220,29 +237,61 @@ pub async fn connect(
     };
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args).envs(&cfg.env);
-    let (transport, _stderr) = TokioChildProcess::builder(cmd)
-        // Servers log freely on stderr; it is not part of the protocol and not ours to print.
-        .stderr(Stdio::null())
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        // Servers log on stderr; it is not part of the protocol, but it is what says why a
+        // server would not start.
+        .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("server `{}`: cannot start `{program}`: {e}", cfg.name))?;
     let pid = transport.id();
-    let service = match tokio::time::timeout(startup, handler.serve(transport)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(format!("server `{}`: initialize failed: {e}", cfg.name)),
-        Err(_) => {
-            return Err(format!(
-                "server `{}` did not initialize within {} ms",
-                cfg.name,
-                startup.as_millis()
-            ));
+    let failed = match tokio::time::timeout(startup, handler.serve(transport)).await {
+        Ok(Ok(service)) => {
+            return Ok(McpClient {
+                server: cfg.name.clone(),
+                service,
+                progress,
+                pid,
+                stderr: Mutex::new(stderr),
+            });
         }
+        Ok(Err(e)) => format!("server `{}`: initialize failed: {e}", cfg.name),
+        Err(_) => format!("server `{}` did not initialize within {} ms", cfg.name, startup.as_millis()),
     };
-    Ok(McpClient {
-        server: cfg.name.clone(),
-        service,
-        progress,
-        pid,
+    let said = match stderr {
+        Some(s) => stderr_tail(s, stderr_tail_bytes).await,
+        None => String::new(),
+    };
+    Err(if said.is_empty() {
+        failed
+    } else {
+        format!("{failed}; its stderr ends: {said}")
     })
+}
+
+/// The end of what a failed server wrote on stderr, on one line: read until it closes (a
+/// server that died), or briefly (one that hangs: what it said so far is in the pipe).
+async fn stderr_tail(mut stderr: tokio::process::ChildStderr, max: usize) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(300);
+    while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, stderr.read(&mut buf)).await {
+        if n == 0 {
+            break;
+        }
+        all.extend_from_slice(&buf[..n]);
+        // Only the end is quoted; keep the buffer from growing without bound.
+        if all.len() > 4 * max.max(1) {
+            all.drain(..all.len() - max);
+        }
+    }
+    let text = String::from_utf8_lossy(&all);
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let joined = lines.join(" | ");
+    let cut = joined.len().saturating_sub(max);
+    let start = (cut..=joined.len()).find(|i| joined.is_char_boundary(*i)).unwrap_or(joined.len());
+    let tail = &joined[start..];
+    if start > 0 { format!("…{tail}") } else { tail.to_string() }
 }
 
 /// An error and its causes on one line: the TLS or connection reason of an HTTP failure sits
@@ -279,6 +328,12 @@ impl McpClient {
     /// The server process's id, if it is a process.
     pub fn pid(&self) -> Option<u32> {
         self.pid
+    }
+
+    /// The server process's stderr, once: whoever takes it must keep reading it (a server
+    /// whose stderr pipe fills up stops).
+    pub fn take_stderr(&self) -> Option<tokio::process::ChildStderr> {
+        self.stderr.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     /// Whether the connection is gone.

@@ -193,6 +193,20 @@ fn a_server_that_never_starts_is_reported_and_required_ones_stop_startup() {
         );
         let err = build_toolset(cfg, None).await.err().unwrap();
         assert!(err.contains("required MCP server `ghost`"), "{err}");
+        // A server that exits at once: what it said on stderr is the reason given.
+        let cfg = config(
+            "[[mcp.servers]]\nname = \"keyless\"\ncommand = [\"python3\", \"-c\", \"import sys; print('starting', file=sys.stderr); print('cannot start: MISSING_API_KEY is not set', file=sys.stderr); sys.exit(3)\"]\n",
+            ws.path(),
+        );
+        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+        let notice = toolset.notices.iter().find(|n| n.message.contains("keyless")).expect("reported");
+        assert!(
+            notice
+                .message
+                .contains("its stderr ends: starting | cannot start: MISSING_API_KEY is not set"),
+            "{}",
+            notice.message
+        );
     });
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use toolslot::config::{Config, McpServerConfig};
-use toolslot::mcp::client::connect;
+use toolslot::mcp::client::{ConnectOptions, connect};
 use toolslot::mcp::{capabilities_for, tool_name};
 
 use super::CliError;
@@ -63,9 +63,19 @@ pub fn run(args: McpCheckArgs) -> Result<(), CliError> {
     let io = |e: std::io::Error| CliError::Io(format!("writing stdout: {e}"));
     let system = actix_rt::System::new();
     system.block_on(async {
-        let client = connect(&server, startup, cfg.mcp.http_max_redirects, None)
-            .await
-            .map_err(CliError::Startup)?;
+        let options = ConnectOptions {
+            startup,
+            max_redirects: cfg.mcp.http_max_redirects,
+            stderr_tail_bytes: cfg.mcp.stderr_tail_bytes,
+            on_tools_changed: None,
+        };
+        let client = connect(&server, options).await.map_err(CliError::Startup)?;
+        if let Some(mut stderr) = client.take_stderr() {
+            // Kept flowing, so a chatty server never blocks on a full pipe.
+            actix_rt::spawn(async move {
+                let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
+            });
+        }
         let listing = client
             .list_tools()
             .await

@@ -8,7 +8,7 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use serde_json::Value;
 use toolslot::config::{Config, McpServerConfig};
-use toolslot::mcp::client::{McpClient, ToolsChanged, connect};
+use toolslot::mcp::client::{ConnectOptions, McpClient, ToolsChanged, connect};
 use toolslot::mcp::{McpCallError, McpCaller};
 
 use super::handle::McpServerHandle;
@@ -36,6 +36,9 @@ pub struct McpServerActor {
     startup: Duration,
     call_timeout: Duration,
     max_redirects: usize,
+    stderr_tail_bytes: usize,
+    /// The end of what the running server wrote on stderr, quoted when it dies.
+    stderr_tail: std::collections::VecDeque<String>,
     backoff: Duration,
     backoff_max: Duration,
     intake: Arc<ToolIntake>,
@@ -59,6 +62,8 @@ impl McpServerActor {
             startup: Duration::from_millis(cfg.startup_timeout_ms.unwrap_or(m.startup_timeout_ms)),
             call_timeout: Duration::from_millis(cfg.call_timeout_ms.unwrap_or(m.call_timeout_ms)),
             max_redirects: m.http_max_redirects,
+            stderr_tail_bytes: m.stderr_tail_bytes,
+            stderr_tail: std::collections::VecDeque::new(),
             backoff: Duration::from_millis(m.restart_backoff_ms),
             backoff_max: Duration::from_millis(m.restart_backoff_max_ms),
             cfg,
@@ -76,6 +81,12 @@ impl McpServerActor {
     }
 
     fn mark_dead(&mut self, reason: String) {
+        let said: Vec<String> = self.stderr_tail.drain(..).collect();
+        let reason = if said.is_empty() {
+            reason
+        } else {
+            format!("{reason}; its stderr ends: {}", said.join(" | "))
+        };
         if let Some(c) = self.client.take() {
             tracing::warn!(server = %self.cfg.name, pid = ?c.pid(), %reason, "MCP server stopped");
         }
@@ -162,7 +173,12 @@ impl Handler<GetClient> for McpServerActor {
                         addr.do_send(Relist);
                     }
                 });
-                start(self.cfg.clone(), self.startup, self.max_redirects, on_change)
+                start(
+                    self.cfg.clone(),
+                    self.startup,
+                    (self.max_redirects, self.stderr_tail_bytes),
+                    on_change,
+                )
             })
             .clone();
         self.state = ServerState::Starting;
@@ -178,6 +194,10 @@ impl Handler<GetClient> for McpServerActor {
                     if first {
                         tracing::info!(server = %act.cfg.name, pid = ?client.pid(), tools = listing.len(), "MCP server ready");
                         act.client = Some(Arc::clone(&client));
+                        act.stderr_tail.clear();
+                        if let Some(stderr) = client.take_stderr() {
+                            ctx.add_stream(stderr_lines(stderr));
+                        }
                         act.state = ServerState::Ready;
                         act.failures = 0;
                         act.not_before = None;
@@ -206,9 +226,15 @@ impl Handler<GetClient> for McpServerActor {
 }
 
 /// Connects and lists the tools: a server is ready once its tools are known.
-fn start(cfg: McpServerConfig, startup: Duration, max_redirects: usize, on_change: ToolsChanged) -> Connecting {
+fn start(cfg: McpServerConfig, startup: Duration, limits: (usize, usize), on_change: ToolsChanged) -> Connecting {
     async move {
-        let client = connect(&cfg, startup, max_redirects, Some(on_change)).await?;
+        let options = ConnectOptions {
+            startup,
+            max_redirects: limits.0,
+            stderr_tail_bytes: limits.1,
+            on_tools_changed: Some(on_change),
+        };
+        let client = connect(&cfg, options).await?;
         let listing = match tokio::time::timeout(startup, client.list_tools()).await {
             Ok(Ok(l)) => l,
             Ok(Err(e)) => return Err(format!("server `{}`: listing tools failed: {e:?}", cfg.name)),
@@ -250,6 +276,37 @@ impl Handler<Relist> for McpServerActor {
                 ctx.notify(Relist);
             }
         }));
+    }
+}
+
+/// One line a server wrote on stderr.
+pub struct StderrLine(String);
+
+/// A server's stderr, line by line, read for as long as the process lives (a server whose
+/// stderr pipe fills up stops).
+fn stderr_lines(stderr: tokio::process::ChildStderr) -> impl futures::Stream<Item = StderrLine> {
+    use tokio::io::AsyncBufReadExt;
+    let lines = tokio::io::BufReader::new(stderr).lines();
+    futures::stream::unfold(lines, |mut lines| async move {
+        match lines.next_line().await {
+            Ok(Some(line)) => Some((StderrLine(line), lines)),
+            _ => None,
+        }
+    })
+}
+
+impl StreamHandler<StderrLine> for McpServerActor {
+    fn handle(&mut self, line: StderrLine, _ctx: &mut Context<Self>) {
+        tracing::debug!(server = %self.cfg.name, line = %line.0, "MCP server stderr");
+        self.stderr_tail.push_back(line.0);
+        let mut bytes: usize = self.stderr_tail.iter().map(String::len).sum();
+        while bytes > self.stderr_tail_bytes && self.stderr_tail.len() > 1 {
+            bytes -= self.stderr_tail.pop_front().map_or(0, |l| l.len());
+        }
+    }
+
+    fn finished(&mut self, _ctx: &mut Context<Self>) {
+        // The process closed its stderr (it exited): the actor lives on to restart it.
     }
 }
 

@@ -148,7 +148,6 @@ fn every_request_needs_the_token() {
         ("GET", "/healthz"),
         ("GET", "/v1/tools"),
         ("POST", "/v1/sessions"),
-        ("GET", "/"),
         ("GET", "/metrics"),
     ] {
         let (status, body) = http(&s.addr, m, p, None, b"");
@@ -157,9 +156,44 @@ fn every_request_needs_the_token() {
         assert_eq!(http(&s.addr, m, p, Some("wrong"), b"").0, 401);
     }
     assert_eq!(http(&s.addr, "GET", "/healthz", Some(TOKEN), b"").0, 200);
+    // The console page is a login form without the cookie, whatever the address says.
     let (status, page) = http(&s.addr, "GET", &format!("/?token={TOKEN}"), None, b"");
     assert_eq!(status, 200);
-    assert!(page.contains("toolslot console"));
+    assert!(page.contains("action=\"/login\"") && !page.contains("id=\"sessions\""), "{page}");
+    // The login sets an HttpOnly, SameSite=Strict cookie that then opens everything.
+    let raw = |request: String| {
+        let mut c = TcpStream::connect(&s.addr).unwrap();
+        c.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let form = |token: &str| {
+        let body = format!("token={token}");
+        format!(
+            "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    assert!(raw(form("wrong")).starts_with("HTTP/1.1 401"));
+    let answer = raw(form(TOKEN));
+    assert!(answer.starts_with("HTTP/1.1 303"), "{answer}");
+    let cookie = answer
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .expect("a cookie is set")
+        .to_string();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let pair = cookie.split_once(':').unwrap().1.trim().split(';').next().unwrap().to_string();
+    for path in ["/", "/v1/tools"] {
+        let answer = raw(format!(
+            "GET {path} HTTP/1.1\r\nHost: x\r\nCookie: {pair}\r\nConnection: close\r\n\r\n"
+        ));
+        assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
+        if path == "/" {
+            assert!(answer.contains("id=\"sessions\""), "the console itself");
+        }
+    }
 }
 
 #[test]

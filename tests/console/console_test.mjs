@@ -1,5 +1,5 @@
 // Drives the approval console in a real headless Chromium (Debian's, through playwright-core):
-// open the page with the token, watch a round that needs an approval appear, click Approve,
+// sign in with the token, watch a round that needs an approval appear, click Approve,
 // see the call finish. Usage: node console_test.mjs <base-url> <token> <session-id>
 // It signals "ready" on stdout once the page watches the session; the caller then starts the
 // round; the script exits 0 when the call finished after the click.
@@ -17,7 +17,16 @@ let code = 1;
 try {
   const page = await browser.newPage();
   page.on("pageerror", e => console.error("page error:", e.message));
+  // Without the cookie the page is a login form; a token in the address is not accepted.
   await page.goto(`${base}/?token=${encodeURIComponent(token)}`);
+  await page.waitForSelector("form input#token", { timeout: 15000 });
+  await page.fill("input#token", "not-the-token");
+  await page.click("button[type=submit]");
+  await page.waitForLoadState();
+  if (!(await page.content()).includes("wrong token")) throw new Error("a wrong token was not refused");
+  await page.goto(base + "/");
+  await page.fill("input#token", token);
+  await Promise.all([page.waitForURL(base + "/"), page.click("button[type=submit]")]);
   const card = page.locator(`.session[data-session="${session}"]`);
   await page.waitForSelector(`.session[data-session="${session}"][data-watching="yes"]`, { timeout: 15000 });
   // The catalog is shown too.

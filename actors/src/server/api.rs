@@ -421,10 +421,39 @@ pub async fn openapi() -> HttpResponse {
     HttpResponse::Ok().content_type("application/json").body(super::openapi_json())
 }
 
-/// The approval console.
+/// The approval console, or its login form while the browser has no token cookie.
 #[utoipa::path(get, path = "/", responses((status = 200, content_type = "text/html", body = String)))]
-pub async fn console() -> HttpResponse {
+pub async fn console(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
+    let token = &state.config.server.token;
+    let page = if token.is_empty() || super::authenticated(&req, token) {
+        super::CONSOLE_HTML
+    } else {
+        super::LOGIN_HTML
+    };
     HttpResponse::Ok()
         .content_type("text/html; charset=utf-8")
-        .body(super::CONSOLE_HTML)
+        .insert_header(("Cache-Control", "no-store"))
+        .body(page)
+}
+
+/// The console's login form's target.
+#[derive(Debug, Deserialize)]
+pub struct Login {
+    token: String,
+}
+
+/// Sets the token cookie when the form's token is right (HttpOnly: no script reads it;
+/// SameSite=Strict: no other site's page sends it), then back to the console.
+pub async fn login(form: web::Form<Login>, state: web::Data<State>) -> Result<HttpResponse, ApiError> {
+    let token = &state.config.server.token;
+    if token.is_empty() || !super::constant_eq(&form.token, token) {
+        let page = super::LOGIN_HTML.replace("<!--message-->", "<p class=\"error\">wrong token</p>");
+        return Ok(HttpResponse::Unauthorized().content_type("text/html; charset=utf-8").body(page));
+    }
+    let cookie = actix_web::cookie::Cookie::build(super::TOKEN_COOKIE, token.clone())
+        .path("/")
+        .http_only(true)
+        .same_site(actix_web::cookie::SameSite::Strict)
+        .finish();
+    Ok(HttpResponse::SeeOther().insert_header(("Location", "/")).cookie(cookie).finish())
 }

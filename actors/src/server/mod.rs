@@ -26,6 +26,9 @@ pub use metrics::Metrics;
 /// The console page, embedded in the binary (no CDN, no build step).
 pub const CONSOLE_HTML: &str = include_str!("console.html");
 
+/// The console's login form, shown instead while the browser has no token cookie.
+pub const LOGIN_HTML: &str = include_str!("login.html");
+
 #[derive(OpenApi)]
 #[openapi(
     info(title = "toolslot", description = "Governs an LLM agent's tool calls: stream a model's response in, get one result per call back."),
@@ -111,8 +114,22 @@ impl State {
     }
 }
 
-/// Refuses requests without the bearer token, when one is set. The console page may carry it
-/// as `?token=` instead, since a browser's address bar cannot set a header.
+/// The cookie the console's login sets: a browser cannot add a header to the page it loads,
+/// and a token in the address would end up in its history and in logs.
+pub(crate) const TOKEN_COOKIE: &str = "toolslot_token";
+
+/// Whether the request carries the token, as a bearer header or as the console's cookie.
+pub(crate) fn authenticated(req: &actix_web::HttpRequest, token: &str) -> bool {
+    let header_ok = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| constant_eq(v, &format!("Bearer {token}")));
+    header_ok || req.cookie(TOKEN_COOKIE).is_some_and(|c| constant_eq(c.value(), token))
+}
+
+/// Refuses requests without the token, when one is set. The console page itself and its
+/// login answer anyone: the page shows a login form until the cookie is set.
 async fn require_token(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -121,20 +138,13 @@ async fn require_token(
         .app_data::<web::Data<State>>()
         .map(|s| s.config.server.token.clone())
         .unwrap_or_default();
-    if !token.is_empty() {
-        let header_ok = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| constant_eq(v, &format!("Bearer {token}")));
-        let query_ok = req.path() == "/" && req.query_string().split('&').any(|kv| constant_eq(kv, &format!("token={token}")));
-        if !header_ok && !query_ok {
-            return Err(ApiError(
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong bearer token (Authorization: Bearer <token>)".into(),
-            )
-            .into());
-        }
+    let open = matches!((req.method().as_str(), req.path()), ("GET", "/") | ("POST", "/login"));
+    if !token.is_empty() && !open && !authenticated(req.request(), &token) {
+        return Err(ApiError(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong bearer token (Authorization: Bearer <token>)".into(),
+        )
+        .into());
     }
     next.call(req).await
 }
@@ -191,6 +201,7 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>) -> std::io:
             .app_data(web::PayloadConfig::default().limit(json_limit))
             .wrap(from_fn(require_token))
             .route("/", web::get().to(api::console))
+            .route("/login", web::post().to(api::login))
             .route("/healthz", web::get().to(api::healthz))
             .route("/metrics", web::get().to(api::metrics))
             .route("/v1/openapi.json", web::get().to(api::openapi))

@@ -8,7 +8,7 @@ use serde_json::Value;
 use toolslot::event::{PipelineEvent, ToolResult};
 use toolslot::notice::NoticeKind;
 use toolslot::observe::{FileReadObserver, ResultObserver};
-use toolslot::output::{FinishContext, Overflow, finish_call};
+use toolslot::output::{FinishContext, Finished, Overflow, finish_call, needs_truncation};
 use toolslot::tool::{ToolError, ToolOutput};
 
 use crate::session::{SessionShared, Stage};
@@ -73,13 +73,40 @@ impl Supervised for PostProcessorActor {
     }
 }
 
+/// An item finished at once, or one whose output must be cut and saved first.
+enum Staged {
+    Done((Finished, u64)),
+    Heavy(PostItem),
+}
+
+/// Output economics for one item (see [`finish_call`]), with its duration.
+fn finish(shared: &SessionShared, item: PostItem) -> (Finished, u64) {
+    let fctx = FinishContext {
+        index: item.index,
+        id: &item.id,
+        name: &item.name,
+        external: item.external.as_deref(),
+        final_view: true,
+    };
+    let overflow = Overflow {
+        store: shared.memory.overflow(),
+        session: &shared.id,
+    };
+    (
+        finish_call(fctx, item.result, &shared.config.output, Some(overflow)),
+        item.duration_ms,
+    )
+}
+
 impl Handler<Process> for PostProcessorActor {
     type Result = ResponseFuture<Result<Processed, StageError>>;
     fn handle(&mut self, msg: Process, ctx: &mut Context<Self>) -> Self::Result {
         let shared = Arc::clone(&self.shared);
         let observers = Arc::clone(&self.observers);
-        // The synchronous part (observers, truncation, overflow) runs inside the boundary.
-        let finished = guarded::<Self, _>(Stage::PostProcessor, ctx, || {
+        // The synchronous part (observers, small results) runs inside the boundary; a result
+        // that must be cut and saved is finished on the blocking pool, so megabytes of output
+        // never stall the other sessions on this thread.
+        let staged = guarded::<Self, _>(Stage::PostProcessor, ctx, || {
             shared.trip(Stage::PostProcessor);
             msg.0
                 .into_iter()
@@ -89,26 +116,42 @@ impl Handler<Process> for PostProcessorActor {
                             o.observe(&item.name, &item.input, &shared.workspace, shared.memory.as_ref());
                         }
                     }
-                    let fctx = FinishContext {
-                        index: item.index,
-                        id: &item.id,
-                        name: &item.name,
-                        external: item.external.as_deref(),
-                        final_view: true,
-                    };
-                    let overflow = Overflow {
-                        store: shared.memory.overflow(),
-                        session: &shared.id,
-                    };
-                    (
-                        finish_call(fctx, item.result, &shared.config.output, Some(overflow)),
-                        item.duration_ms,
-                    )
+                    if needs_truncation(&item.result, &shared.config.output) {
+                        Staged::Heavy(item)
+                    } else {
+                        Staged::Done(finish(&shared, item))
+                    }
                 })
                 .collect::<Vec<_>>()
         });
         Box::pin(async move {
-            let finished = finished?;
+            let mut finished = Vec::new();
+            for staged in staged? {
+                finished.push(match staged {
+                    Staged::Done(f) => f,
+                    Staged::Heavy(item) => {
+                        let (index, id, name, duration_ms) = (item.index, item.id.clone(), item.name.clone(), item.duration_ms);
+                        let on_pool = Arc::clone(&shared);
+                        match tokio::task::spawn_blocking(move || finish(&on_pool, item)).await {
+                            Ok(f) => f,
+                            Err(e) => {
+                                tracing::error!(session = %shared.id, tool = %name, error = %e, "finishing a large output failed");
+                                let lost = ToolError::tool(format!(
+                                    "`{name}` ran, but its output could not be prepared (post-processing failed: {e}); it is lost. Run it again if you need it."
+                                ));
+                                let fctx = FinishContext {
+                                    index,
+                                    id: &id,
+                                    name: &name,
+                                    external: None,
+                                    final_view: true,
+                                };
+                                (finish_call(fctx, Err(lost), &shared.config.output, None), duration_ms)
+                            }
+                        }
+                    }
+                });
+            }
             let mut results = Vec::with_capacity(finished.len());
             let mut paused = false;
             let guard_says: Vec<_> = {

@@ -44,6 +44,22 @@ pub struct Finished {
     pub failed: bool,
 }
 
+/// Whether [`finish_call`] will cut (and save) this outcome's output: the part of
+/// post-processing that costs milliseconds (a head/tail scan of megabytes, a file write), which
+/// a host may want to run off its event loop.
+pub fn needs_truncation(outcome: &Result<ToolOutput, ToolError>, cfg: &OutputConfig) -> bool {
+    match outcome {
+        Ok(out) => {
+            let max = match out.kind {
+                OutputKind::Shell => cfg.shell_max_bytes,
+                OutputKind::Other => cfg.other_max_bytes,
+            };
+            out.content.len() > max
+        }
+        Err(_) => false,
+    }
+}
+
 /// Applies the output economics to an outcome: truncation with overflow, the trailer that
 /// truncation never cuts (exit code, stderr), the external-content envelope.
 pub fn finish_call(
@@ -132,6 +148,31 @@ mod tests {
 
     fn cfg() -> OutputConfig {
         crate::config::Config::builtin().output
+    }
+
+    #[test]
+    fn truncation_is_foreseen_exactly_where_it_happens() {
+        let c = cfg();
+        for (kind, max) in [(OutputKind::Shell, c.shell_max_bytes), (OutputKind::Other, c.other_max_bytes)] {
+            for len in [max, max + 1, 4 * max] {
+                let out = ToolOutput {
+                    content: "x".repeat(len),
+                    is_error: false,
+                    kind,
+                    trailer: None,
+                };
+                let foreseen = needs_truncation(&Ok(out.clone()), &c);
+                assert_eq!(foreseen, len > max, "{kind:?} at {len}");
+                let done = finish_call(ctx(false), Ok(out), &c, None);
+                if !foreseen {
+                    assert_eq!(done.result.content.len(), len, "nothing is cut that was not foreseen");
+                }
+                if len == 4 * max {
+                    assert!(done.result.content.len() < len, "a large output is cut");
+                }
+            }
+        }
+        assert!(!needs_truncation(&Err(ToolError::tool("x".repeat(1 << 20))), &c));
     }
 
     fn ctx(final_view: bool) -> FinishContext<'static> {

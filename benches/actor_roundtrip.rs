@@ -49,8 +49,30 @@ fn bench(c: &mut Criterion) {
                 system.block_on(async {
                     let start = Instant::now();
                     for _ in 0..iters {
-                        let r = support::direct_round(&config, &memory, &mut guard, dir.path(), &body).await;
+                        let r = support::direct_round(&config, &memory, &mut guard, dir.path(), &body, None).await;
                         assert_eq!(r.len(), k);
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+        // The same logic, also telling the host what happened: the pipeline's events, built
+        // and sent the same way, and read by the same kind of consumer.
+        g.bench_function("direct_with_events", |b| {
+            b.iter_custom(|iters| {
+                system.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                        support::direct_round(&config, &memory, &mut guard, dir.path(), &body, Some(&tx)).await;
+                        drop(tx);
+                        let mut n = 0;
+                        while let Some(e) = rx.recv().await {
+                            if let PipelineEvent::RoundComplete { results, .. } = e {
+                                n = results.len();
+                            }
+                        }
+                        assert_eq!(n, k);
                     }
                     start.elapsed()
                 })

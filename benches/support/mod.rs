@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolslot::config::Config;
-use toolslot::event::ToolResult;
+use toolslot::event::{PipelineEvent, ToolResult};
 use toolslot::output::{FinishContext, Overflow, finish_call};
 use toolslot::plan::batches::plan_batches;
 use toolslot::plan::loop_guard::LoopGuard;
@@ -99,7 +99,15 @@ pub async fn direct_round(
     guard: &mut LoopGuard,
     workspace: &std::path::Path,
     body: &[u8],
+    host: Option<&tokio::sync::mpsc::UnboundedSender<PipelineEvent>>,
 ) -> Vec<ToolResult> {
+    // With `host`, the host hears what the pipeline would tell it: the same events, built
+    // the same way, through the same kind of channel.
+    let emit = |e: PipelineEvent| {
+        if let Some(tx) = host {
+            let _ = tx.send(e);
+        }
+    };
     let mut assembler = Assembler::new(None);
     let mut events = Vec::new();
     assembler.feed(body, &mut events);
@@ -127,6 +135,16 @@ pub async fn direct_round(
         .iter()
         .map(|c| plan_call(ctx, c, stop == StopReason::MaxTokens, guard))
         .collect();
+    for p in &planned {
+        emit(PipelineEvent::CallAssembled {
+            index: p.index,
+            id: p.id.clone(),
+            name: p.called.clone(),
+            input: p.input.clone(),
+            repair: p.repair,
+            thought_signature: p.thought_signature.clone(),
+        });
+    }
     let order: Vec<(usize, bool)> = planned
         .iter()
         .map(|p| (p.index, !matches!(p.action, Action::Run { parallel_safe: false, .. })))
@@ -141,6 +159,13 @@ pub async fn direct_round(
                     Action::Refuse(e) => Err(e.clone()),
                     Action::Run { .. } => {
                         let tool = registry.get(&p.name).expect("planned tools exist");
+                        emit(PipelineEvent::CallStarted {
+                            index: p.index,
+                            id: p.id.clone(),
+                            name: p.name.clone(),
+                            input: p.input.clone(),
+                            speculative: false,
+                        });
                         let tctx = ToolContext {
                             session_id: memory.id().to_string(),
                             workspace: workspace.to_path_buf(),
@@ -173,8 +198,26 @@ pub async fn direct_round(
                 }),
             );
             guard.record(i, f.failed);
+            emit(PipelineEvent::CallFinished {
+                index: i,
+                id: f.result.tool_use_id.clone(),
+                name: f.result.name.clone(),
+                is_error: f.result.is_error,
+                duration_ms: 0,
+            });
             results.push(f.result);
         }
     }
-    results
+    // As in the pipeline, the results go to the host inside `round_complete`.
+    match host {
+        Some(tx) => {
+            let _ = tx.send(PipelineEvent::RoundComplete {
+                stop_reason: stop,
+                text: String::new(),
+                results,
+            });
+            Vec::new()
+        }
+        None => results,
+    }
 }

@@ -454,3 +454,20 @@ fn a_missing_workspace_root_stops_the_server_at_start() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/root"));
 }
+
+#[test]
+fn mcp_servers_report_their_state() {
+    let d = deps();
+    let s = start(&format!(
+        "[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"time\"\ncommand = [\"{}\", \"--local-timezone=UTC\"]\n[[mcp.servers]]\nname = \"ghost\"\ncommand = [\"/no/such/server\"]\n",
+        d.join("venv/bin/mcp-server-time").display()
+    ));
+    let (status, body) = http(&s.addr, "GET", "/v1/mcp/servers", Some(TOKEN), b"");
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["servers"][0], serde_json::json!({"name": "time", "state": "ready"}));
+    assert_eq!(v["servers"][1]["name"], "ghost");
+    assert_eq!(v["servers"][1]["state"], "failed");
+    assert!(v["servers"][1]["reason"].as_str().unwrap().contains("/no/such/server"), "{v}");
+    assert_eq!(http(&s.addr, "GET", "/v1/mcp/servers", None, b"").0, 401);
+}

@@ -177,7 +177,7 @@ fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
         let dispatcher = toolset.attach(toolslot_actors::Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
-        toolslot_actors::server::serve(cfg, dispatcher)
+        toolslot_actors::server::serve(cfg, dispatcher, toolset.mcp.clone())
             .await
             .map_err(|e| CliError::Io(format!("server: {e}")))
     })

@@ -206,6 +206,46 @@ fn session_workspace(asked: Option<&str>, root: &str) -> Result<Option<std::path
     Ok(Some(p))
 }
 
+/// The MCP servers and where each is in its life.
+#[derive(Serialize, ToSchema)]
+pub struct McpServers {
+    /// In configuration order.
+    pub servers: Vec<McpServerInfo>,
+}
+
+/// One MCP server.
+#[derive(Serialize, ToSchema)]
+pub struct McpServerInfo {
+    /// Its name (the prefix of its tools' names).
+    pub name: String,
+    /// `idle` (not started; starts on first use), `starting`, `ready` or `failed`.
+    pub state: String,
+    /// Why it failed, for `failed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Lists the MCP servers with their states.
+#[utoipa::path(get, path = "/v1/mcp/servers", responses((status = 200, body = McpServers)))]
+pub async fn mcp_servers(state: web::Data<State>) -> HttpResponse {
+    use crate::mcp::ServerState;
+    let mut servers = Vec::with_capacity(state.mcp.len());
+    for handle in &state.mcp {
+        let (st, reason) = match handle.status().await {
+            ServerState::Idle => ("idle", None),
+            ServerState::Starting => ("starting", None),
+            ServerState::Ready => ("ready", None),
+            ServerState::Failed(r) => ("failed", Some(r)),
+        };
+        servers.push(McpServerInfo {
+            name: handle.name().to_string(),
+            state: st.to_string(),
+            reason,
+        });
+    }
+    HttpResponse::Ok().json(McpServers { servers })
+}
+
 /// Lists the open sessions.
 #[utoipa::path(get, path = "/v1/sessions", responses((status = 200, body = SessionList)))]
 pub async fn list_sessions(state: web::Data<State>) -> HttpResponse {

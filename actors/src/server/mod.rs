@@ -20,6 +20,7 @@ use toolslot::config::Config;
 use utoipa::OpenApi;
 
 use crate::dispatcher::Dispatcher;
+use crate::mcp::McpServerHandle;
 pub use api::ApiError;
 pub use metrics::Metrics;
 
@@ -32,8 +33,8 @@ pub const LOGIN_HTML: &str = include_str!("login.html");
 #[derive(OpenApi)]
 #[openapi(
     info(title = "toolslot", description = "Governs an LLM agent's tool calls: stream a model's response in, get one result per call back."),
-    paths(api::create_session, api::list_sessions, api::delete_session, api::post_round, api::answer_approval, api::session_events, api::tools, api::search, api::healthz, api::metrics, api::openapi, api::console),
-    components(schemas(api::ErrorBody, api::NewSession, api::SessionCreated, api::SessionList, api::SessionInfo, api::ApprovalBody, api::SearchBody, api::SearchAnswer, api::SearchMatch)),
+    paths(api::create_session, api::list_sessions, api::delete_session, api::post_round, api::answer_approval, api::session_events, api::tools, api::search, api::healthz, api::metrics, api::openapi, api::console, api::mcp_servers),
+    components(schemas(api::ErrorBody, api::NewSession, api::SessionCreated, api::SessionList, api::SessionInfo, api::ApprovalBody, api::SearchBody, api::SearchAnswer, api::SearchMatch, api::McpServers, api::McpServerInfo)),
     modifiers(&BearerAuth)
 )]
 struct ApiDoc;
@@ -61,6 +62,8 @@ pub fn openapi_json() -> String {
 /// What every handler shares.
 pub struct State {
     dispatcher: Arc<Dispatcher>,
+    /// The MCP servers, for their states.
+    mcp: Vec<McpServerHandle>,
     config: Arc<Config>,
     metrics: Arc<Metrics>,
     /// Last request and rounds run, per session.
@@ -159,9 +162,10 @@ fn constant_eq(a: &str, b: &str) -> bool {
 ///
 /// # Errors
 /// The bind address is unusable.
-pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>) -> std::io::Result<()> {
+pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<McpServerHandle>) -> std::io::Result<()> {
     let state = web::Data::new(State {
         dispatcher,
+        mcp,
         config: Arc::clone(&config),
         metrics: Arc::new(Metrics::default()),
         activity: Mutex::new(HashMap::new()),
@@ -212,6 +216,7 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>) -> std::io:
             .route("/v1/sessions/{id}/approvals/{index}", web::post().to(api::answer_approval))
             .route("/v1/sessions/{id}/events", web::get().to(api::session_events))
             .route("/v1/tools", web::get().to(api::tools))
+            .route("/v1/mcp/servers", web::get().to(api::mcp_servers))
             .route("/v1/tools/search", web::post().to(api::search))
             .default_service(web::to(|| async {
                 Err::<actix_web::HttpResponse, _>(ApiError(StatusCode::NOT_FOUND, "no such endpoint (see /v1/openapi.json)".into()))

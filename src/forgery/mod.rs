@@ -57,8 +57,6 @@ enum State {
     },
     /// Inside an indented code block.
     Indented,
-    /// Inside inline code opened by `n` backticks.
-    Inline(usize),
     /// Inside a forged call, dropping until `end`.
     Forged {
         end: String,
@@ -151,26 +149,6 @@ impl ForgeryStripper {
             State::Normal => self.normal(rest, last, out),
             State::Fence { forged, .. } => Some(self.emit_line(rest, out, !forged)),
             State::Indented => Some(self.emit_line(rest, out, true)),
-            State::Inline(n) => {
-                let end = rest.find(['`', '\n']).unwrap_or(rest.len());
-                if end > 0 {
-                    out.push_str(&rest[..end]);
-                    return Some(end);
-                }
-                if rest.starts_with('\n') {
-                    return Some(self.newline(out, true));
-                }
-                let run = rest.bytes().take_while(|b| *b == b'`').count();
-                if run == rest.len() && !last {
-                    return None;
-                }
-                out.push_str(&rest[..run]);
-                if run == n {
-                    self.state = State::Normal;
-                }
-                self.current_line_blank = false;
-                Some(run)
-            }
             State::Forged { end } => {
                 if let Some((_, e)) = find_normalized(rest, &end) {
                     self.state = State::Normal;
@@ -275,13 +253,7 @@ impl ForgeryStripper {
                 self.at_line_start = false;
                 None
             }
-            State::Inline(_) if after.starts_with('\n') => {
-                // A blank line ends the paragraph, and with it an unclosed code span.
-                self.state = State::Normal;
-                self.at_line_start = false;
-                None
-            }
-            State::Inline(_) | State::Forged { .. } => {
+            State::Forged { .. } => {
                 self.at_line_start = false;
                 None
             }
@@ -339,10 +311,26 @@ impl ForgeryStripper {
                 if run == rest.len() && !last {
                     return None;
                 }
-                out.push_str(&rest[..run]);
                 self.current_line_blank = false;
-                self.state = State::Inline(run);
-                Some(run)
+                // A backtick run opens a code span only if the same run closes it in the same
+                // paragraph (CommonMark); until that is known, the text waits. Without a closer
+                // the backticks are plain text, and a forged call after them is still found.
+                match span_close(&rest[run..], run) {
+                    Span::Closed(len) => {
+                        let span = &rest[..run + len];
+                        out.push_str(span);
+                        if span.contains('\n') {
+                            // A span never holds a blank line: the line before this one had text.
+                            self.prev_line_blank = false;
+                        }
+                        Some(run + len)
+                    }
+                    Span::Open if !last => None,
+                    Span::Open | Span::Literal => {
+                        out.push_str(&rest[..run]);
+                        Some(run)
+                    }
+                }
             }
             _ => match probe(rest, last) {
                 Probe::Match(len, end) => {
@@ -437,6 +425,60 @@ fn probe(rest: &str, last: bool) -> Probe {
         Err(false) => {}
     }
     if need_more && !last { Probe::NeedMore } else { Probe::No }
+}
+
+/// Whether a code span opened by `n` backticks closes in `text` (what follows the opener).
+enum Span {
+    /// It closes; the bytes through the closer.
+    Closed(usize),
+    /// The paragraph ends first (or the wait grew too long): the backticks are plain text.
+    Literal,
+    /// Not known yet.
+    Open,
+}
+
+/// How far ahead a closer is looked for before the backticks are taken as plain text, so an
+/// unmatched backtick cannot hold back a whole document.
+const SPAN_LOOKAHEAD: usize = 16 * 1024;
+
+fn span_close(text: &str, n: usize) -> Span {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if i > SPAN_LOOKAHEAD {
+            return Span::Literal;
+        }
+        match bytes[i] {
+            b'`' => {
+                let run = bytes[i..].iter().take_while(|b| **b == b'`').count();
+                if i + run == bytes.len() {
+                    // The run may go on in the next chunk.
+                    return Span::Open;
+                }
+                if run == n {
+                    return Span::Closed(i + run);
+                }
+                i += run;
+            }
+            b'\n' => {
+                // A blank line ends the paragraph. (A line that looks like a fence does too in
+                // CommonMark, but models close inline triple backticks that way, and reading
+                // documentation as a forgery is the worse mistake.)
+                let line = &text[i + 1..];
+                let indent = line.bytes().take_while(|b| *b == b' ' || *b == b'\t').count();
+                let after = &line[indent..];
+                if after.starts_with('\n') {
+                    return Span::Literal;
+                }
+                if after.is_empty() {
+                    return Span::Open;
+                }
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    Span::Open
 }
 
 fn tag_end(name: &str) -> String {

@@ -11,7 +11,7 @@
 //!
 //! The steps are applied cumulatively, so combined faults are fixed, and every step is
 //! string-aware: a comma or bracket inside a string is never touched. When the round was cut
-//! by the output limit the ladder is closed (see [`finalize_arguments`]): completing a cut
+//! by the output limit the ladder is closed (see [`crate::plan::finalize::finalize_call`]): completing a cut
 //! call would run something the model never finished saying.
 //!
 //! # Example

@@ -470,4 +470,25 @@ fn mcp_servers_report_their_state() {
     assert_eq!(v["servers"][1]["state"], "failed");
     assert!(v["servers"][1]["reason"].as_str().unwrap().contains("/no/such/server"), "{v}");
     assert_eq!(http(&s.addr, "GET", "/v1/mcp/servers", None, b"").0, 401);
+
+    // A session's catalog grows with what tool_search activates; the shared one does not.
+    let id = open_session(&s, "full-auto");
+    let path = format!("/v1/sessions/{id}/tools");
+    let (_, before) = http(&s.addr, "GET", &path, Some(TOKEN), b"");
+    let (_, shared) = http(&s.addr, "GET", "/v1/tools", Some(TOKEN), b"");
+    assert_eq!(before, shared);
+    assert!(!before.contains("time__get_current_time"), "server tools are deferred");
+    let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c0", "type": "function", "function": {"name": "tool_search", "arguments": json!({"query": "current time in a timezone"}).to_string()}}]}, "finish_reason": null}]});
+    let round = format!(
+        "data: {call}\n\ndata: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n"
+    );
+    let (status, _) = http(&s.addr, "POST", &format!("/v1/sessions/{id}/rounds"), Some(TOKEN), round.as_bytes());
+    assert_eq!(status, 200);
+    let (status, after) = http(&s.addr, "GET", &path, Some(TOKEN), b"");
+    assert_eq!(status, 200);
+    assert!(after.contains("time__get_current_time"), "{after}");
+    assert!(after.starts_with(&before[..before.len() - 1]), "appended, never inserted");
+    let (_, shared) = http(&s.addr, "GET", "/v1/tools", Some(TOKEN), b"");
+    assert!(!shared.contains("time__get_current_time"));
+    assert_eq!(http(&s.addr, "GET", "/v1/sessions/nope/tools", Some(TOKEN), b"").0, 404);
 }

@@ -415,6 +415,26 @@ pub async fn tools(state: web::Data<State>, query: web::Query<ToolsQuery>) -> Re
         .body(state.dispatcher.registry().catalog().render(format).to_string()))
 }
 
+/// One session's catalog: the resident tools, then what it activated with tool_search and
+/// what servers added since, in the order they became visible. This is what the host sends
+/// with the session's next request; `X-Catalog-Generation` counts the entries after the
+/// resident block, so a host can tell when it grew.
+#[utoipa::path(get, path = "/v1/sessions/{id}/tools", params(("id" = String, Path, description = "Session id"), ToolsQuery),
+    responses((status = 200, content_type = "application/json", body = Vec<Object>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn session_tools(
+    state: web::Data<State>,
+    id: web::Path<String>,
+    query: web::Query<ToolsQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let format: CatalogFormat = query.format.as_deref().unwrap_or("anthropic").parse().map_err(bad)?;
+    let catalog = state.dispatcher.catalog(&id)?;
+    state.touch(&id);
+    Ok(HttpResponse::Ok()
+        .content_type("application/json")
+        .insert_header(("X-Catalog-Generation", catalog.generation().to_string()))
+        .body(catalog.render(format).to_string()))
+}
+
 /// Ranks deferred tools for a query, as tool_search does.
 #[utoipa::path(post, path = "/v1/tools/search", request_body = SearchBody, responses((status = 200, body = SearchAnswer), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
 pub async fn search(state: web::Data<State>, body: web::Json<SearchBody>) -> HttpResponse {

@@ -33,7 +33,7 @@ pub const LOGIN_HTML: &str = include_str!("login.html");
 #[derive(OpenApi)]
 #[openapi(
     info(title = "toolslot", description = "Governs an LLM agent's tool calls: stream a model's response in, get one result per call back."),
-    paths(api::create_session, api::list_sessions, api::delete_session, api::post_round, api::answer_approval, api::session_events, api::tools, api::search, api::healthz, api::metrics, api::openapi, api::console, api::mcp_servers),
+    paths(api::create_session, api::list_sessions, api::delete_session, api::post_round, api::answer_approval, api::session_events, api::tools, api::search, api::healthz, api::metrics, api::openapi, api::console, api::mcp_servers, api::session_tools),
     components(schemas(api::ErrorBody, api::NewSession, api::SessionCreated, api::SessionList, api::SessionInfo, api::ApprovalBody, api::SearchBody, api::SearchAnswer, api::SearchMatch, api::McpServers, api::McpServerInfo)),
     modifiers(&BearerAuth)
 )]
@@ -217,6 +217,7 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
             .route("/v1/sessions/{id}/events", web::get().to(api::session_events))
             .route("/v1/tools", web::get().to(api::tools))
             .route("/v1/mcp/servers", web::get().to(api::mcp_servers))
+            .route("/v1/sessions/{id}/tools", web::get().to(api::session_tools))
             .route("/v1/tools/search", web::post().to(api::search))
             .default_service(web::to(|| async {
                 Err::<actix_web::HttpResponse, _>(ApiError(StatusCode::NOT_FOUND, "no such endpoint (see /v1/openapi.json)".into()))

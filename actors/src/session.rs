@@ -84,6 +84,16 @@ impl toolslot::tool::SessionServices for PipelineServices {
     }
 }
 
+/// Where a session's events go.
+#[derive(Default)]
+struct Sinks {
+    /// The running round's event stream.
+    round: Option<mpsc::UnboundedSender<PipelineEvent>>,
+    /// Every event of the session, for UIs; made on the first subscription, since most
+    /// sessions never have a watcher and a channel's buffer costs memory per session.
+    live: Option<broadcast::Sender<PipelineEvent>>,
+}
+
 /// State shared by a session's stages and its rounds.
 pub struct SessionShared {
     /// The session id.
@@ -100,11 +110,9 @@ pub struct SessionShared {
     pub mode: ApprovalMode,
     /// Dialect, if fixed.
     pub dialect: Option<Dialect>,
-    /// The running round's event sink.
-    sink: Mutex<Option<mpsc::UnboundedSender<PipelineEvent>>>,
-    /// Every event of the session, for UIs; made on the first subscription, since most
-    /// sessions never have a watcher and a channel's buffer costs memory per session.
-    live: Mutex<Option<broadcast::Sender<PipelineEvent>>>,
+    /// Where events go: the running round's stream, and live subscribers. One lock for both,
+    /// taken once per event.
+    sinks: Mutex<Sinks>,
     /// Set while a round runs.
     pub round_running: AtomicBool,
     /// Cancellation of the running round (true = cancelled).
@@ -167,8 +175,7 @@ impl SessionShared {
             memory,
             services,
             config,
-            sink: Mutex::new(None),
-            live: Mutex::new(None),
+            sinks: Mutex::new(Sinks::default()),
             round_running: AtomicBool::new(false),
             cancel,
             closed: AtomicBool::new(false),
@@ -179,12 +186,13 @@ impl SessionShared {
 
     /// Sends an event to the running round's stream and to live subscribers.
     pub fn emit(&self, event: PipelineEvent) {
-        if let Some(live) = self.live.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+        let sinks = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(live) = sinks.live.as_ref()
             && live.receiver_count() > 0
         {
             let _ = live.send(event.clone());
         }
-        if let Some(tx) = self.sink.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        if let Some(tx) = sinks.round.as_ref() {
             let _ = tx.send(event);
         }
     }
@@ -192,8 +200,10 @@ impl SessionShared {
     /// A receiver of every event from now on. Subscribers that fall `execution.live_buffer`
     /// events behind lose the oldest ones; they never slow the pipeline.
     pub fn subscribe(&self) -> broadcast::Receiver<PipelineEvent> {
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        live.get_or_insert_with(|| broadcast::channel(self.config.execution.live_buffer.max(1)).0)
+        let mut sinks = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
+        sinks
+            .live
+            .get_or_insert_with(|| broadcast::channel(self.config.execution.live_buffer.max(1)).0)
             .subscribe()
     }
 
@@ -204,7 +214,7 @@ impl SessionShared {
 
     /// Points the event sink at a new round's stream.
     pub fn set_sink(&self, tx: Option<mpsc::UnboundedSender<PipelineEvent>>) {
-        *self.sink.lock().unwrap_or_else(|p| p.into_inner()) = tx;
+        self.sinks.lock().unwrap_or_else(|p| p.into_inner()).round = tx;
     }
 
     /// Whether the running round was cancelled (or the session closed).

@@ -103,9 +103,10 @@ pub async fn direct_round(
 ) -> Vec<ToolResult> {
     // With `host`, the host hears what the pipeline would tell it: the same events, built
     // the same way, through the same kind of channel.
-    let emit = |e: PipelineEvent| {
+    // Built only when someone listens: without `host`, this is the bare logic.
+    let emit = |e: &dyn Fn() -> PipelineEvent| {
         if let Some(tx) = host {
-            let _ = tx.send(e);
+            let _ = tx.send(e());
         }
     };
     let mut assembler = Assembler::new(None);
@@ -136,7 +137,7 @@ pub async fn direct_round(
         .map(|c| plan_call(ctx, c, stop == StopReason::MaxTokens, guard))
         .collect();
     for p in &planned {
-        emit(PipelineEvent::CallAssembled {
+        emit(&|| PipelineEvent::CallAssembled {
             index: p.index,
             id: p.id.clone(),
             name: p.called.clone(),
@@ -159,7 +160,7 @@ pub async fn direct_round(
                     Action::Refuse(e) => Err(e.clone()),
                     Action::Run { .. } => {
                         let tool = registry.get(&p.name).expect("planned tools exist");
-                        emit(PipelineEvent::CallStarted {
+                        emit(&|| PipelineEvent::CallStarted {
                             index: p.index,
                             id: p.id.clone(),
                             name: p.name.clone(),
@@ -198,7 +199,7 @@ pub async fn direct_round(
                 }),
             );
             guard.record(i, f.failed);
-            emit(PipelineEvent::CallFinished {
+            emit(&|| PipelineEvent::CallFinished {
                 index: i,
                 id: f.result.tool_use_id.clone(),
                 name: f.result.name.clone(),

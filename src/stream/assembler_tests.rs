@@ -162,3 +162,66 @@ fn fixtures_yield_the_recorded_calls() {
         &[("", ToolUse, &[("get_capital", json!({"country": "France"}))])],
     );
 }
+
+/// An OpenAI Chat chunk holding one tool-call fragment.
+fn chat_fragment(slot: usize, head: Option<(&str, &str)>, args: &str) -> String {
+    let mut call = serde_json::json!({"index": slot, "function": {"arguments": args}});
+    if let Some((id, name)) = head {
+        call["id"] = id.into();
+        call["function"]["name"] = name.into();
+    }
+    let chunk = serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]});
+    format!("data: {chunk}\n\n")
+}
+
+const CHAT_END: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+
+#[test]
+fn interleaved_openai_chat_calls_are_not_split() {
+    // Some compatible servers interleave the fragments of parallel calls.
+    let body = [
+        chat_fragment(0, Some(("a", "read_file")), "{\"pa"),
+        chat_fragment(1, Some(("b", "list_dir")), "{\"depth"),
+        chat_fragment(0, None, "th\": \"notes.txt\"}"),
+        chat_fragment(1, None, "\": 1}"),
+        CHAT_END.to_string(),
+    ]
+    .concat();
+    let (rounds, notices) = assemble(&[body.as_bytes()]);
+    assert!(notices.is_empty(), "{notices:?}");
+    let calls = &rounds[0].2;
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0].3, "{\"path\": \"notes.txt\"}");
+    assert_eq!(calls[1].3, "{\"depth\": 1}");
+}
+
+#[test]
+fn sequential_openai_chat_calls_end_when_the_next_starts() {
+    let mut a = Assembler::new(None);
+    let mut out = Vec::new();
+    a.feed(chat_fragment(0, Some(("a", "read_file")), "{\"path\": \"x\"}").as_bytes(), &mut out);
+    a.feed(chat_fragment(1, Some(("b", "list_dir")), "{").as_bytes(), &mut out);
+    // The first call is ready before the stream ends: it may start early.
+    assert!(
+        out.iter().any(|e| matches!(e, AssemblyEvent::CallReady(c) if c.index == 0)),
+        "{out:?}"
+    );
+    // Text for a call that already ended is refused with a notice, not started as a new call.
+    a.feed(chat_fragment(0, None, "garbage").as_bytes(), &mut out);
+    a.feed(format!("{}{CHAT_END}", chat_fragment(1, None, "}")).as_bytes(), &mut out);
+    a.finish(&mut out);
+    let ready: Vec<_> = out
+        .iter()
+        .filter_map(|e| match e {
+            AssemblyEvent::CallReady(c) => Some((c.index, c.arguments.clone())),
+            AssemblyEvent::RoundEnd(r) => r.unfinished.first().map(|c| (c.index, c.arguments.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ready, vec![(0, "{\"path\": \"x\"}".to_string()), (1, "{}".to_string())]);
+    assert!(
+        out.iter()
+            .any(|e| matches!(e, AssemblyEvent::Notice(n) if n.message.contains("after its arguments were complete"))),
+        "{out:?}"
+    );
+}

@@ -15,12 +15,19 @@ use crate::stream::sse::SseEvent;
 /// `error` event or error object mid-stream becomes an error event.
 ///
 /// Calls have no block end in this dialect. Providers stream them one after another, so a
-/// call whose successor has started is complete and is ended then (which lets it start
-/// speculatively); the last one ends with `finish_reason` or the end of the stream.
+/// call whose successor has started, and whose arguments so far are a whole JSON value, is
+/// complete and is ended then (which lets it start speculatively). A call whose arguments are
+/// still unfinished stays open: some compatible servers interleave the fragments of parallel
+/// calls, and ending it would split one call into two. The rest end with `finish_reason` or
+/// the end of the stream.
 #[derive(Debug, Default)]
 pub struct OpenAiChatDecoder {
-    /// Slots (tool_calls[].index) started in this message, in order.
-    open: Vec<usize>,
+    /// Calls started in this message and not ended: slot (tool_calls[].index) and the
+    /// arguments so far.
+    open: Vec<(usize, String)>,
+    /// Slots ended early in this message: a late fragment for one is refused, not started
+    /// again as a new call.
+    closed: Vec<usize>,
     started: bool,
     ended: bool,
 }
@@ -80,9 +87,23 @@ fn stop_reason(s: &str) -> StopReason {
 
 impl OpenAiChatDecoder {
     fn end_open(&mut self, out: &mut Vec<StreamEvent>) {
-        for slot in self.open.drain(..) {
+        for (slot, _) in self.open.drain(..) {
             out.push(StreamEvent::CallEnd { slot });
         }
+        self.closed.clear();
+    }
+
+    /// A new call started: the open ones whose arguments are already whole end now.
+    fn end_complete(&mut self, out: &mut Vec<StreamEvent>) {
+        let closed = &mut self.closed;
+        self.open.retain(|(slot, args)| {
+            let whole = serde_json::from_str::<serde::de::IgnoredAny>(args).is_ok();
+            if whole {
+                out.push(StreamEvent::CallEnd { slot: *slot });
+                closed.push(*slot);
+            }
+            !whole
+        });
     }
 }
 
@@ -125,10 +146,17 @@ impl Decoder for OpenAiChatDecoder {
                 for (pos, call) in delta.tool_calls.into_iter().flatten().enumerate() {
                     let slot = call.index.unwrap_or(pos);
                     let function = call.function;
-                    if !self.open.contains(&slot) {
-                        // A new call: the ones before it are complete.
-                        self.end_open(out);
-                        self.open.push(slot);
+                    if self.closed.contains(&slot) {
+                        // More for a call that was whole and has ended (it may be running).
+                        out.push(StreamEvent::Error(format!(
+                            "call {slot} got more argument text after its arguments were complete; the extra text was ignored"
+                        )));
+                        continue;
+                    }
+                    if !self.open.iter().any(|(s, _)| *s == slot) {
+                        // A new call: the ones before it whose arguments are whole are done.
+                        self.end_complete(out);
+                        self.open.push((slot, String::new()));
                         let id = call.id.filter(|i| !i.is_empty()).map(Cow::into_owned).unwrap_or_default();
                         let name = function
                             .as_ref()
@@ -145,6 +173,9 @@ impl Decoder for OpenAiChatDecoder {
                     if let Some(args) = function.and_then(|f| f.arguments)
                         && !args.is_empty()
                     {
+                        if let Some((_, so_far)) = self.open.iter_mut().find(|(s, _)| *s == slot) {
+                            so_far.push_str(&args);
+                        }
                         out.push(StreamEvent::CallArgs {
                             slot,
                             fragment: args.into_owned(),

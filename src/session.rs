@@ -19,6 +19,8 @@ pub struct SessionMemory {
     catalog: Mutex<Catalog>,
     /// Tools appended by a refresh and not yet announced.
     added: Mutex<Vec<String>>,
+    /// Background shell tasks; dropping the memory (the session closed) kills them.
+    tasks: crate::builtin::background::TaskTable,
     overflow: Arc<OverflowStore>,
 }
 
@@ -39,6 +41,7 @@ impl SessionMemory {
             files: Mutex::new(HashMap::new()),
             catalog: Mutex::new(catalog),
             added: Mutex::new(Vec::new()),
+            tasks: Default::default(),
             overflow,
         }
     }
@@ -102,5 +105,8 @@ impl SessionServices for SessionMemory {
     }
     fn load_overflow(&self, id: &str) -> Result<String, OverflowError> {
         self.overflow.load(&self.id, id)
+    }
+    fn background_tasks(&self) -> Option<&crate::builtin::background::TaskTable> {
+        Some(&self.tasks)
     }
 }

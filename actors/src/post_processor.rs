@@ -86,7 +86,8 @@ fn finish(shared: &SessionShared, item: PostItem) -> (Finished, u64) {
         id: &item.id,
         name: &item.name,
         external: item.external.as_deref(),
-        final_view: true,
+        // A poll of a running task is cut like any output, never saved as the whole of it.
+        final_view: item.result.as_ref().map_or(true, |o| !o.partial),
     };
     let overflow = Overflow {
         store: shared.memory.overflow(),

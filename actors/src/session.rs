@@ -79,6 +79,9 @@ impl toolslot::tool::SessionServices for PipelineServices {
             shared.emit(event);
         }
     }
+    fn background_tasks(&self) -> Option<&toolslot::builtin::background::TaskTable> {
+        self.memory.background_tasks()
+    }
     fn approval_mode(&self) -> Option<toolslot::config::ApprovalMode> {
         self.shared.upgrade().map(|s| s.mode)
     }

@@ -24,6 +24,8 @@ struct Input {
     command: String,
     #[serde(default)]
     timeout_ms: Option<u64>,
+    #[serde(default)]
+    background: bool,
 }
 
 /// Commands that only read, run without approval when they hold no shell operators or
@@ -101,7 +103,8 @@ impl Tool for ExecShell {
             "type": "object",
             "properties": {
                 "command": {"type": "string", "minLength": 1, "description": "The command line"},
-                "timeout_ms": {"type": "integer", "minimum": 1, "description": "Timeout in milliseconds (capped by the configured one)"}
+                "timeout_ms": {"type": "integer", "minimum": 1, "description": "Timeout in milliseconds (capped by the configured one)"},
+                "background": {"type": "boolean", "description": "Start it and return at once with a task id, for servers, watchers and long builds; read its output with shell_output, stop it with kill_shell"}
             },
             "required": ["command"],
             "additionalProperties": false
@@ -110,6 +113,17 @@ impl Tool for ExecShell {
     fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let input: Input = parse_input(input)?;
+            if input.background {
+                let tasks = ctx
+                    .services
+                    .background_tasks()
+                    .ok_or_else(|| ToolError::refused(ErrorCategory::Unavailable, "background tasks need a session that keeps them"))?;
+                let id = tasks.start(&input.command, ctx, &super::background::task_folder(ctx))?;
+                return Ok(ToolOutput::text(format!(
+                    "Started background task `{id}`: `{}`. Read its output with shell_output {{\"task_id\": \"{id}\"}}; stop it with kill_shell.",
+                    input.command
+                )));
+            }
             let limit = ctx.config.shell.timeout_ms;
             let timeout = Duration::from_millis(input.timeout_ms.map_or(limit, |t| t.min(limit)));
             let mut cmd = tokio::process::Command::new("sh");
@@ -189,6 +203,7 @@ impl Tool for ExecShell {
                 is_error: code != Some(0),
                 kind: OutputKind::Shell,
                 trailer: Some(trailer),
+                partial: false,
             })
         })
     }

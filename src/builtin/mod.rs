@@ -5,6 +5,7 @@
 
 pub mod address_policy;
 pub(crate) mod atomic;
+pub mod background;
 mod edit_file;
 mod exec_shell;
 mod fetch_url;
@@ -44,6 +45,8 @@ pub fn all() -> Vec<Arc<dyn ToolSpec>> {
         Arc::new(WriteFile),
         Arc::new(EditFile),
         Arc::new(ExecShell),
+        Arc::new(background::ShellOutput),
+        Arc::new(background::KillShell),
         Arc::new(FetchUrl::default()),
         Arc::new(RetrieveToolResult),
         Arc::new(ToolSearch),

@@ -214,6 +214,12 @@ pub struct ShellConfig {
     /// Variables not passed to commands the model drives (exec_shell, extensions):
     /// case-insensitive globs on the variable's name.
     pub env_exclude: Vec<String>,
+    /// Background tasks running at once per session.
+    pub background_max_tasks: usize,
+    /// Finished background tasks not polled for this long are forgotten (s).
+    pub background_stale_secs: u64,
+    /// Bytes one shell_output call reads.
+    pub background_poll_max_bytes: u64,
 }
 
 /// `[read_file]`.

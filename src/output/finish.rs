@@ -160,6 +160,7 @@ mod tests {
                     is_error: false,
                     kind,
                     trailer: None,
+                    partial: false,
                 };
                 let foreseen = needs_truncation(&Ok(out.clone()), &c);
                 assert_eq!(foreseen, len > max, "{kind:?} at {len}");
@@ -191,6 +192,7 @@ mod tests {
             is_error: false,
             kind: OutputKind::Shell,
             trailer: Some("[exit code: 0]".into()),
+            partial: false,
         }
     }
 

@@ -57,6 +57,10 @@ pub trait SessionServices: Send + Sync {
     fn relay(&self, event: crate::event::PipelineEvent) {
         let _ = event;
     }
+    /// The session's background shell tasks, where the session keeps them.
+    fn background_tasks(&self) -> Option<&crate::builtin::background::TaskTable> {
+        None
+    }
     /// The session's approval mode, where a session has one (a child session inherits it).
     fn approval_mode(&self) -> Option<crate::config::ApprovalMode> {
         None

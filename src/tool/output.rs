@@ -21,6 +21,9 @@ pub struct ToolOutput {
     /// Text kept apart from `content` that truncation must never cut (exit code, stderr
     /// summary), appended after the truncated content.
     pub trailer: Option<String>,
+    /// A view of work still going on (a poll of a running task): truncated like any output,
+    /// but never saved as "the full output", since there is more to come.
+    pub partial: bool,
 }
 
 impl ToolOutput {
@@ -31,6 +34,7 @@ impl ToolOutput {
             is_error: false,
             kind: OutputKind::Other,
             trailer: None,
+            partial: false,
         }
     }
 

@@ -1,3 +1,4 @@
+mod background;
 mod extensions;
 mod mcp;
 mod pipeline;

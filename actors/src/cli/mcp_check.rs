@@ -32,6 +32,8 @@ pub struct McpCheckArgs {
     #[arg(long = "header", value_name = "NAME=VALUE")]
     pub headers: Vec<String>,
     /// Call every tool once, with arguments made from its schema (numbers 1, strings "x", …).
+    /// Every tool means every tool, including ones that write or delete: use it on servers you
+    /// are testing, not on ones holding data you care about.
     #[arg(long)]
     pub call_all: bool,
     /// A streamable HTTP URL, or a stdio server's command and arguments.

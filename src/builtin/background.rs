@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::exec_shell::{kill_group, shell_command};
 use super::parse_input;
 use crate::tool::{Capability, ErrorCategory, OutputKind, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
@@ -50,18 +51,6 @@ impl Drop for Task {
             kill_group(self.pid);
         }
         let _ = std::fs::remove_file(&self.log);
-    }
-}
-
-fn kill_group(pid: Option<u32>) {
-    if let Some(pid) = pid
-        && let Ok(pid) = i32::try_from(pid)
-    {
-        // SAFETY: killpg only sends a signal; the group id is the child's pid, which
-        // `process_group(0)` made a group leader.
-        unsafe {
-            libc::killpg(pid, libc::SIGKILL);
-        }
     }
 }
 
@@ -114,16 +103,8 @@ impl TaskTable {
         let err = file
             .try_clone()
             .map_err(|e| ToolError::tool(format!("cannot open the task's log: {e}")))?;
-        let mut cmd = tokio::process::Command::new("sh");
-        crate::child_env::apply(&mut cmd, &cfg.env_exclude, &[]);
-        cmd.arg("-c")
-            .arg(command)
-            .current_dir(&ctx.workspace)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::from(file))
-            .stderr(std::process::Stdio::from(err))
-            .process_group(0)
-            .kill_on_drop(true);
+        let mut cmd = shell_command(command, ctx);
+        cmd.stdout(std::process::Stdio::from(file)).stderr(std::process::Stdio::from(err));
         let child = cmd.spawn().map_err(|e| {
             let _ = std::fs::remove_file(&log);
             ToolError::tool(format!("cannot start the shell: {e}"))
@@ -238,7 +219,8 @@ pub fn task_folder(ctx: &ToolContext) -> PathBuf {
         .join("tasks")
 }
 
-fn tasks_of(ctx: &ToolContext) -> Result<&TaskTable, ToolError> {
+/// The session's task table, or why there is none.
+pub(super) fn tasks_of(ctx: &ToolContext) -> Result<&TaskTable, ToolError> {
     ctx.services
         .background_tasks()
         .ok_or_else(|| ToolError::refused(ErrorCategory::Unavailable, "background tasks need a session that keeps them"))
@@ -248,6 +230,11 @@ fn tasks_of(ctx: &ToolContext) -> Result<&TaskTable, ToolError> {
 #[serde(deny_unknown_fields)]
 struct TaskInput {
     task_id: String,
+}
+
+/// The input schema of the tools that take a task id.
+fn task_id_schema() -> Value {
+    json!({"type": "object", "properties": {"task_id": {"type": "string", "minLength": 1, "description": "The id exec_shell returned"}}, "required": ["task_id"], "additionalProperties": false})
 }
 
 /// Reads a background task's new output.
@@ -262,7 +249,7 @@ impl Tool for ShellOutput {
         "Read what a background exec_shell task wrote since you last looked, and whether it is still running."
     }
     fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {"task_id": {"type": "string", "minLength": 1, "description": "The id exec_shell returned"}}, "required": ["task_id"], "additionalProperties": false})
+        task_id_schema()
     }
     fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
@@ -298,7 +285,7 @@ impl Tool for KillShell {
         "Stop a background exec_shell task and everything it started."
     }
     fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {"task_id": {"type": "string", "minLength": 1, "description": "The id exec_shell returned"}}, "required": ["task_id"], "additionalProperties": false})
+        task_id_schema()
     }
     fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {

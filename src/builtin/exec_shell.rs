@@ -114,11 +114,7 @@ impl Tool for ExecShell {
         Box::pin(async move {
             let input: Input = parse_input(input)?;
             if input.background {
-                let tasks = ctx
-                    .services
-                    .background_tasks()
-                    .ok_or_else(|| ToolError::refused(ErrorCategory::Unavailable, "background tasks need a session that keeps them"))?;
-                let id = tasks.start(&input.command, ctx, &super::background::task_folder(ctx))?;
+                let id = super::background::tasks_of(ctx)?.start(&input.command, ctx, &super::background::task_folder(ctx))?;
                 return Ok(ToolOutput::text(format!(
                     "Started background task `{id}`: `{}`. Read its output with shell_output {{\"task_id\": \"{id}\"}}; stop it with kill_shell.",
                     input.command
@@ -126,17 +122,8 @@ impl Tool for ExecShell {
             }
             let limit = ctx.config.shell.timeout_ms;
             let timeout = Duration::from_millis(input.timeout_ms.map_or(limit, |t| t.min(limit)));
-            let mut cmd = tokio::process::Command::new("sh");
-            crate::child_env::apply(&mut cmd, &ctx.config.shell.env_exclude, &[]);
-            cmd.arg("-c")
-                .arg(&input.command)
-                .current_dir(&ctx.workspace)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                // Its own process group, so a timeout can kill everything it started.
-                .process_group(0)
-                .kill_on_drop(true);
+            let mut cmd = shell_command(&input.command, ctx);
+            cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
             let mut child = cmd.spawn().map_err(|e| ToolError::tool(format!("cannot start the shell: {e}")))?;
             let group = GroupGuard(child.id());
             let mut stdout = child.stdout.take();
@@ -209,6 +196,34 @@ impl Tool for ExecShell {
     }
 }
 
+/// `sh -c command` in the workspace, as every shell the model drives runs: the host's
+/// environment less its secrets, no stdin, its own process group (so a timeout or a kill
+/// reaches everything it started), killed if its handle is dropped.
+pub(super) fn shell_command(command: &str, ctx: &ToolContext) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new("sh");
+    crate::child_env::apply(&mut cmd, &ctx.config.shell.env_exclude, &[]);
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(&ctx.workspace)
+        .stdin(std::process::Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Kills the process group `pid` leads (a command started by [`shell_command`]).
+pub(super) fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid
+        && let Ok(pid) = i32::try_from(pid)
+    {
+        // SAFETY: killpg only sends a signal; the group id is the child's pid, which
+        // `process_group(0)` made a group leader.
+        unsafe {
+            libc::killpg(pid, libc::SIGKILL);
+        }
+    }
+}
+
 /// Kills the command's process group when dropped, unless the command finished.
 struct GroupGuard(Option<u32>);
 
@@ -220,15 +235,7 @@ impl GroupGuard {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        if let Some(pid) = self.0
-            && let Ok(pid) = i32::try_from(pid)
-        {
-            // SAFETY: killpg only sends a signal; the group id is the child's pid, which
-            // `process_group(0)` made a group leader.
-            unsafe {
-                libc::killpg(pid, libc::SIGKILL);
-            }
-        }
+        kill_group(self.0);
     }
 }
 

@@ -322,29 +322,31 @@ impl std::fmt::Debug for Registry {
 
 impl Registry {
     fn from_admitted(config: Arc<Config>, tools: Vec<Arc<RegisteredTool>>, by_name: NameMap, notices: Vec<Notice>) -> Self {
-        let mut sorted: Vec<usize> = (0..tools.len()).collect();
-        sorted.sort_by(|a, b| tools[*a].meta.name.cmp(&tools[*b].meta.name));
-        let resident: Vec<usize> = sorted.iter().copied().filter(|i| !tools[*i].meta.deferred).collect();
-        let resident_catalog = Arc::new(catalog::RenderedBlock::new(resident.iter().map(|i| tools[*i].as_ref())));
         let mut registry = Self {
             config,
             generation: 0,
             tools,
             by_name,
-            resident,
+            resident: Vec::new(),
             late: Vec::new(),
             sorted_names: Vec::new(),
             notices,
             search: None,
-            resident_catalog,
+            resident_catalog: Arc::new(catalog::RenderedBlock::new(std::iter::empty())),
             name_index: std::sync::OnceLock::new(),
         };
-        registry.index();
+        // The first generation's resident tools, in name order, are rendered once and shared
+        // by every later generation.
+        let sorted = registry.index();
+        let tools = &registry.tools;
+        registry.resident = sorted.into_iter().filter(|i| !tools[*i].meta.deferred).collect();
+        registry.resident_catalog = Arc::new(catalog::RenderedBlock::new(registry.resident.iter().map(|i| tools[*i].as_ref())));
         registry
     }
 
-    /// Recomputes what derives from the whole tool list: sorted names and the search index.
-    fn index(&mut self) {
+    /// Recomputes what derives from the whole tool list (sorted names, the search index);
+    /// returns the tool indices in name order.
+    fn index(&mut self) -> Vec<usize> {
         let tools = &self.tools;
         let mut sorted: Vec<usize> = (0..tools.len()).collect();
         sorted.sort_by(|a, b| tools[*a].meta.name.cmp(&tools[*b].meta.name));
@@ -355,6 +357,7 @@ impl Registry {
             .map(|i| (tools[*i].meta.name.clone(), tools[*i].model_description.clone()))
             .collect();
         self.search = (!deferred.is_empty()).then(|| Arc::new(SearchIndex::new(deferred)));
+        sorted
     }
 
     /// The next generation: these tools admitted after the existing ones. A tool whose name

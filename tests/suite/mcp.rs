@@ -411,12 +411,7 @@ fn an_https_server_is_reached_with_its_certificate_checked() {
         });
         let ev = round(&d, &s, &[("tls__add_tool", json!({"name": "secure", "reply": "over tls"}))]).await;
         assert!(results(&ev)[0].content.contains("added secure"), "{}", results(&ev)[0].content);
-        for _ in 0..200 {
-            if toolset.registry.current().get("tls__secure").is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        wait_for_tool(&toolset, "tls__secure").await;
         let ev = round(&d, &s, &[("tls__secure", json!({}))]).await;
         assert!(results(&ev)[0].content.contains("over tls"), "{}", results(&ev)[0].content);
     });
@@ -465,6 +460,16 @@ fn bad_urls_and_certificates_are_named() {
     });
 }
 
+/// Waits (up to five seconds) for a tool a server announced to reach the registry.
+async fn wait_for_tool(toolset: &toolslot_actors::Toolset, name: &str) {
+    for _ in 0..200 {
+        if toolset.registry.current().get(name).is_some() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 /// The growing fixture server (tests/data/growing_mcp_server.py) as a `[[mcp.servers]]` table.
 fn growing_server(extra: &str) -> String {
     let d = deps();
@@ -495,12 +500,7 @@ fn tools_a_server_adds_later_are_appended_to_the_catalog() {
         let ev = round(&d, &s, &[("growing__add_tool", json!({"name": "greet", "reply": "hello there"}))]).await;
         assert!(results(&ev)[0].content.contains("added greet"), "{}", results(&ev)[0].content);
         // The notification is handled on the server's actor; wait for the next generation.
-        for _ in 0..200 {
-            if toolset.registry.current().get("growing__greet").is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        wait_for_tool(&toolset, "growing__greet").await;
         let grown = toolset.registry.current();
         assert!(grown.get("growing__greet").is_some(), "list_changed was not followed");
         assert!(grown.generation() > generation);

@@ -1,12 +1,20 @@
 //! Where every listing of a server's tools goes.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 use toolslot::config::McpServerConfig;
-use toolslot::mcp::{McpCaller, ToolListCache, tools_from_listing};
+use toolslot::mcp::{McpCaller, ToolListCache, tool_name, tools_from_listing};
 use toolslot::registry::LiveRegistry;
 use toolslot::tool::ToolSpec;
+
+/// The MCP tools seen so far, in the order seen, and their names.
+#[derive(Default)]
+struct Known {
+    tools: Vec<Arc<dyn ToolSpec>>,
+    names: HashSet<String>,
+}
 
 /// Every MCP tool seen so far, and the registry that new ones are appended to.
 ///
@@ -16,7 +24,9 @@ use toolslot::tool::ToolSpec;
 pub struct ToolIntake {
     description_max_chars: usize,
     cache: Option<ToolListCache>,
-    known: Mutex<Vec<Arc<dyn ToolSpec>>>,
+    known: Mutex<Known>,
+    /// The listing last written to the cache, per server.
+    stored: Mutex<HashMap<String, Vec<Value>>>,
     live: OnceLock<LiveRegistry>,
 }
 
@@ -26,7 +36,8 @@ impl ToolIntake {
         Self {
             description_max_chars,
             cache,
-            known: Mutex::new(Vec::new()),
+            known: Mutex::new(Known::default()),
+            stored: Mutex::new(HashMap::new()),
             live: OnceLock::new(),
         }
     }
@@ -39,17 +50,37 @@ impl ToolIntake {
     /// Takes a listing of `cfg`'s server. A `fresh` listing (from the running server, not
     /// from the cache) is kept for next time. Returns how many tools were new.
     pub fn offer(&self, cfg: &McpServerConfig, listing: &[Value], caller: Arc<dyn McpCaller>, fresh: bool) -> usize {
-        if fresh
-            && let Some(cache) = &self.cache
-            && let Err(reason) = cache.store(cfg, listing)
-        {
-            tracing::warn!(server = %cfg.name, %reason, "cannot keep the tool listing; the server will start at start-up next time");
+        if fresh && let Some(cache) = &self.cache {
+            // A server re-lists at every start and change notice, mostly the same tools: the
+            // file is written only when the listing differs from the one kept last.
+            let mut stored = self.stored.lock().unwrap_or_else(|p| p.into_inner());
+            if stored.get(&cfg.name).is_none_or(|kept| kept.as_slice() != listing) {
+                match cache.store(cfg, listing) {
+                    Ok(()) => {
+                        stored.insert(cfg.name.clone(), listing.to_vec());
+                    }
+                    Err(reason) => {
+                        tracing::warn!(server = %cfg.name, %reason, "cannot keep the tool listing; the server will start at start-up next time")
+                    }
+                }
+            }
         }
-        let tools = tools_from_listing(cfg, listing, self.description_max_chars, &caller);
         let new: Vec<Arc<dyn ToolSpec>> = {
             let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
-            let new: Vec<_> = tools.into_iter().filter(|t| !known.iter().any(|k| k.name() == t.name())).collect();
-            known.extend(new.iter().cloned());
+            // Only tools with new names are built: the rest are known already.
+            let unseen: Vec<Value> = listing
+                .iter()
+                .filter(|t| {
+                    let remote = t.get("name").and_then(Value::as_str).unwrap_or("");
+                    !known.names.contains(&tool_name(&cfg.name, remote))
+                })
+                .cloned()
+                .collect();
+            let new = tools_from_listing(cfg, &unseen, self.description_max_chars, &caller);
+            for t in &new {
+                known.names.insert(t.name().to_string());
+            }
+            known.tools.extend(new.iter().cloned());
             new
         };
         if !new.is_empty() {
@@ -66,7 +97,7 @@ impl ToolIntake {
 
     /// Every MCP tool seen so far, in the order seen.
     pub fn tools(&self) -> Vec<Arc<dyn ToolSpec>> {
-        self.known.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.known.lock().unwrap_or_else(|p| p.into_inner()).tools.clone()
     }
 
     /// From now on, new tools are appended to `live`; tools seen since `live` was built

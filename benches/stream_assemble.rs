@@ -16,7 +16,7 @@ use toolslot::stream::{Assembler, StreamEvent};
 const CHUNK: usize = 512;
 
 fn corpus() -> Vec<(Dialect, Vec<u8>)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/recorded");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/recorded");
     let mut out = Vec::new();
     for (dir, dialect) in [
         ("anthropic", Dialect::Anthropic),

@@ -1,6 +1,6 @@
 """Writes the example streams in examples/streams/ (recorded-format SSE bodies).
 
-They are hand-made in the exact shapes of the real recordings in ../shared/fixtures, to
+They are hand-made in the exact shapes of the real recordings in tests/data/recorded, to
 exercise one behaviour each: parallel reads, an edit, a shell command needing approval, a
 repaired call, a truncated round, a forged call. Run: python3 examples/make_streams.py
 """

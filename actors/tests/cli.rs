@@ -155,7 +155,7 @@ fn replay_reads_stdin_incrementally() {
 #[test]
 fn replay_of_jsonl_recordings_frames_them() {
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/recorded/anthropic/three-messages-tool-use-and-server-tool.jsonl");
+        .join("../tests/data/recorded/anthropic/three-messages-tool-use-and-server-tool.jsonl");
     let ws = tempfile::tempdir().unwrap();
     let (code, events, _) = replay_lines(&["--workspace", ws.path().to_str().unwrap(), fixture.to_str().unwrap()]);
     assert_eq!(code, Some(0));

@@ -2,7 +2,7 @@ use super::*;
 
 /// The recorded fixtures, shared with the project (see their PROVENANCE.md).
 pub(crate) fn fixtures_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/recorded")
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/recorded")
 }
 
 /// A fixture's bytes as an SSE body: `.jsonl` files hold only data payloads, so the framing

@@ -382,7 +382,7 @@ fn every_recorded_fixture_completes_with_one_result_per_call() {
     system(async {
         let bed = Bed::new("[approval]\nmode = \"read-only\"\n");
         let d = bed.dispatcher();
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/recorded");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/recorded");
         let mut seen = 0;
         for dir in ["anthropic", "gemini", "openai-chat", "openai-compatible", "openai-responses"] {
             for entry in std::fs::read_dir(root.join(dir)).unwrap() {

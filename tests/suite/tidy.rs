@@ -102,3 +102,40 @@ fn every_config_key_has_a_reason() {
         }
     }
 }
+
+#[test]
+fn nothing_reads_outside_the_repository() {
+    // A fresh clone must build and pass alone: no source, bench, script or example may name a
+    // folder beside the checkout (the recorded streams live in tests/data/recorded).
+    let mut files = Vec::new();
+    for dir in ["src", "actors", "tests", "benches", "scripts", "examples", "fuzz", ".ci"] {
+        all_files(&root().join(dir), &mut files);
+    }
+    let outside = ["../shared", "../../shared", "../.library"];
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        // This file names the forbidden paths in order to forbid them.
+        if file.ends_with("tidy.rs") {
+            continue;
+        }
+        for needle in outside {
+            assert!(!text.contains(needle), "{} names `{needle}`, outside the repository", file.display());
+        }
+    }
+}
+
+fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        if name == "target" || name == "node_modules" || name == ".test-deps" {
+            continue;
+        }
+        if path.is_dir() {
+            all_files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}

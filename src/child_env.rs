@@ -24,8 +24,9 @@ pub fn apply(cmd: &mut tokio::process::Command, exclude: &[String], keep: &[Stri
     cmd.env_clear().envs(filtered(std::env::vars(), exclude, keep));
 }
 
-/// Whether `text` matches `pattern`, where `*` stands for any run of characters.
-fn glob(pattern: &str, text: &str) -> bool {
+/// Whether `text` matches `pattern`, where `*` stands for any run of characters (case-sensitive;
+/// callers fold case where they want it folded).
+pub fn glob(pattern: &str, text: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
     let (first, rest) = match parts.split_first() {
         Some(p) => p,

@@ -130,6 +130,13 @@ impl RegistryBuilder {
         self
     }
 
+    /// Replaces the tools added so far by what `f` makes of them: a host that runs some tools
+    /// elsewhere wraps them, keeping their definitions.
+    pub fn map_tools(mut self, f: impl FnOnce(Vec<Arc<dyn ToolSpec>>) -> Vec<Arc<dyn ToolSpec>>) -> Self {
+        self.tools = f(std::mem::take(&mut self.tools));
+        self
+    }
+
     /// Admits every tool and builds the registry. Never fails: a bad tool fails closed.
     pub fn build(self) -> Registry {
         let mut admission = Admission::new(&self.config, Vec::new(), NameMap::default());

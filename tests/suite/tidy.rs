@@ -60,7 +60,7 @@ const FLOORS: &[&[&str]] = &[
     // Decisions about calls, and the economics of their results.
     &["plan", "output"],
     // Tools of each source.
-    &["builtin", "mcp", "extension"],
+    &["builtin", "mcp", "extension", "remote"],
     // What holds a session together.
     &["session", "observe"],
 ];

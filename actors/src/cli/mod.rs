@@ -4,6 +4,7 @@ mod catalog;
 mod mcp_check;
 mod replay;
 mod search;
+mod worker;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -57,6 +58,8 @@ pub enum Command {
     },
     /// Connect to one MCP server as toolslot would: list its tools, optionally call each.
     McpCheck(mcp_check::McpCheckArgs),
+    /// Run a pool's tools for dispatchers that route calls to it over NATS JetStream.
+    Worker(worker::WorkerArgs),
     /// Rank deferred tools for a query, as tool_search does.
     Search {
         /// Config file overlaying the built-in defaults.
@@ -113,6 +116,7 @@ pub fn run(args: Cli) -> Result<(), CliError> {
         Command::Serve { config } => serve(config.as_deref()),
         Command::Replay(args) => replay::run(args),
         Command::McpCheck(args) => mcp_check::run(args),
+        Command::Worker(args) => worker::run(args),
         Command::Catalog {
             config,
             format,

@@ -125,7 +125,9 @@ impl RemoteHub {
     /// The routed tools known only from workers' announcements (MCP servers configured on the
     /// workers), as remote tools.
     pub fn announced_tools(&self) -> Vec<Arc<dyn ToolSpec>> {
-        lock(&self.announced).0.clone()
+        let local = lock(&self.local);
+        // A name defined here keeps its own definition (its schema and approval rules).
+        lock(&self.announced).0.iter().filter(|t| !local.contains(t.name())).cloned().collect()
     }
 
     /// From now on, tools workers announce are appended to `live`.

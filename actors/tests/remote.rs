@@ -1,0 +1,240 @@
+//! Remote execution against a real nats-server and real `toolslot worker` processes, driven
+//! through the binary (`toolslot replay`). Every fault test asserts exactly one result per call,
+//! and at most one side effect per call that may write (an append-only marker file).
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::json;
+use support::nats::*;
+
+const READER: &str = r#"import json, os, sys, time
+args = json.load(sys.stdin)
+with open(args["marker"], "a") as f:
+    f.write(f"{os.getppid()}\n")
+time.sleep(float(args.get("secs", 0)))
+print("read ok")
+"#;
+
+/// A config routing the shell tools and the read-only extension `slow_read` to pool `shell`.
+fn setup(nats: &Nats) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("reader.py");
+    std::fs::write(&script, READER).unwrap();
+    let extra = format!(
+        r#"[[extensions]]
+name = "slow_read"
+description = "Reads slowly"
+capabilities = ["read_only"]
+command = ["python3", "{}"]
+input_schema = '{{"type":"object","properties":{{"marker":{{"type":"string"}},"secs":{{"type":"number"}}}},"required":["marker"]}}'
+parallel = true
+"#,
+        script.display()
+    );
+    let config = write_config(dir.path(), nats, SHELL_ROUTES, &extra);
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    (dir, config)
+}
+
+fn shell(command: &str) -> (&'static str, serde_json::Value) {
+    ("exec_shell", json!({ "command": command }))
+}
+
+#[test]
+fn routed_calls_run_on_a_worker_and_large_results_come_back_whole() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let ws = dir.path().join("ws");
+    let _w = worker(&config, "shell", &[("WHO", "the-worker")]);
+    // 20 000 lines: more than a record holds (4 KiB here), so it travels through the object
+    // store, and more than the shell budget, so the dispatcher cuts it and saves it whole.
+    let mut replay = Replay::start(&config, &ws, &[sse(&[shell("echo ran by $WHO"), shell("seq 1 20000")])]);
+    let results = replay.round(2, 60);
+    assert_eq!(results[0]["is_error"], false, "{results:?}");
+    assert!(results[0]["content"].as_str().unwrap().contains("ran by the-worker"), "{results:?}");
+    let big = results[1]["content"].as_str().unwrap();
+    assert!(big.starts_with("1\n2\n3\n") && big.contains("20000"), "head and tail kept");
+    let reference = big.split("ref=").nth(1).expect("the full output was saved").split(' ').next().unwrap().to_string();
+    // The dispatcher saved the worker's whole output (retrieve_tool_result reads it there).
+    let saved = find_file(&dir.path().join("overflow"), &format!("{reference}.txt")).expect("saved output file");
+    let whole = std::fs::read_to_string(saved).unwrap();
+    assert!(whole.starts_with("1\n") && whole.contains("\n12345\n") && whole.contains("\n20000\n"), "saved whole");
+}
+
+fn find_file(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if let Some(found) = find_file(&path, name) {
+                return Some(found);
+            }
+        } else if path.file_name().is_some_and(|n| n == name) {
+            return Some(path);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_pool_without_a_live_worker_answers_unavailable_at_once() {
+    let _one = serial();
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &nats, r#"{ "exec_shell" = "nobody" }"#, "[execution]\ncall_timeout_ms = 600000");
+    let marker = dir.path().join("marker");
+    let started = std::time::Instant::now();
+    let mut replay = Replay::start(&config, dir.path(), &[sse(&[shell(&format!("echo x >> {}", marker.display()))])]);
+    let results = replay.round(1, 60);
+    let meta = error_meta(results[0]["content"].as_str().unwrap());
+    assert_eq!(meta["error"], "unavailable", "{results:?}");
+    assert_eq!(meta["side_effect"], "not_started", "{results:?}");
+    assert!(started.elapsed() < Duration::from_secs(60), "answered long before the call's timeout");
+    assert!(lines(&marker).is_empty(), "nothing ran");
+}
+
+#[test]
+fn a_worker_killed_during_a_writing_call_gives_outcome_unknown_and_no_second_run() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let marker = dir.path().join("marker");
+    let mut first = worker(&config, "shell", &[]);
+    let mut replay = Replay::start(
+        &config,
+        &dir.path().join("ws"),
+        &[sse(&[shell(&format!("echo run >> {}; sleep 30", marker.display()))])],
+    );
+    wait_until(30, "the command to start", || lines(&marker).len() == 1);
+    first.kill();
+    // A second worker is there to be tempted: a call that may write is never delivered again.
+    let _second = worker(&config, "shell", &[]);
+    let results = replay.round(1, 60);
+    let content = results[0]["content"].as_str().unwrap();
+    assert_eq!(error_meta(content)["error"], "outcome_unknown", "{content}");
+    assert!(content.contains("was running on worker") && content.contains("check before retrying"), "{content}");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(lines(&marker).len(), 1, "run once, never again");
+}
+
+#[test]
+fn a_worker_killed_during_a_read_only_call_hands_it_to_another_once() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let marker = dir.path().join("marker");
+    let mut a = worker(&config, "shell", &[]);
+    let mut b = worker(&config, "shell", &[]);
+    let call = ("slow_read", json!({"marker": marker.display().to_string(), "secs": 4}));
+    let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[call])]);
+    wait_until(30, "the first delivery", || lines(&marker).len() == 1);
+    // The marker names the process that ran the extension: kill that worker.
+    let first = lines(&marker)[0].parse::<u32>().unwrap();
+    if first == a.pid() {
+        a.kill();
+    } else {
+        assert_eq!(first, b.pid(), "the extension runs under a worker");
+        b.kill();
+    }
+    let results = replay.round(1, 60);
+    assert_eq!(results[0]["is_error"], false, "{results:?}");
+    assert!(results[0]["content"].as_str().unwrap().contains("read ok"));
+    let runs = lines(&marker);
+    assert_eq!(runs.len(), 2, "delivered once more, to the other worker: {runs:?}");
+    assert_ne!(runs[0], runs[1]);
+}
+
+#[test]
+fn a_call_queued_for_a_worker_that_died_before_taking_it_is_never_run() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let marker = dir.path().join("marker");
+    let mut w = worker(&config, "shell", &[]);
+    // Killed while its announcement is still fresh: the dispatcher queues the call for it.
+    w.kill();
+    let mut replay = Replay::start(
+        &config,
+        &dir.path().join("ws"),
+        &[sse(&[shell(&format!("echo run >> {}", marker.display()))])],
+    );
+    let results = replay.round(1, 60);
+    let meta = error_meta(results[0]["content"].as_str().unwrap());
+    assert_eq!(meta["error"], "unavailable", "{results:?}");
+    assert_eq!(meta["side_effect"], "not_started", "{results:?}");
+    // A worker that comes up now finds the call given up, and does not run it.
+    let _late = worker(&config, "shell", &[]);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(lines(&marker).is_empty(), "never run");
+}
+
+#[test]
+fn a_worker_stopped_past_the_ack_wait_loses_the_call_and_kills_it_when_it_wakes() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let marker = dir.path().join("marker");
+    let w = worker(&config, "shell", &[]);
+    // `exec` makes the shell's pid the sleep's: the marker names the process to watch.
+    let command = format!("echo $$ >> {}; exec sleep 60", marker.display());
+    let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[shell(&command)])]);
+    wait_until(30, "the command to start", || lines(&marker).len() == 1);
+    signal(w.pid(), libc::SIGSTOP);
+    let results = replay.round(1, 60);
+    let content = results[0]["content"].as_str().unwrap();
+    assert_eq!(error_meta(content)["error"], "outcome_unknown", "{content}");
+    signal(w.pid(), libc::SIGCONT);
+    // Awake, the worker finds its claim overwritten and stops the command.
+    let pid = lines(&marker)[0].clone();
+    wait_until(20, "the stale command to be killed", || !Path::new(&format!("/proc/{pid}")).exists());
+    assert_eq!(lines(&marker).len(), 1);
+}
+
+#[test]
+fn nats_killed_and_restarted_mid_call_loses_nothing() {
+    let _one = serial();
+    let mut nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let marker = dir.path().join("marker");
+    let _w = worker(&config, "shell", &[]);
+    let command = format!("echo run >> {}; sleep 3; echo finished", marker.display());
+    let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[shell(&command)])]);
+    wait_until(30, "the command to start", || lines(&marker).len() == 1);
+    nats.kill();
+    std::thread::sleep(Duration::from_millis(1000));
+    nats.restart();
+    let results = replay.round(1, 90);
+    assert_eq!(results[0]["is_error"], false, "{results:?}");
+    assert!(results[0]["content"].as_str().unwrap().contains("finished"), "{results:?}");
+    assert_eq!(lines(&marker).len(), 1, "run once");
+}
+
+#[test]
+fn background_tasks_stay_on_the_worker_that_started_them() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let _a = worker(&config, "shell", &[("WHO", "a")]);
+    let _b = worker(&config, "shell", &[("WHO", "b")]);
+    let poll = || sse(&[("shell_output", json!({"task_id": "t1"}))]);
+    let rounds = [
+        sse(&[("exec_shell", json!({"command": "echo task on $WHO; sleep 1", "background": true}))]),
+        poll(),
+        poll(),
+        poll(),
+        poll(),
+    ];
+    let mut replay = Replay::start(&config, &dir.path().join("ws"), &rounds);
+    let started = replay.round(1, 60);
+    assert!(started[0]["content"].as_str().unwrap().contains("t1"), "{started:?}");
+    let mut output = String::new();
+    for _ in 0..4 {
+        let r = replay.round(1, 60);
+        assert_eq!(r[0]["is_error"], false, "every poll reaches the task's worker: {r:?}");
+        output.push_str(r[0]["content"].as_str().unwrap());
+    }
+    assert!(output.contains("task on a") || output.contains("task on b"), "{output}");
+}

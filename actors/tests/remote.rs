@@ -238,3 +238,51 @@ fn background_tasks_stay_on_the_worker_that_started_them() {
     }
     assert!(output.contains("task on a") || output.contains("task on b"), "{output}");
 }
+
+#[test]
+fn a_call_that_times_out_is_stopped_on_its_worker() {
+    let _one = serial();
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &nats, SHELL_ROUTES, "[execution]\ncall_timeout_ms = 1500");
+    let marker = dir.path().join("marker");
+    let _w = worker(&config, "shell", &[]);
+    let command = format!("echo $$ >> {}; exec sleep 60", marker.display());
+    let mut replay = Replay::start(&config, dir.path(), &[sse(&[shell(&command)])]);
+    let results = replay.round(1, 60);
+    assert_eq!(error_meta(results[0]["content"].as_str().unwrap())["error"], "timeout", "{results:?}");
+    // The dispatcher's cancellation reaches the worker, which kills the command's process
+    // group; the worker's own backstop would only fire an ack wait (2 s) later.
+    let pid = lines(&marker)[0].clone();
+    wait_until(1, "the worker to kill the command", || !Path::new(&format!("/proc/{pid}")).exists());
+}
+
+#[test]
+fn tools_only_workers_host_are_announced_and_routed() {
+    let _one = serial();
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let routes = r#"{ "time__*" = "mcp" }"#;
+    // The worker runs the MCP server; the dispatcher knows of it only from the announcement.
+    let worker_dir = dir.path().join("worker");
+    std::fs::create_dir_all(&worker_dir).unwrap();
+    let server = format!(
+        "[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"time\"\ncommand = [\"{}\", \"--local-timezone=UTC\"]\ndefer = false\nrequired = true\n",
+        repo().join(".test-deps/venv/bin/mcp-server-time").display()
+    );
+    let _w = worker(&write_config(&worker_dir, &nats, routes, &server), "mcp", &[]);
+    let config = write_config(dir.path(), &nats, routes, "");
+    let catalog = std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
+        .args(["catalog", "--format", "json", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&catalog.stdout);
+    assert!(listed.contains("time__get_current_time"), "{listed}");
+    let call = ("time__get_current_time", json!({"timezone": "UTC"}));
+    let mut replay = Replay::start(&config, dir.path(), &[sse(&[call])]);
+    let results = replay.round(1, 60);
+    let content = results[0]["content"].as_str().unwrap();
+    assert_eq!(results[0]["is_error"], false, "{content}");
+    assert!(content.starts_with("<external_content source=\"time__get_current_time\"") && content.contains("UTC"), "{content}");
+}

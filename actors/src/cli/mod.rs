@@ -158,7 +158,14 @@ pub fn with_toolset<T>(
         for notice in toolset.notices.iter().chain(toolset.registry.current().notices()) {
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
-        f(cfg, toolset).await
+        let remote = toolset.remote.clone();
+        let result = f(cfg, toolset).await;
+        if let Some(hub) = remote {
+            // Calls given up at the end (a timeout, a cancel) are settled with their workers
+            // before the process goes.
+            hub.drain(std::time::Duration::from_secs(5)).await;
+        }
+        result
     })
 }
 
@@ -181,9 +188,13 @@ fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
         let dispatcher = toolset.attach(toolslot_actors::Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
-        toolslot_actors::server::serve(cfg, dispatcher, toolset.mcp.clone())
+        let served = toolslot_actors::server::serve(cfg, dispatcher, toolset.mcp.clone())
             .await
-            .map_err(|e| CliError::Io(format!("server: {e}")))
+            .map_err(|e| CliError::Io(format!("server: {e}")));
+        if let Some(hub) = &toolset.remote {
+            hub.drain(std::time::Duration::from_secs(5)).await;
+        }
+        served
     })
 }
 

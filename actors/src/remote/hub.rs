@@ -58,6 +58,8 @@ pub struct RemoteHub {
     /// Tools known only from announcements, in the order they arrived.
     announced: Mutex<(Vec<Arc<dyn ToolSpec>>, HashSet<String>)>,
     live: OnceLock<LiveRegistry>,
+    /// Calls being given up on their own tasks, which a closing host waits for.
+    settling: std::sync::atomic::AtomicUsize,
     me: Weak<RemoteHub>,
 }
 
@@ -85,6 +87,7 @@ impl RemoteHub {
             local: Mutex::new(HashSet::new()),
             announced: Mutex::new((Vec::new(), HashSet::new())),
             live: OnceLock::new(),
+            settling: std::sync::atomic::AtomicUsize::new(0),
             me: me.clone(),
         });
         // The workers already there, before the first registry is built from them.
@@ -101,6 +104,15 @@ impl RemoteHub {
         actix::spawn(Arc::clone(&hub).watch_records());
         actix::spawn(Arc::clone(&hub).watch_advisories());
         Ok(hub)
+    }
+
+    /// Waits (at most `limit`) until the calls being given up are settled, so that a host
+    /// that exits right after a round still tells the workers to stop what it gave up.
+    pub async fn drain(&self, limit: Duration) {
+        let until = Instant::now() + limit;
+        while self.settling.load(std::sync::atomic::Ordering::SeqCst) > 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     fn caller(&self) -> Option<Arc<dyn RemoteCaller>> {
@@ -474,8 +486,10 @@ impl Drop for Pending {
                 settled: true,
             };
             // Drop cannot wait: the call is given up on its own task.
+            self.hub.settling.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             tokio::spawn(async move {
                 let _ = rest.settle("the call was given up (round cancelled or timed out)".into()).await;
+                rest.hub.settling.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             });
         }
     }

@@ -387,10 +387,13 @@ impl Worker {
         let input = job.input.clone();
         let run = AssertUnwindSafe(async move { spec.run(input, &ctx).await }).catch_unwind();
         let name = &job.tool;
+        // The dispatcher stops the call at its timeout and tells this worker; the worker's own
+        // limit, an ack wait later, is the backstop for a cancellation that never arrives.
+        let limit = job.timeout_ms.saturating_add(self.config.remote.ack_wait_ms);
         let done = if job.timeout_ms == 0 {
             Ok(run.await)
         } else {
-            tokio::time::timeout(Duration::from_millis(job.timeout_ms), run).await
+            tokio::time::timeout(Duration::from_millis(limit), run).await
         };
         match done {
             Ok(Ok(r)) => r,
@@ -400,7 +403,7 @@ impl Worker {
             ))),
             Err(_) => Err(ToolError {
                 category: ErrorCategory::Timeout,
-                message: format!("`{name}` did not finish within {} ms and was stopped; its outcome is unknown.", job.timeout_ms),
+                message: format!("`{name}` did not finish within {limit} ms and was stopped; its outcome is unknown."),
                 field: None,
                 started: true,
             }),

@@ -58,11 +58,21 @@ fn routed_calls_run_on_a_worker_and_large_results_come_back_whole() {
     assert!(results[0]["content"].as_str().unwrap().contains("ran by the-worker"), "{results:?}");
     let big = results[1]["content"].as_str().unwrap();
     assert!(big.starts_with("1\n2\n3\n") && big.contains("20000"), "head and tail kept");
-    let reference = big.split("ref=").nth(1).expect("the full output was saved").split(' ').next().unwrap().to_string();
+    let reference = big
+        .split("ref=")
+        .nth(1)
+        .expect("the full output was saved")
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
     // The dispatcher saved the worker's whole output (retrieve_tool_result reads it there).
     let saved = find_file(&dir.path().join("overflow"), &format!("{reference}.txt")).expect("saved output file");
     let whole = std::fs::read_to_string(saved).unwrap();
-    assert!(whole.starts_with("1\n") && whole.contains("\n12345\n") && whole.contains("\n20000\n"), "saved whole");
+    assert!(
+        whole.starts_with("1\n") && whole.contains("\n12345\n") && whole.contains("\n20000\n"),
+        "saved whole"
+    );
 }
 
 fn find_file(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
@@ -84,7 +94,12 @@ fn a_pool_without_a_live_worker_answers_unavailable_at_once() {
     let _one = serial();
     let nats = Nats::start();
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &nats, r#"{ "exec_shell" = "nobody" }"#, "[execution]\ncall_timeout_ms = 600000");
+    let config = write_config(
+        dir.path(),
+        &nats,
+        r#"{ "exec_shell" = "nobody" }"#,
+        "[execution]\ncall_timeout_ms = 600000",
+    );
     let marker = dir.path().join("marker");
     let started = std::time::Instant::now();
     let mut replay = Replay::start(&config, dir.path(), &[sse(&[shell(&format!("echo x >> {}", marker.display()))])]);
@@ -92,7 +107,10 @@ fn a_pool_without_a_live_worker_answers_unavailable_at_once() {
     let meta = error_meta(results[0]["content"].as_str().unwrap());
     assert_eq!(meta["error"], "unavailable", "{results:?}");
     assert_eq!(meta["side_effect"], "not_started", "{results:?}");
-    assert!(started.elapsed() < Duration::from_secs(60), "answered long before the call's timeout");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "answered long before the call's timeout"
+    );
     assert!(lines(&marker).is_empty(), "nothing ran");
 }
 
@@ -115,7 +133,10 @@ fn a_worker_killed_during_a_writing_call_gives_outcome_unknown_and_no_second_run
     let results = replay.round(1, 60);
     let content = results[0]["content"].as_str().unwrap();
     assert_eq!(error_meta(content)["error"], "outcome_unknown", "{content}");
-    assert!(content.contains("was running on worker") && content.contains("check before retrying"), "{content}");
+    assert!(
+        content.contains("was running on worker") && content.contains("check before retrying"),
+        "{content}"
+    );
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(lines(&marker).len(), 1, "run once, never again");
 }
@@ -189,7 +210,9 @@ fn a_worker_stopped_past_the_ack_wait_loses_the_call_and_kills_it_when_it_wakes(
     signal(w.pid(), libc::SIGCONT);
     // Awake, the worker finds its claim overwritten and stops the command.
     let pid = lines(&marker)[0].clone();
-    wait_until(20, "the stale command to be killed", || !Path::new(&format!("/proc/{pid}")).exists());
+    wait_until(20, "the stale command to be killed", || {
+        !Path::new(&format!("/proc/{pid}")).exists()
+    });
     assert_eq!(lines(&marker).len(), 1);
 }
 
@@ -250,7 +273,11 @@ fn a_call_that_times_out_is_stopped_on_its_worker() {
     let command = format!("echo $$ >> {}; exec sleep 60", marker.display());
     let mut replay = Replay::start(&config, dir.path(), &[sse(&[shell(&command)])]);
     let results = replay.round(1, 60);
-    assert_eq!(error_meta(results[0]["content"].as_str().unwrap())["error"], "timeout", "{results:?}");
+    assert_eq!(
+        error_meta(results[0]["content"].as_str().unwrap())["error"],
+        "timeout",
+        "{results:?}"
+    );
     // The dispatcher's cancellation reaches the worker, which kills the command's process
     // group; the worker's own backstop would only fire an ack wait (2 s) later.
     let pid = lines(&marker)[0].clone();
@@ -284,5 +311,49 @@ fn tools_only_workers_host_are_announced_and_routed() {
     let results = replay.round(1, 60);
     let content = results[0]["content"].as_str().unwrap();
     assert_eq!(results[0]["is_error"], false, "{content}");
-    assert!(content.starts_with("<external_content source=\"time__get_current_time\"") && content.contains("UTC"), "{content}");
+    assert!(
+        content.starts_with("<external_content source=\"time__get_current_time\"") && content.contains("UTC"),
+        "{content}"
+    );
+}
+
+#[test]
+fn serve_routes_calls_to_workers_from_its_worker_threads() {
+    let _one = serial();
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    // Sessions on two worker threads, the hub's listeners on the server's own.
+    let extra = format!("[server]\nbind = \"{addr}\"\n[execution]\nworkers = 2");
+    let config = write_config(dir.path(), &nats, SHELL_ROUTES, &extra);
+    let _w = worker(&config, "shell", &[("WHO", "the-worker")]);
+    let _serve = serve(&config);
+    let body = json!({"workspace": dir.path(), "approval_mode": "full-auto"}).to_string();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (status, text) = http(&addr, "POST", "/v1/sessions", body.as_bytes());
+        assert_eq!(status, 200, "{text}");
+        ids.push(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()["session_id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    for id in &ids {
+        let round = sse(&[shell("echo one on $WHO"), shell("echo two on $WHO")]);
+        let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes());
+        assert_eq!(status, 200, "{text}");
+        let last: serde_json::Value = text
+            .split("\n\n")
+            .filter_map(|f| f.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .last()
+            .unwrap();
+        let results = last["results"].as_array().unwrap();
+        assert_eq!(results.len(), 2, "{last}");
+        assert!(results[0]["content"].as_str().unwrap().contains("one on the-worker"), "{last}");
+        assert!(results[1]["content"].as_str().unwrap().contains("two on the-worker"), "{last}");
+    }
 }

@@ -579,7 +579,9 @@ impl Config {
             }
         }
         let r = &self.remote;
-        if r.enabled() && (r.ack_wait_ms < 1000 || r.announce_ttl_ms < 1000 || r.watchdog_interval_ms == 0 || r.read_only_max_deliveries < 1) {
+        if r.enabled()
+            && (r.ack_wait_ms < 1000 || r.announce_ttl_ms < 1000 || r.watchdog_interval_ms == 0 || r.read_only_max_deliveries < 1)
+        {
             return Err(ConfigError::Invalid {
                 key: "remote.ack_wait_ms / announce_ttl_ms / watchdog_interval_ms / read_only_max_deliveries".into(),
                 reason: "ack_wait_ms and announce_ttl_ms must be at least 1000 (JetStream counts in seconds and whole heartbeats), the watchdog interval above 0, and deliveries at least 1".into(),

@@ -86,7 +86,10 @@ mod tests {
     fn background_calls_follow_their_task() {
         use serde_json::json;
         assert_eq!(affinity("exec_shell", &json!({"command": "ls"})), Affinity::Any);
-        assert_eq!(affinity("exec_shell", &json!({"command": "x", "background": true})), Affinity::PreferTaskOwner);
+        assert_eq!(
+            affinity("exec_shell", &json!({"command": "x", "background": true})),
+            Affinity::PreferTaskOwner
+        );
         assert_eq!(affinity("shell_output", &json!({"task_id": "t1"})), Affinity::TaskOwner);
         assert_eq!(affinity("kill_shell", &json!({})), Affinity::TaskOwner);
     }

@@ -94,7 +94,13 @@ fn unix_ms() -> u64 {
 fn call_key(session: &str) -> String {
     let safe: String = session
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(64)
         .collect();
     format!("{}.{}", if safe.is_empty() { "_" } else { &safe }, crate::output::random_hex(8))
@@ -125,7 +131,9 @@ impl Tool for RemoteTool {
                         let id = input.get("task_id").and_then(Value::as_str).unwrap_or("");
                         return Err(ToolError::invalid(
                             "task_id",
-                            format!("No background task `{id}`: this session has started none (exec_shell with \"background\": true starts one)."),
+                            format!(
+                                "No background task `{id}`: this session has started none (exec_shell with \"background\": true starts one)."
+                            ),
                         ));
                     }
                 },

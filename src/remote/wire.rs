@@ -228,7 +228,11 @@ mod tests {
             trailer: Some("[exit code: 1]".into()),
             partial: false,
         };
-        for r in [Ok(out), Err(ToolError::outcome_unknown("lost")), Err(ToolError::invalid("path", "bad"))] {
+        for r in [
+            Ok(out),
+            Err(ToolError::outcome_unknown("lost")),
+            Err(ToolError::invalid("path", "bad")),
+        ] {
             let wire = WireOutcome::from(r.clone());
             let json = serde_json::to_string(&CallRecord::Done {
                 worker: "w".into(),

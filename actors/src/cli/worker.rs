@@ -30,10 +30,15 @@ pub struct WorkerArgs {
 pub fn run(args: WorkerArgs) -> Result<(), CliError> {
     let cfg = Config::load(args.config.as_deref())?;
     if !cfg.remote.enabled() {
-        return Err(CliError::Usage("toolslot worker needs remote.nats_url (the NATS server it takes calls from)".into()));
+        return Err(CliError::Usage(
+            "toolslot worker needs remote.nats_url (the NATS server it takes calls from)".into(),
+        ));
     }
     if args.pool.is_empty() || !args.pool.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-        return Err(CliError::Usage(format!("--pool `{}` must be letters, digits, `_` or `-`", args.pool)));
+        return Err(CliError::Usage(format!(
+            "--pool `{}` must be letters, digits, `_` or `-`",
+            args.pool
+        )));
     }
     let slots = args.slots.unwrap_or(cfg.remote.worker_slots);
     if slots == 0 {

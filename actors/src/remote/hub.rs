@@ -139,7 +139,12 @@ impl RemoteHub {
     pub fn announced_tools(&self) -> Vec<Arc<dyn ToolSpec>> {
         let local = lock(&self.local);
         // A name defined here keeps its own definition (its schema and approval rules).
-        lock(&self.announced).0.iter().filter(|t| !local.contains(t.name())).cloned().collect()
+        lock(&self.announced)
+            .0
+            .iter()
+            .filter(|t| !local.contains(t.name()))
+            .cloned()
+            .collect()
     }
 
     /// From now on, tools workers announce are appended to `live`.
@@ -218,7 +223,9 @@ impl RemoteHub {
                 Ok(mut entries) => {
                     while let Some(entry) = entries.next().await {
                         let Ok(entry) = entry else { break };
-                        let Some(tx) = lock(&self.waiters).get(&entry.key).cloned() else { continue };
+                        let Some(tx) = lock(&self.waiters).get(&entry.key).cloned() else {
+                            continue;
+                        };
                         if let Ok(record) = serde_json::from_slice::<CallRecord>(&entry.value) {
                             let _ = tx.send(Signal::Record(record));
                         }
@@ -239,7 +246,9 @@ impl RemoteHub {
             match self.broker.client.subscribe(MAX_DELIVERIES_ADVISORY).await {
                 Ok(mut sub) => {
                     while let Some(msg) = sub.next().await {
-                        let Ok(a) = serde_json::from_slice::<Advisory>(&msg.payload) else { continue };
+                        let Ok(a) = serde_json::from_slice::<Advisory>(&msg.payload) else {
+                            continue;
+                        };
                         let key = lock(&self.by_seq).get(&a.stream_seq).cloned();
                         if let Some(key) = key
                             && let Some(tx) = lock(&self.waiters).get(&key).cloned()
@@ -302,7 +311,9 @@ impl RemoteHub {
                             call.settled = true;
                             return Err(ToolError::refused(
                                 ErrorCategory::Unavailable,
-                                format!("`{tool}` was not run: its arguments are larger than a NATS message may be ({e}). Nothing was run."),
+                                format!(
+                                    "`{tool}` was not run: its arguments are larger than a NATS message may be ({e}). Nothing was run."
+                                ),
                             ));
                         }
                         Err(e) => e.to_string(),
@@ -391,7 +402,16 @@ impl Pending {
         let mut outcome = Settled::Unknown("the record kept changing".into());
         for _ in 0..8 {
             outcome = match records::read(store, &self.key).await {
-                Ok(None) => match records::create(store, &self.key, &CallRecord::Abandoned { reason: reason.clone(), worker: None }).await {
+                Ok(None) => match records::create(
+                    store,
+                    &self.key,
+                    &CallRecord::Abandoned {
+                        reason: reason.clone(),
+                        worker: None,
+                    },
+                )
+                .await
+                {
                     Ok(_) => Settled::NotStarted,
                     Err(CasError::Conflict) => continue,
                     Err(CasError::Nats(e)) => Settled::Unknown(e),
@@ -423,7 +443,12 @@ impl Pending {
                 format!("`{tool}` was not run: {reason}; no worker started it, and none will. Nothing was run."),
             )),
             Settled::StartedOn(worker) => {
-                let _ = self.hub.broker.client.publish(cancel_subject(&worker), self.key.clone().into()).await;
+                let _ = self
+                    .hub
+                    .broker
+                    .client
+                    .publish(cancel_subject(&worker), self.key.clone().into())
+                    .await;
                 Err(ToolError::outcome_unknown(format!(
                     "`{tool}` was running on worker `{worker}` when it was lost ({reason}); its outcome is unknown; check before retrying."
                 )))
@@ -435,7 +460,12 @@ impl Pending {
     }
 
     /// The answer of a call a worker finished; a result kept in the object store is read back.
-    async fn finish(&mut self, worker: String, outcome: toolslot::remote::wire::WireOutcome, object: Option<String>) -> Result<RemoteAnswer, ToolError> {
+    async fn finish(
+        &mut self,
+        worker: String,
+        outcome: toolslot::remote::wire::WireOutcome,
+        object: Option<String>,
+    ) -> Result<RemoteAnswer, ToolError> {
         self.settled = true;
         let mut outcome = outcome;
         if let Some(name) = object {
@@ -499,7 +529,12 @@ impl RemoteCaller for RemoteHub {
     fn call<'a>(&'a self, pool: &'a str, job: Job, target: Option<&'a str>) -> BoxFuture<'a, Result<RemoteAnswer, ToolError>> {
         let span = tracing::info_span!("remote_call", key = %job.key, tool = %job.tool, pool);
         let Some(hub) = self.me.upgrade() else {
-            return Box::pin(async { Err(ToolError::refused(ErrorCategory::Unavailable, "the remote hub is shutting down; nothing was run.")) });
+            return Box::pin(async {
+                Err(ToolError::refused(
+                    ErrorCategory::Unavailable,
+                    "the remote hub is shutting down; nothing was run.",
+                ))
+            });
         };
         Box::pin(hub.run_call(pool.to_string(), job, target.map(str::to_string)).instrument(span))
     }

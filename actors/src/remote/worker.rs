@@ -89,7 +89,10 @@ pub async fn run_worker(config: Arc<Config>, registry: LiveRegistry, options: Wo
     let cfg = &config.remote;
     let id = format!("{}-{}", options.pool, toolslot::output::random_hex(4));
     let broker = Broker::connect(cfg, &format!("toolslot-worker-{id}")).await?;
-    let queues = [broker.queue(cfg, &options.pool, false).await?, broker.queue(cfg, &options.pool, true).await?];
+    let queues = [
+        broker.queue(cfg, &options.pool, false).await?,
+        broker.queue(cfg, &options.pool, true).await?,
+    ];
     let client = broker.client.clone();
     let sub = |subject: String| {
         let client = client.clone();
@@ -251,7 +254,7 @@ impl Worker {
     }
 
     /// A call from a queue.
-    async fn delivered(self: Arc<Self>, msg: jetstream::Message, _slot: OwnedSemaphorePermit) {
+    async fn delivered(self: Arc<Self>, msg: jetstream::Message, slot: OwnedSemaphorePermit) {
         let attempt = msg.info().map_or(1, |i| i.delivered);
         let job: Job = match serde_json::from_slice(&msg.payload) {
             Ok(j) => j,
@@ -262,7 +265,7 @@ impl Worker {
             }
         };
         match self.claim(&job, attempt).await {
-            Claim::Mine(rev) => self.work(job, rev, Some(msg)).await,
+            Claim::Mine(rev) => self.work(job, rev, Some(msg), Some(slot)).await,
             Claim::Taken => {
                 let _ = msg.ack_with(AckKind::Term).await;
             }
@@ -270,7 +273,11 @@ impl Worker {
                 tracing::warn!(worker = %self.id, key = %job.key, error = %e, "cannot claim a call");
                 // A read-only call may be tried again; one that may write is never delivered
                 // twice, and the dispatcher reports it as not started.
-                let kind = if job.read_only { AckKind::Nak(Some(Duration::from_millis(500))) } else { AckKind::Term };
+                let kind = if job.read_only {
+                    AckKind::Nak(Some(Duration::from_millis(500)))
+                } else {
+                    AckKind::Term
+                };
                 let _ = msg.ack_with(kind).await;
             }
         }
@@ -295,6 +302,14 @@ impl Worker {
             worker: self.id.clone(),
             attempt,
         };
+        // A first delivery usually finds no record: claim it in one round trip.
+        if attempt <= 1 {
+            match records::create(store, &job.key, &mine).await {
+                Ok(rev) => return Claim::Mine(rev),
+                Err(CasError::Conflict) => {}
+                Err(CasError::Nats(e)) => return Claim::Failed(e),
+            }
+        }
         for _ in 0..4 {
             match records::read(store, &job.key).await {
                 Ok(None) => match records::create(store, &job.key, &mine).await {
@@ -316,8 +331,9 @@ impl Worker {
         Claim::Taken
     }
 
-    /// Runs a claimed call to its record; `msg` is its queue message, if it came from one.
-    async fn work(self: Arc<Self>, job: Job, rev: u64, msg: Option<jetstream::Message>) {
+    /// Runs a claimed call to its record; `msg` is its queue message, if it came from one, and
+    /// `slot` the slot it holds, freed as soon as the result is recorded.
+    async fn work(self: Arc<Self>, job: Job, rev: u64, msg: Option<jetstream::Message>, slot: Option<OwnedSemaphorePermit>) {
         let span = tracing::info_span!("remote_run", worker = %self.id, key = %job.key, tool = %job.tool, session = %job.session);
         async move {
             let (stop_tx, mut stopped) = oneshot::channel();
@@ -353,6 +369,7 @@ impl Worker {
                 return;
             };
             self.record_done(&job, rev, result).await;
+            drop(slot);
             if let Some(m) = msg {
                 let _ = m.ack().await;
             }
@@ -477,7 +494,7 @@ impl Worker {
                     let _ = this.broker.client.publish(reply, answer.into()).await;
                 }
                 if let Some((job, rev)) = run {
-                    this.work(job, rev, None).await;
+                    this.work(job, rev, None, None).await;
                 }
             });
         }
@@ -503,4 +520,3 @@ impl Worker {
         let _ = self.broker.client.flush().await;
     }
 }
-

@@ -21,7 +21,10 @@ impl SessionServices for WorkerSession {
         self.files.lock().unwrap_or_else(|p| p.into_inner()).get(path).copied()
     }
     fn record_file_state(&self, path: &Path, modified: SystemTime) {
-        self.files.lock().unwrap_or_else(|p| p.into_inner()).insert(path.to_path_buf(), modified);
+        self.files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(path.to_path_buf(), modified);
     }
     fn activate_tools(&self, _names: &[String]) {}
     fn search_index(&self) -> Option<Arc<dyn ToolFinder>> {

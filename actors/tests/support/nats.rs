@@ -172,7 +172,8 @@ pub fn sse(calls: &[(&str, Value)]) -> String {
     );
     for (i, (name, args)) in calls.iter().enumerate() {
         let start = json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": format!("toolu_{i}"), "name": name, "input": {}}});
-        let delta = json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": args.to_string()}});
+        let delta =
+            json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": args.to_string()}});
         let stop = json!({"type": "content_block_stop", "index": i});
         out.push_str(&format!(
             "event: content_block_start\ndata: {start}\n\nevent: content_block_delta\ndata: {delta}\n\nevent: content_block_stop\ndata: {stop}\n\n"
@@ -281,4 +282,62 @@ pub fn lines(path: &Path) -> Vec<String> {
 /// The JSON line that ends every error result.
 pub fn error_meta(content: &str) -> Value {
     serde_json::from_str(content.lines().last().unwrap_or("")).unwrap_or(Value::Null)
+}
+
+/// `toolslot serve` with `config` (which must set `server.bind` to `addr`), ready when returned.
+pub fn serve(config: &Path) -> Proc {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolslot"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    loop {
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(line) if line.contains("listening on") => break,
+            Ok(_) => {}
+            Err(_) => panic!("toolslot serve did not start"),
+        }
+    }
+    Proc { child }
+}
+
+/// One HTTP/1.1 request (`Connection: close`); the status and the body (de-chunked).
+pub fn http(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, mut rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    if !head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        return (status, rest.to_string());
+    }
+    let mut out = String::new();
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || tail.len() < n {
+            break;
+        }
+        out.push_str(&tail[..n]);
+        rest = tail[n..].trim_start_matches("\r\n");
+    }
+    (status, out)
 }

@@ -45,6 +45,13 @@ struct Seen {
     at: Instant,
 }
 
+/// Tools known only from announcements, in the order they arrived, and their names.
+#[derive(Default)]
+struct Announced {
+    tools: Vec<Arc<dyn ToolSpec>>,
+    names: HashSet<String>,
+}
+
 /// The dispatcher's connection to the workers.
 pub struct RemoteHub {
     broker: Broker,
@@ -56,7 +63,7 @@ pub struct RemoteHub {
     /// Names defined here (local tools routed away): announcements never replace them.
     local: Mutex<HashSet<String>>,
     /// Tools known only from announcements, in the order they arrived.
-    announced: Mutex<(Vec<Arc<dyn ToolSpec>>, HashSet<String>)>,
+    announced: Mutex<Announced>,
     live: OnceLock<LiveRegistry>,
     /// Calls being given up on their own tasks, which a closing host waits for.
     settling: std::sync::atomic::AtomicUsize,
@@ -85,7 +92,7 @@ impl RemoteHub {
             waiters: Mutex::new(HashMap::new()),
             by_seq: Mutex::new(HashMap::new()),
             local: Mutex::new(HashSet::new()),
-            announced: Mutex::new((Vec::new(), HashSet::new())),
+            announced: Mutex::new(Announced::default()),
             live: OnceLock::new(),
             settling: std::sync::atomic::AtomicUsize::new(0),
             me: me.clone(),
@@ -140,7 +147,7 @@ impl RemoteHub {
         let local = lock(&self.local);
         // A name defined here keeps its own definition (its schema and approval rules).
         lock(&self.announced)
-            .0
+            .tools
             .iter()
             .filter(|t| !local.contains(t.name()))
             .cloned()
@@ -160,10 +167,13 @@ impl RemoteHub {
             let local = lock(&self.local);
             let mut announced = lock(&self.announced);
             for t in &a.tools {
-                if self.routes.pool_of(&t.name) == Some(a.pool.as_str()) && !local.contains(&t.name) && announced.1.insert(t.name.clone()) {
+                if self.routes.pool_of(&t.name) == Some(a.pool.as_str())
+                    && !local.contains(&t.name)
+                    && announced.names.insert(t.name.clone())
+                {
                     let spec: Arc<dyn ToolSpec> = Arc::new(AnnouncedSpec(t.clone()));
                     let tool: Arc<dyn ToolSpec> = Arc::new(RemoteTool::new(spec, a.pool.clone(), Arc::clone(&caller)));
-                    announced.0.push(Arc::clone(&tool));
+                    announced.tools.push(Arc::clone(&tool));
                     new.push(tool);
                 }
             }

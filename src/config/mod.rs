@@ -641,6 +641,22 @@ mod tests {
     }
 
     #[test]
+    fn remote_routes_name_pools_nats_accepts() {
+        let f = file_with("[remote]\nroutes = { \"exec_shell\" = \"shell\", \"git__*\" = \"mcp-pool_2\" }\n");
+        let c = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap();
+        assert_eq!(c.remote.routes.get("git__*").map(String::as_str), Some("mcp-pool_2"));
+        assert!(!c.remote.enabled(), "routes alone route nothing: no NATS server is named");
+        for bad in ["a.b", "a b", "", "x>"] {
+            let f = file_with(&format!("[remote]\nroutes = {{ \"exec_shell\" = \"{bad}\" }}\n"));
+            let err = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap_err().to_string();
+            assert!(err.contains("remote.routes"), "{bad:?}: {err}");
+        }
+        let f = file_with("[remote]\nnats_url = \"nats://127.0.0.1:4222\"\nack_wait_ms = 10\n");
+        let err = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap_err().to_string();
+        assert!(err.contains("ack_wait_ms"), "{err}");
+    }
+
+    #[test]
     fn file_overlays_defaults() {
         let f = file_with("[approval]\nmode = \"full-auto\"\n[network]\nallow_hosts = [\"127.0.0.1\"]\n");
         let c = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap();

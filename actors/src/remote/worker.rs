@@ -332,7 +332,7 @@ impl Worker {
     }
 
     /// Runs a claimed call to its record; `msg` is its queue message, if it came from one, and
-    /// `slot` the slot it holds, freed as soon as the result is recorded.
+    /// `slot` the slot it holds, freed as soon as the tool has finished.
     async fn work(self: Arc<Self>, job: Job, rev: u64, msg: Option<jetstream::Message>, slot: Option<OwnedSemaphorePermit>) {
         let span = tracing::info_span!("remote_run", worker = %self.id, key = %job.key, tool = %job.tool, session = %job.session);
         async move {
@@ -361,6 +361,8 @@ impl Worker {
                 }
             };
             lock(&self.running).remove(&job.key);
+            // The tool is done: its slot takes the next call while the result is recorded.
+            drop(slot);
             let Some(result) = result else {
                 tracing::info!("the call was given up by the dispatcher; stopped");
                 if let Some(m) = msg {
@@ -369,7 +371,6 @@ impl Worker {
                 return;
             };
             self.record_done(&job, rev, result).await;
-            drop(slot);
             if let Some(m) = msg {
                 let _ = m.ack().await;
             }

@@ -2,8 +2,9 @@
 //!
 //! A worker announces itself (pool, tools, slots, running calls, version) under its id in the
 //! workers bucket, re-announcing three times per `remote.announce_ttl_ms`, and pulls from its
-//! pool's two queues no more calls than it has free slots. Before a tool runs, the worker
-//! claims the call's record with compare-and-set (`started`); while it runs, it acknowledges
+//! pool's two queues no more calls than it has free slots. Before a tool that may write runs,
+//! the worker claims the call's record with compare-and-set (`started`; a read-only tool starts
+//! while its claim is written, and its result counts only if the claim holds); while it runs, it acknowledges
 //! progress three times per `remote.ack_wait_ms` and checks that its claim still stands; when
 //! it ends, it writes `done` over its own claim and acknowledges the message. A claim that was
 //! overwritten (the dispatcher gave the call up) stops the tool, which kills its process group,
@@ -70,6 +71,14 @@ enum Claim {
     Mine(u64),
     Taken,
     Failed(String),
+}
+
+/// Where a call's claim stands when it starts to run.
+enum Held {
+    /// Written: the record's revision.
+    Claimed(u64),
+    /// Being written while a read-only call runs (its delivery attempt).
+    Claiming(i64),
 }
 
 fn unix_ms() -> u64 {
@@ -264,8 +273,19 @@ impl Worker {
                 return;
             }
         };
+        if lock(&self.running).contains_key(&job.key) {
+            // Delivered again while it runs here: the run under way answers it.
+            let _ = msg.ack_with(AckKind::Term).await;
+            return;
+        }
+        if job.read_only {
+            // A read-only call has no side effect to guard: it starts while its claim is being
+            // written, and its result counts only if the claim holds.
+            self.work(job, Held::Claiming(attempt), Some(msg), Some(slot)).await;
+            return;
+        }
         match self.claim(&job, attempt).await {
-            Claim::Mine(rev) => self.work(job, rev, Some(msg), Some(slot)).await,
+            Claim::Mine(rev) => self.work(job, Held::Claimed(rev), Some(msg), Some(slot)).await,
             Claim::Taken => {
                 let _ = msg.ack_with(AckKind::Term).await;
             }
@@ -287,9 +307,6 @@ impl Worker {
     /// read-only call a lost worker had claimed is taken over; one that may write never is.
     async fn claim(&self, job: &Job, attempt: i64) -> Claim {
         let store = &self.broker.records;
-        if lock(&self.running).contains_key(&job.key) {
-            return Claim::Taken;
-        }
         if unix_ms() > job.not_after_ms {
             let late = CallRecord::Abandoned {
                 reason: "no worker took it before its deadline".into(),
@@ -331,42 +348,82 @@ impl Worker {
         Claim::Taken
     }
 
-    /// Runs a claimed call to its record; `msg` is its queue message, if it came from one, and
-    /// `slot` the slot it holds, freed as soon as the tool has finished.
-    async fn work(self: Arc<Self>, job: Job, rev: u64, msg: Option<jetstream::Message>, slot: Option<OwnedSemaphorePermit>) {
+    /// Runs a call to its record; `msg` is its queue message, if it came from one, and `slot`
+    /// the slot it holds, freed as soon as the tool has finished.
+    async fn work(self: Arc<Self>, job: Job, held: Held, msg: Option<jetstream::Message>, slot: Option<OwnedSemaphorePermit>) {
         let span = tracing::info_span!("remote_run", worker = %self.id, key = %job.key, tool = %job.tool, session = %job.session);
         async move {
             let (stop_tx, mut stopped) = oneshot::channel();
             lock(&self.running).insert(job.key.clone(), stop_tx);
+            let (mut rev, mut claiming) = match held {
+                Held::Claimed(rev) => (Some(rev), None),
+                Held::Claiming(attempt) => (None, Some(Box::pin(self.claim(&job, attempt)))),
+            };
+            let mut refused = None;
             let run = self.execute(&job);
             let mut run = std::pin::pin!(run);
             let mut tick = tokio::time::interval(Duration::from_millis((self.config.remote.ack_wait_ms / 3).max(100)));
             tick.tick().await;
-            let result = loop {
+            let mut result = loop {
                 tokio::select! {
                     r = &mut run => break Some(r),
+                    c = async { match claiming.as_mut() { Some(c) => c.await, None => std::future::pending().await } }, if claiming.is_some() => {
+                        claiming = None;
+                        match c {
+                            Claim::Mine(r) => rev = Some(r),
+                            other => {
+                                refused = Some(other);
+                                break None;
+                            }
+                        }
+                    }
                     // Dropping the tool's future stops it (exec_shell kills its process group).
                     _ = &mut stopped => break None,
                     _ = tick.tick() => {
                         if let Some(m) = &msg {
                             let _ = m.ack_with(AckKind::Progress).await;
                         }
-                        match records::read(&self.broker.records, &job.key).await {
-                            Ok(Some((CallRecord::Started { worker, .. }, r))) if worker == self.id && r == rev => {}
-                            // NATS is not answering: the tool goes on, its result is written later.
-                            Err(_) => {}
-                            Ok(_) => break None,
+                        if let Some(rev) = rev {
+                            match records::read(&self.broker.records, &job.key).await {
+                                Ok(Some((CallRecord::Started { worker, .. }, r))) if worker == self.id && r == rev => {}
+                                // NATS is not answering: the tool goes on, its result is written later.
+                                Err(_) => {}
+                                Ok(_) => break None,
+                            }
                         }
                     }
                 }
             };
+            // A read-only call that ended before its claim was written waits for the claim.
+            if result.is_some()
+                && rev.is_none()
+                && let Some(c) = claiming.take()
+            {
+                match c.await {
+                    Claim::Mine(r) => rev = Some(r),
+                    other => {
+                        refused = Some(other);
+                        result = None;
+                    }
+                }
+            }
             lock(&self.running).remove(&job.key);
             // The tool is done: its slot takes the next call while the result is recorded.
             drop(slot);
-            let Some(result) = result else {
-                tracing::info!("the call was given up by the dispatcher; stopped");
+            let (Some(result), Some(rev)) = (result, rev) else {
+                let kind = match refused {
+                    Some(Claim::Failed(e)) => {
+                        tracing::warn!(error = %e, "cannot claim a call; it will be delivered again");
+                        AckKind::Nak(Some(Duration::from_millis(500)))
+                    }
+                    Some(_) => AckKind::Term,
+                    None => {
+                        tracing::info!("the call was given up by the dispatcher; stopped");
+                        AckKind::Term
+                    }
+                };
                 if let Some(m) = msg {
-                    let _ = m.ack_with(AckKind::Term).await;
+                    let _ = m.ack_with(kind).await;
                 }
                 return;
             };
@@ -486,7 +543,7 @@ impl Worker {
                 let (answer, run) = match job {
                     Err(e) => (format!("not a call: {e}"), None),
                     Ok(job) => match this.claim(&job, 1).await {
-                        Claim::Mine(rev) => ("started".to_string(), Some((job, rev))),
+                        Claim::Mine(rev) => ("started".to_string(), Some((job, Held::Claimed(rev)))),
                         Claim::Taken => ("taken or given up already".to_string(), None),
                         Claim::Failed(e) => (format!("cannot claim it: {e}"), None),
                     },
@@ -494,8 +551,8 @@ impl Worker {
                 if let Some(reply) = reply {
                     let _ = this.broker.client.publish(reply, answer.into()).await;
                 }
-                if let Some((job, rev)) = run {
-                    this.work(job, rev, None, None).await;
+                if let Some((job, held)) = run {
+                    this.work(job, held, None, None).await;
                 }
             });
         }

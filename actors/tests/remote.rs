@@ -357,3 +357,56 @@ fn serve_routes_calls_to_workers_from_its_worker_threads() {
         assert!(results[1]["content"].as_str().unwrap().contains("two on the-worker"), "{last}");
     }
 }
+
+#[test]
+fn a_worker_told_to_stop_finishes_its_call_then_leaves_the_pool() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let marker = dir.path().join("marker");
+    let mut w = worker(&config, "shell", &[]);
+    let command = format!("echo run >> {}; sleep 1; echo finished", marker.display());
+    let rounds = [
+        sse(&[shell(&command)]),
+        sse(&[shell(&format!("echo again >> {}", marker.display()))]),
+    ];
+    let mut replay = Replay::start(&config, &dir.path().join("ws"), &rounds);
+    wait_until(30, "the command to start", || lines(&marker).len() == 1);
+    signal(w.pid(), libc::SIGTERM);
+    let first = replay.round(1, 60);
+    assert!(
+        first[0]["content"].as_str().unwrap().contains("finished"),
+        "the running call ends normally: {first:?}"
+    );
+    let status = w.child.wait().unwrap();
+    assert!(status.success(), "a clean exit: {status:?}");
+    // Gone from the pool: the next call is not run, and says so.
+    let second = replay.round(1, 60);
+    let meta = error_meta(second[0]["content"].as_str().unwrap());
+    assert_eq!(
+        (meta["error"].as_str(), meta["side_effect"].as_str()),
+        (Some("unavailable"), Some("not_started")),
+        "{second:?}"
+    );
+    assert_eq!(lines(&marker), vec!["run".to_string()]);
+}
+
+#[test]
+fn an_unreachable_nats_server_is_a_one_line_startup_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, format!("[remote]\nnats_url = \"nats://127.0.0.1:{port}\"\n")).unwrap();
+    for args in [vec!["catalog"], vec!["worker", "--pool", "shell"]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
+            .args(&args)
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("cannot reach NATS") && !err.contains("panicked"), "{err}");
+    }
+}

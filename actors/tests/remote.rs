@@ -410,3 +410,20 @@ fn an_unreachable_nats_server_is_a_one_line_startup_error() {
         assert!(err.contains("cannot reach NATS") && !err.contains("panicked"), "{err}");
     }
 }
+
+#[test]
+fn a_writing_call_longer_than_the_ack_wait_is_kept_alive_by_progress_acks() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let marker = dir.path().join("marker");
+    let _w = worker(&config, "shell", &[]);
+    // Five seconds against an ack wait of two: without in-progress acks the server would count
+    // the delivery as lost, and the call would come back `outcome_unknown`.
+    let command = format!("echo run >> {}; sleep 5; echo finished", marker.display());
+    let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[shell(&command)])]);
+    let results = replay.round(1, 60);
+    assert_eq!(results[0]["is_error"], false, "{results:?}");
+    assert!(results[0]["content"].as_str().unwrap().contains("finished"), "{results:?}");
+    assert_eq!(lines(&marker).len(), 1);
+}

@@ -32,6 +32,7 @@ pub mod registry;
 pub mod repair;
 pub mod schema;
 pub mod session;
+pub mod shell;
 pub mod stream;
 pub mod tool;
 pub mod tool_name;

@@ -10,7 +10,6 @@ use super::parse_input;
 use super::shell_process::{GroupGuard, shell_command};
 use crate::config::NetworkPolicy;
 use crate::output::{Budget, truncate};
-use crate::plan::arity::{has_shell_syntax, shell_approval_key, tokenize};
 use crate::tool::{
     ApprovalRequirement, Approvals, Capability, ErrorCategory, OutputKind, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec,
 };
@@ -27,69 +26,6 @@ struct Input {
     timeout_ms: Option<u64>,
     #[serde(default)]
     background: bool,
-}
-
-/// Commands that only read, run without approval when they hold no shell operators or
-/// redirections. Each entry is a program, or a program and its subcommand.
-pub const READ_ONLY_COMMANDS: &[&str] = &[
-    "ls",
-    "cat",
-    "head",
-    "tail",
-    "wc",
-    "pwd",
-    "echo",
-    "grep",
-    "rg",
-    "tree",
-    "stat",
-    "file",
-    "which",
-    "du",
-    "df",
-    "date",
-    "uname",
-    "whoami",
-    "env",
-    "printenv",
-    "git status",
-    "git diff",
-    "git log",
-    "git show",
-    "git blame",
-    "git ls-files",
-    "git rev-parse",
-    "cargo metadata",
-    "cargo tree",
-    "find",
-];
-
-/// Arguments that make an otherwise read-only command write or execute.
-const WRITING_ARGS: &[&str] = &[
-    "-exec", "-execdir", "-delete", "-fprint", "-fprintf", "-fls", "-ok", "-okdir", "--output", "-o",
-];
-
-/// Whether `command` is on the read-only allow-list (and so runs without approval).
-pub fn is_read_only_command(command: &str) -> bool {
-    if has_shell_syntax(command) {
-        return false;
-    }
-    let Some(words) = tokenize(command) else {
-        return false;
-    };
-    let Some(first) = words.first() else {
-        return false;
-    };
-    // `env` with arguments runs a program; only bare `env` reads.
-    if first == "env" && words.len() > 1 {
-        return false;
-    }
-    let plain: Vec<&str> = words.iter().map(String::as_str).filter(|w| !w.starts_with('-')).collect();
-    let listed = READ_ONLY_COMMANDS.iter().any(|entry| {
-        let parts: Vec<&str> = entry.split(' ').collect();
-        parts.len() <= plain.len() && parts.iter().zip(&plain).all(|(a, b)| a == b)
-    });
-    listed && !words.iter().any(|w| WRITING_ARGS.contains(&w.as_str()))
 }
 
 impl Tool for ExecShell {
@@ -203,49 +139,14 @@ impl ToolSpec for ExecShell {
     }
     fn approval_requirement_for_input(&self, input: &Value, policy: NetworkPolicy) -> ApprovalRequirement {
         match input.get("command").and_then(Value::as_str) {
-            Some(c) if is_read_only_command(c) => ApprovalRequirement::Auto,
+            Some(c) if crate::shell::judge_command(c).requirement == ApprovalRequirement::Auto => ApprovalRequirement::Auto,
             _ => self.approval_requirement(policy),
         }
     }
     fn approval_key(&self, input: &Value) -> String {
-        shell_approval_key(input.get("command").and_then(Value::as_str).unwrap_or(""))
+        crate::shell::approval_key(input.get("command").and_then(Value::as_str).unwrap_or(""))
     }
     fn field_aliases(&self) -> &[(&'static str, &'static str)] {
         &[("cmd", "command"), ("timeout", "timeout_ms")]
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_read_only_allow_list() {
-        for c in [
-            "ls -la",
-            "cat src/main.rs",
-            "git status",
-            "git diff HEAD~1",
-            "grep -rn 'a|b' src",
-            "find . -name '*.rs'",
-            "env",
-        ] {
-            assert!(is_read_only_command(c), "{c}");
-        }
-        for c in [
-            "rm -rf x",
-            "ls > out",
-            "cat a | sh",
-            "git push",
-            "git commit -m x",
-            "find . -delete",
-            "find . -exec rm {} ;",
-            "echo $(rm -rf /)",
-            "env rm -rf /",
-            "ls; rm x",
-            "cargo build",
-        ] {
-            assert!(!is_read_only_command(c), "{c}");
-        }
     }
 }

@@ -26,7 +26,7 @@ use serde_json::Value;
 use crate::tool::{ToolError, ToolSpec};
 
 pub use edit_file::EditFile;
-pub use exec_shell::{ExecShell, READ_ONLY_COMMANDS, is_read_only_command};
+pub use exec_shell::ExecShell;
 pub use fetch_url::{FetchUrl, Resolve, SystemResolver};
 pub use grep_files::GrepFiles;
 pub use html_text::html_to_text;

@@ -54,7 +54,7 @@ const FLOORS: &[&[&str]] = &[
     // The trait layer: what a tool is, and the services it may ask its host for.
     &["tool"],
     // Input: what the model sent, made usable.
-    &["forgery", "repair"],
+    &["forgery", "repair", "shell"],
     &["stream"],
     &["registry"],
     // Decisions about calls, and the economics of their results.

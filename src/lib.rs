@@ -30,6 +30,7 @@ pub mod output;
 pub mod plan;
 pub mod registry;
 pub mod repair;
+pub mod sandbox;
 pub mod schema;
 pub mod session;
 pub mod shell;

@@ -15,8 +15,26 @@ use crate::tool::{
 };
 
 /// Runs a shell command; stdout is the result, exit code and stderr are reported apart.
+///
+/// The default has no sandbox, and so no Auto: every command asks.
 #[derive(Debug, Default)]
-pub struct ExecShell;
+pub struct ExecShell {
+    /// Commands run in an OS sandbox here, so a command judged read-only may run unasked.
+    sandboxed: bool,
+    /// Why not, told once per session.
+    notice: Option<String>,
+}
+
+impl ExecShell {
+    /// exec_shell under `config`'s sandbox (detected once per process).
+    pub fn new(config: &crate::config::Config) -> Self {
+        let mode = config.shell.sandbox;
+        Self {
+            sandboxed: crate::sandbox::backend(mode) != crate::sandbox::Backend::None,
+            notice: crate::sandbox::unavailable_notice(mode),
+        }
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,9 +77,11 @@ impl Tool for ExecShell {
             }
             let limit = ctx.config.shell.timeout_ms;
             let timeout = Duration::from_millis(input.timeout_ms.map_or(limit, |t| t.min(limit)));
-            let mut cmd = shell_command(&input.command, ctx);
+            let mut sandboxed = shell_command(&input.command, ctx)?;
+            let cmd = &mut sandboxed.command;
             cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
             let mut child = cmd.spawn().map_err(|e| ToolError::tool(format!("cannot start the shell: {e}")))?;
+            sandboxed.guard.spawned();
             let group = GroupGuard(child.id());
             let mut stdout = child.stdout.take();
             let mut stderr = child.stderr.take();
@@ -105,10 +125,21 @@ impl Tool for ExecShell {
             let code = status.code();
             let stdout = String::from_utf8_lossy(&out).into_owned();
             let stderr = String::from_utf8_lossy(&err).into_owned();
+            use std::os::unix::process::ExitStatusExt;
+            // bubblewrap reports a signal death of the command as 128 + the signal.
+            let signal = status.signal().or(code
+                .filter(|c| *c > 128 && sandboxed.backend == crate::sandbox::Backend::Bwrap)
+                .map(|c| c - 128));
             let mut trailer = match code {
                 Some(c) => format!("[exit code: {c}]"),
                 None => "[killed by a signal]".to_string(),
             };
+            if code != Some(0)
+                && let Some(note) = crate::sandbox::denial_note(sandboxed.backend, ctx.grant, &stderr, signal)
+            {
+                trailer.push('\n');
+                trailer.push_str(&note);
+            }
             if !stderr.is_empty() {
                 // stderr gets its own small budget, tail-heavy: the error is at the end.
                 let o = &ctx.config.output;
@@ -138,8 +169,12 @@ impl ToolSpec for ExecShell {
         &[Capability::ExecutesCode]
     }
     fn approval_requirement_for_input(&self, input: &Value, policy: NetworkPolicy) -> ApprovalRequirement {
+        // Without a sandbox nothing is Auto: a judgement that missed something would run
+        // with the user's full rights.
         match input.get("command").and_then(Value::as_str) {
-            Some(c) if crate::shell::judge_command(c).requirement == ApprovalRequirement::Auto => ApprovalRequirement::Auto,
+            Some(c) if self.sandboxed && crate::shell::judge_command(c).requirement == ApprovalRequirement::Auto => {
+                ApprovalRequirement::Auto
+            }
             _ => self.approval_requirement(policy),
         }
     }
@@ -148,5 +183,8 @@ impl ToolSpec for ExecShell {
     }
     fn field_aliases(&self) -> &[(&'static str, &'static str)] {
         &[("cmd", "command"), ("timeout", "timeout_ms")]
+    }
+    fn session_notice(&self) -> Option<String> {
+        self.notice.clone()
     }
 }

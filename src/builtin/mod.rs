@@ -39,21 +39,21 @@ pub use write_file::WriteFile;
 /// The built-in tools the config leaves enabled (all but those named in `tools.disable`), in
 /// [`all`]'s order: what a host hands its `RegistryBuilder`.
 pub fn enabled(config: &crate::config::Config) -> Vec<Arc<dyn ToolSpec>> {
-    all()
+    all(config)
         .into_iter()
         .filter(|t| !config.tools.disable.iter().any(|d| d == t.name()))
         .collect()
 }
 
-/// Every built-in tool, in a fixed order.
-pub fn all() -> Vec<Arc<dyn ToolSpec>> {
+/// Every built-in tool, in a fixed order, under `config`'s sandbox.
+pub fn all(config: &crate::config::Config) -> Vec<Arc<dyn ToolSpec>> {
     vec![
         Arc::new(ReadFile),
         Arc::new(ListDir),
         Arc::new(GrepFiles),
         Arc::new(WriteFile),
         Arc::new(EditFile),
-        Arc::new(ExecShell),
+        Arc::new(ExecShell::new(config)),
         Arc::new(background::ShellOutput),
         Arc::new(background::KillShell),
         Arc::new(FetchUrl::default()),

@@ -57,8 +57,8 @@ const FLOORS: &[&[&str]] = &[
     &["forgery", "repair", "shell"],
     &["stream"],
     &["registry"],
-    // Decisions about calls, and the economics of their results.
-    &["plan", "output"],
+    // Decisions about calls, the economics of their results, and the OS sandbox programs run in.
+    &["plan", "output", "sandbox"],
     // Tools of each source.
     &["builtin", "mcp", "extension"],
     // What holds a session together.

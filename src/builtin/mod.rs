@@ -1,6 +1,7 @@
 //! The built-in tools, each a plain `ToolSpec` in its own file.
 //!
-//! Every file tool is confined to the session's workspace ([`workspace::confine`]); limits
+//! Every file tool is confined to the session's workspace ([`workspace::confine`]), and the write
+//! tools refuse the files that steer what runs next ([`protected::check`]); limits
 //! come from the config, never from constants here.
 
 pub mod address_policy;
@@ -11,6 +12,7 @@ mod fetch_url;
 mod grep_files;
 mod html_text;
 mod list_dir;
+pub mod protected;
 mod read_file;
 mod retrieve_tool_result;
 mod shell_process;

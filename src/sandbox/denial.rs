@@ -22,9 +22,10 @@ pub fn denial_note(backend: Backend, grant: Grant, stderr: &str, signal: Option<
         return None;
     }
     let text = stderr.to_ascii_lowercase();
-    let wrote = ["read-only file system", "permission denied", "operation not permitted"]
-        .iter()
-        .any(|s| text.contains(s));
+    // Landlock refuses a connection with EACCES, which reads like a file's "Permission denied":
+    // the word "connect" nearby tells them apart.
+    let refused_access = text.contains("permission denied") || text.contains("operation not permitted");
+    let about_connecting = text.contains("connect");
     let connected = [
         "network is unreachable",
         "could not resolve host",
@@ -35,7 +36,9 @@ pub fn denial_note(backend: Backend, grant: Grant, stderr: &str, signal: Option<
         "connection refused",
     ]
     .iter()
-    .any(|s| text.contains(s));
+    .any(|s| text.contains(s))
+        || (refused_access && about_connecting);
+    let wrote = text.contains("read-only file system") || (refused_access && !about_connecting);
     let mut refused = Vec::new();
     if wrote {
         refused.push(if grant.write {
@@ -75,6 +78,9 @@ mod tests {
         );
         let note = denial_note(Backend::Landlock, rw, "curl: (7) Failed to connect to x port 80", None).unwrap();
         assert!(note.contains("a connection") && note.contains("landlock"), "{note}");
+        let python = "  File \"socket.py\", in create_connection\nPermissionError: [Errno 13] Permission denied";
+        let note = denial_note(Backend::Landlock, rw, python, None).unwrap();
+        assert!(note.contains("a connection") && !note.contains("a write"), "{note}");
         assert!(denial_note(Backend::Bwrap, rw, "error: no such file", None).is_none());
         assert!(denial_note(Backend::None, ro, "Read-only file system", None).is_none());
         assert!(

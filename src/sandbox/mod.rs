@@ -152,6 +152,20 @@ pub fn landlock_works() -> bool {
     }
 }
 
+/// Makes this process's memory and `/proc` entries (its `environ`, which holds the host's API
+/// keys) unreadable to other processes of the same user that are not root, whatever sandbox the
+/// commands run in (also with none). A host calls it once at start-up; toolslot's binary does.
+///
+/// Root reads them anyway, which is why the sandbox hides toolslot's processes rather than
+/// relying on this.
+pub fn hide_host_process() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl(PR_SET_DUMPABLE) changes only this process's dumpable flag.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
 /// The system's folders a confined command may read: programs, their libraries and their
 /// configuration. `/proc`, `/home`, `/root`, `/tmp`, `/var`, `/run` and the rest stay hidden.
 const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"];

@@ -103,8 +103,13 @@ const LOOSE: &[Loose] = &[
         ]),
         exact_subcommands: &[],
         valued: &[],
-        // Global options are handled apart: every one but a few harmless ones is exact.
+        // Global options are handled apart: every one but a few harmless ones is exact. After
+        // the subcommand, the global ones still count (a subcommand may pass them on), and
+        // those that run a program.
         code: &[
+            Short('c'),
+            Short('C'),
+            Long("--config-env"),
             Long("--exec"),
             Long("--upload-pack"),
             Long("--receive-pack"),
@@ -483,7 +488,14 @@ fn loose_words(script: &Script) -> Option<Vec<String>> {
             {
                 return None;
             }
-            if before_sub && loose.valued.contains(&w.as_str()) && !w.contains('=') {
+            // An option's value is skipped only when it is one: `make -j -f x` is `-j` alone.
+            if before_sub
+                && loose.valued.contains(&w.as_str())
+                && !w.contains('=')
+                && let Some(value) = args.get(i + 1)
+                && !is_option(value)
+                && (loose.program != "make" || value.chars().all(|c| c.is_ascii_digit() || c == '.'))
+            {
                 i += 1;
             }
             i += 1;

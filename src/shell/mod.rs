@@ -30,3 +30,7 @@ pub use wrappers::{Runs, base_name};
 pub fn judge_command(command: &str) -> Judgement {
     judge(&parse(command))
 }
+
+#[cfg(test)]
+#[path = "shell_tests.rs"]
+mod tests;

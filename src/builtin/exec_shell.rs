@@ -51,7 +51,7 @@ impl Tool for ExecShell {
         "exec_shell"
     }
     fn description(&self) -> &str {
-        "Run a shell command (sh -c) in the workspace root. Returns stdout, then the exit code and stderr. Long output is cut in the middle; the full output can be retrieved."
+        "Run a shell command (sh -c) in the workspace root, in a sandbox: a plain command that only reads runs at once but sees only the workspace, read-only, without network; anything else needs approval and may then write the workspace. Returns stdout, then the exit code and stderr. Long output is cut in the middle; the full output can be retrieved."
     }
     fn input_schema(&self) -> Value {
         json!({

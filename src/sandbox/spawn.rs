@@ -184,6 +184,7 @@ fn set_up_child(cmd: &mut tokio::process::Command, limits: Limits, landlock: Opt
             lower_limit(libc::RLIMIT_DATA, limits.data_bytes)?;
             lower_limit(libc::RLIMIT_NPROC, limits.processes)?;
             lower_limit(libc::RLIMIT_FSIZE, limits.file_bytes)?;
+            #[cfg(target_os = "linux")]
             if drop_capabilities {
                 // Root keeps no capability across the exec: an empty bounding set. Without
                 // CAP_SETPCAP (not root) there is nothing to drop, and the call fails harmlessly.
@@ -191,6 +192,7 @@ fn set_up_child(cmd: &mut tokio::process::Command, limits: Limits, landlock: Opt
                     libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
                 }
             }
+            #[cfg(target_os = "linux")]
             if let Some(fd) = landlock {
                 if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                     return Err(io::Error::last_os_error());
@@ -199,6 +201,8 @@ fn set_up_child(cmd: &mut tokio::process::Command, limits: Limits, landlock: Opt
                     return Err(io::Error::last_os_error());
                 }
             }
+            #[cfg(not(target_os = "linux"))]
+            let _ = (landlock, drop_capabilities);
         }
         Ok(())
     };

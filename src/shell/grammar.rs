@@ -106,10 +106,13 @@ pub(super) fn parse_nested(command: &str, depth: usize) -> Script {
         return script;
     }
     // Bytes bash's grammar reads as a word gap, or skips, where `sh` keeps them in a word.
-    if command.chars().any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{7f}') {
-        script
-            .not_plain
-            .push("a control character (a carriage return, an escape, …) that shells read differently".into());
+    if command
+        .chars()
+        .any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{7f}' || (c.is_whitespace() && !matches!(c, ' ' | '\t' | '\n')))
+    {
+        script.not_plain.push(
+            "a control character or unusual space (a carriage return, an escape, a no-break space, …) that shells read differently".into(),
+        );
     }
     if command.contains("\\\n") {
         script.not_plain.push("a line continuation".into());
@@ -442,6 +445,8 @@ mod tests {
             "ls &&",
             "ls\rtouch PWNED",
             "ls\u{1b}[2J",
+            "ls\u{a0}-la",
+            "cat\u{2028}x",
             "ec\\\nho hi",
             "cat {/etc/passwd,x}",
             "echo {1..3}",

@@ -99,7 +99,8 @@ const READERS: &[Reader] = &[
     },
     Reader {
         program: "file",
-        // -C compiles a magic file (writes), -f reads names from a file, -m reads a magic file.
+        // -C compiles a magic file (writes), -f reads names from a file, -m reads a magic file,
+        // -z and -Z run decompressors.
         forbidden: &[
             Short('C'),
             Long("--compile"),
@@ -107,6 +108,9 @@ const READERS: &[Reader] = &[
             Long("--files-from"),
             Short('m'),
             Long("--magic-file"),
+            Short('z'),
+            Short('Z'),
+            Long("--uncompress"),
         ],
         args: Args::Paths,
     },

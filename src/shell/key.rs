@@ -334,6 +334,7 @@ const LOOSE: &[Loose] = &[
             Long("--override-ini"),
             Long("--rootdir"),
             Long("--confcutdir"),
+            Long("--pyargs"),
         ],
     ),
     simple("ls", &[]),
@@ -515,6 +516,15 @@ fn loose_words(script: &Script) -> Option<Vec<String>> {
         plain.push(w);
         i += 1;
     }
+    // A reader's approval covers other files of the workspace, not files outside it.
+    if loose.arity == 1
+        && loose.program != "echo"
+        && args
+            .iter()
+            .any(|a| super::judge::escapes(a.split_once('=').map_or(a, |(_, v)| v)).is_some())
+    {
+        return None;
+    }
     let arity = match plain.get(1) {
         Some(s) if loose.deeper.contains(&s.as_str()) => loose.arity + 1,
         _ => loose.arity,
@@ -543,6 +553,8 @@ fn loose_words(script: &Script) -> Option<Vec<String>> {
                 "stash" => key.get(2).is_some_and(|k| k == "drop" || k == "clear"),
                 // `git checkout -- .` / `git checkout .` throws changes away.
                 "checkout" => args.iter().any(|a| a == "--" || a == "."),
+                // `git push origin :main` deletes the remote branch.
+                "push" => args.iter().any(|a| a.starts_with(':')),
                 _ => false,
             };
             if destructive || args.iter().any(|a| is_option(a) && any(a, opts)) {
@@ -639,6 +651,11 @@ mod tests {
             "pytest -p evil_plugin",
             "rg --pre sh x",
             "bash -c 'git status'",
+            "git push origin :main",
+            "grep -r password ~/.ssh",
+            "cat /etc/shadow",
+            "ls ../other",
+            "pytest --pyargs evil",
         ] {
             assert_eq!(approval_key(cmd), exact_key(cmd), "{cmd}");
         }

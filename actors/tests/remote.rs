@@ -19,7 +19,7 @@ print("read ok")
 "#;
 
 /// A config routing the shell tools and the read-only extension `slow_read` to pool `shell`.
-fn setup(nats: &Nats) -> (tempfile::TempDir, std::path::PathBuf) {
+fn setup_with(nats: &Nats, sandbox: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("reader.py");
     std::fs::write(&script, READER).unwrap();
@@ -34,9 +34,14 @@ parallel = true
 "#,
         script.display()
     );
-    let config = write_config(dir.path(), nats, SHELL_ROUTES, &extra);
+    let config = write_config(dir.path(), nats, SHELL_ROUTES, sandbox, &extra);
     std::fs::create_dir_all(dir.path().join("ws")).unwrap();
     (dir, config)
+}
+
+/// As [`setup_with`], with the OS sandbox on: workers run commands as in-process execution would.
+fn setup(nats: &Nats) -> (tempfile::TempDir, std::path::PathBuf) {
+    setup_with(nats, "auto")
 }
 
 fn shell(command: &str) -> (&'static str, serde_json::Value) {
@@ -98,6 +103,7 @@ fn a_pool_without_a_live_worker_answers_unavailable_at_once() {
         dir.path(),
         &nats,
         r#"{ "exec_shell" = "nobody" }"#,
+        "auto",
         "[execution]\ncall_timeout_ms = 600000",
     );
     let marker = dir.path().join("marker");
@@ -119,7 +125,8 @@ fn a_worker_killed_during_a_writing_call_gives_outcome_unknown_and_no_second_run
     let _one = serial();
     let nats = Nats::start();
     let (dir, config) = setup(&nats);
-    let marker = dir.path().join("marker");
+    // Inside the workspace: the only folder an approved command may write in the sandbox.
+    let marker = dir.path().join("ws/marker");
     let mut first = worker(&config, "shell", &[]);
     let mut replay = Replay::start(
         &config,
@@ -145,8 +152,11 @@ fn a_worker_killed_during_a_writing_call_gives_outcome_unknown_and_no_second_run
 fn a_worker_killed_during_a_read_only_call_hands_it_to_another_once() {
     let _one = serial();
     let nats = Nats::start();
-    let (dir, config) = setup(&nats);
-    let marker = dir.path().join("marker");
+    // Without the OS sandbox: a read-only call sees the files read-only there, and this one
+    // must leave a mark to count its deliveries.
+    let (dir, config) = setup_with(&nats, "none");
+    // Inside the workspace: the only folder an approved command may write in the sandbox.
+    let marker = dir.path().join("ws/marker");
     let mut a = worker(&config, "shell", &[]);
     let mut b = worker(&config, "shell", &[]);
     let call = ("slow_read", json!({"marker": marker.display().to_string(), "secs": 4}));
@@ -173,7 +183,8 @@ fn a_call_queued_for_a_worker_that_died_before_taking_it_is_never_run() {
     let _one = serial();
     let nats = Nats::start();
     let (dir, config) = setup(&nats);
-    let marker = dir.path().join("marker");
+    // Inside the workspace: the only folder an approved command may write in the sandbox.
+    let marker = dir.path().join("ws/marker");
     let mut w = worker(&config, "shell", &[]);
     // Killed while its announcement is still fresh: the dispatcher queues the call for it.
     w.kill();
@@ -197,23 +208,21 @@ fn a_worker_stopped_past_the_ack_wait_loses_the_call_and_kills_it_when_it_wakes(
     let _one = serial();
     let nats = Nats::start();
     let (dir, config) = setup(&nats);
-    let marker = dir.path().join("marker");
+    // Inside the workspace: the only folder an approved command may write in the sandbox.
+    let marker = dir.path().join("ws/marker");
     let w = worker(&config, "shell", &[]);
-    // `exec` makes the shell's pid the sleep's: the marker names the process to watch.
-    let command = format!("echo $$ >> {}; exec sleep 60", marker.display());
+    let command = format!("echo start >> {m}; sleep 6; echo end >> {m}", m = marker.display());
     let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[shell(&command)])]);
     wait_until(30, "the command to start", || lines(&marker).len() == 1);
+    let started = std::time::Instant::now();
     signal(w.pid(), libc::SIGSTOP);
     let results = replay.round(1, 60);
     let content = results[0]["content"].as_str().unwrap();
     assert_eq!(error_meta(content)["error"], "outcome_unknown", "{content}");
     signal(w.pid(), libc::SIGCONT);
-    // Awake, the worker finds its claim overwritten and stops the command.
-    let pid = lines(&marker)[0].clone();
-    wait_until(20, "the stale command to be killed", || {
-        !Path::new(&format!("/proc/{pid}")).exists()
-    });
-    assert_eq!(lines(&marker).len(), 1);
+    // Awake, the worker finds its claim overwritten and kills the command before it ends.
+    std::thread::sleep(Duration::from_secs(8).saturating_sub(started.elapsed()));
+    assert_eq!(lines(&marker), vec!["start".to_string()], "stopped before its end");
 }
 
 #[test]
@@ -221,7 +230,8 @@ fn nats_killed_and_restarted_mid_call_loses_nothing() {
     let _one = serial();
     let mut nats = Nats::start();
     let (dir, config) = setup(&nats);
-    let marker = dir.path().join("marker");
+    // Inside the workspace: the only folder an approved command may write in the sandbox.
+    let marker = dir.path().join("ws/marker");
     let _w = worker(&config, "shell", &[]);
     let command = format!("echo run >> {}; sleep 3; echo finished", marker.display());
     let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[shell(&command)])]);
@@ -242,11 +252,10 @@ fn background_tasks_stay_on_the_worker_that_started_them() {
     let (dir, config) = setup(&nats);
     let _a = worker(&config, "shell", &[("WHO", "a")]);
     let _b = worker(&config, "shell", &[("WHO", "b")]);
-    let poll = || sse(&[("shell_output", json!({"task_id": "t1"}))]);
+    // Each poll waits a moment first (a command on any worker), so that the task has written.
+    let poll = || sse(&[shell("sleep 0.7"), ("shell_output", json!({"task_id": "t1"}))]);
     let rounds = [
         sse(&[("exec_shell", json!({"command": "echo task on $WHO; sleep 1", "background": true}))]),
-        poll(),
-        poll(),
         poll(),
         poll(),
     ];
@@ -254,12 +263,13 @@ fn background_tasks_stay_on_the_worker_that_started_them() {
     let started = replay.round(1, 60);
     assert!(started[0]["content"].as_str().unwrap().contains("t1"), "{started:?}");
     let mut output = String::new();
-    for _ in 0..4 {
-        let r = replay.round(1, 60);
-        assert_eq!(r[0]["is_error"], false, "every poll reaches the task's worker: {r:?}");
-        output.push_str(r[0]["content"].as_str().unwrap());
+    for _ in 0..2 {
+        let r = replay.round(2, 60);
+        assert_eq!(r[1]["is_error"], false, "every poll reaches the task's worker: {r:?}");
+        output.push_str(r[1]["content"].as_str().unwrap());
     }
     assert!(output.contains("task on a") || output.contains("task on b"), "{output}");
+    assert!(output.contains("exited with code 0"), "{output}");
 }
 
 #[test]
@@ -267,10 +277,13 @@ fn a_call_that_times_out_is_stopped_on_its_worker() {
     let _one = serial();
     let nats = Nats::start();
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &nats, SHELL_ROUTES, "[execution]\ncall_timeout_ms = 1500");
+    let config = write_config(dir.path(), &nats, SHELL_ROUTES, "auto", "[execution]\ncall_timeout_ms = 1500");
     let marker = dir.path().join("marker");
     let _w = worker(&config, "shell", &[]);
-    let command = format!("echo $$ >> {}; exec sleep 60", marker.display());
+    // It would end after 3 s: after the call's timeout (1.5 s), before the worker's own
+    // backstop (the timeout plus an ack wait, 3.5 s).
+    let command = format!("echo start >> {m}; sleep 3; echo end >> {m}", m = marker.display());
+    let started = std::time::Instant::now();
     let mut replay = Replay::start(&config, dir.path(), &[sse(&[shell(&command)])]);
     let results = replay.round(1, 60);
     assert_eq!(
@@ -279,9 +292,9 @@ fn a_call_that_times_out_is_stopped_on_its_worker() {
         "{results:?}"
     );
     // The dispatcher's cancellation reaches the worker, which kills the command's process
-    // group; the worker's own backstop would only fire an ack wait (2 s) later.
-    let pid = lines(&marker)[0].clone();
-    wait_until(1, "the worker to kill the command", || !Path::new(&format!("/proc/{pid}")).exists());
+    // group before it ends.
+    std::thread::sleep(Duration::from_millis(3400).saturating_sub(started.elapsed()));
+    assert_eq!(lines(&marker), vec!["start".to_string()], "stopped before its end");
 }
 
 #[test]
@@ -297,8 +310,8 @@ fn tools_only_workers_host_are_announced_and_routed() {
         "[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"time\"\ncommand = [\"{}\", \"--local-timezone=UTC\"]\ndefer = false\nrequired = true\n",
         repo().join(".test-deps/venv/bin/mcp-server-time").display()
     );
-    let _w = worker(&write_config(&worker_dir, &nats, routes, &server), "mcp", &[]);
-    let config = write_config(dir.path(), &nats, routes, "");
+    let _w = worker(&write_config(&worker_dir, &nats, routes, "auto", &server), "mcp", &[]);
+    let config = write_config(dir.path(), &nats, routes, "auto", "");
     let catalog = std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
         .args(["catalog", "--format", "json", "--config"])
         .arg(&config)
@@ -326,7 +339,7 @@ fn serve_routes_calls_to_workers_from_its_worker_threads() {
     let addr = format!("127.0.0.1:{port}");
     // Sessions on two worker threads, the hub's listeners on the server's own.
     let extra = format!("[server]\nbind = \"{addr}\"\n[execution]\nworkers = 2");
-    let config = write_config(dir.path(), &nats, SHELL_ROUTES, &extra);
+    let config = write_config(dir.path(), &nats, SHELL_ROUTES, "auto", &extra);
     let _w = worker(&config, "shell", &[("WHO", "the-worker")]);
     let _serve = serve(&config);
     let body = json!({"workspace": dir.path(), "approval_mode": "full-auto"}).to_string();
@@ -363,7 +376,8 @@ fn a_worker_told_to_stop_finishes_its_call_then_leaves_the_pool() {
     let _one = serial();
     let nats = Nats::start();
     let (dir, config) = setup(&nats);
-    let marker = dir.path().join("marker");
+    // Inside the workspace: the only folder an approved command may write in the sandbox.
+    let marker = dir.path().join("ws/marker");
     let mut w = worker(&config, "shell", &[]);
     let command = format!("echo run >> {}; sleep 1; echo finished", marker.display());
     let rounds = [
@@ -416,7 +430,8 @@ fn a_writing_call_longer_than_the_ack_wait_is_kept_alive_by_progress_acks() {
     let _one = serial();
     let nats = Nats::start();
     let (dir, config) = setup(&nats);
-    let marker = dir.path().join("marker");
+    // Inside the workspace: the only folder an approved command may write in the sandbox.
+    let marker = dir.path().join("ws/marker");
     let _w = worker(&config, "shell", &[]);
     // Five seconds against an ack wait of two: without in-progress acks the server would count
     // the delivery as lost, and the call would come back `outcome_unknown`.

@@ -155,6 +155,7 @@ impl Tool for RemoteTool {
                 read_only: is_read_only(self.def.capabilities()),
                 timeout_ms,
                 not_after_ms: unix_ms().saturating_add(horizon),
+                grant: ctx.grant,
             };
             let answer = self.caller.call(&self.pool, job, target.as_deref()).await?;
             if aff == Affinity::PreferTaskOwner

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::tool::{Capability, ErrorCategory, OutputKind, ToolError, ToolOutput, ToolSource};
+use crate::tool::{Capability, ErrorCategory, Grant, OutputKind, ToolError, ToolOutput, ToolSource};
 
 /// One call for a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,6 +37,10 @@ pub struct Job {
     pub timeout_ms: u64,
     /// Unix time (ms) after which no worker may start it: the dispatcher has answered by then.
     pub not_after_ms: u64,
+    /// What the dispatcher's approval gate cleared the call to do; the worker's sandbox holds
+    /// the call's programs to it. Absent: nothing beyond reading.
+    #[serde(default)]
+    pub grant: Grant,
 }
 
 /// The fate of a call, kept under its key.

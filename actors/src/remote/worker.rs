@@ -457,6 +457,8 @@ impl Worker {
             services: self
                 .sessions
                 .get(&job.session, Duration::from_secs(self.config.shell.background_stale_secs)),
+            // The dispatcher's approval gate decided it; this worker's sandbox enforces it.
+            grant: job.grant,
         };
         let spec = Arc::clone(&tool.spec);
         let input = job.input.clone();

@@ -124,10 +124,12 @@ pub const SHELL_ROUTES: &str = r#"{ "exec_shell" = "shell", "shell_output" = "sh
 
 /// A config for both sides: `routes`, the remote settings short enough for tests, plus `extra`
 /// (top-level keys and other sections).
-pub fn write_config(dir: &Path, nats: &Nats, routes: &str, extra: &str) -> PathBuf {
+/// `sandbox` is `shell.sandbox`; `WHO` joins the variables commands see, so that a test can
+/// tell which worker ran a command.
+pub fn write_config(dir: &Path, nats: &Nats, routes: &str, sandbox: &str, extra: &str) -> PathBuf {
     let file = dir.join("config.toml");
     let text = format!(
-        "{extra}\n[remote]\nnats_url = \"{}\"\nroutes = {routes}\nack_wait_ms = 2000\nannounce_ttl_ms = 2000\nwatchdog_interval_ms = 200\nworker_poll_ms = 200\nworker_shutdown_grace_secs = 1\ninline_result_max_bytes = 4096\n[overflow]\ndir = \"{}\"\n",
+        "{extra}\n[shell]\nsandbox = \"{sandbox}\"\nenv_core = [\"PATH\", \"HOME\", \"LANG\", \"WHO\"]\n[remote]\nnats_url = \"{}\"\nroutes = {routes}\nack_wait_ms = 2000\nannounce_ttl_ms = 2000\nwatchdog_interval_ms = 200\nworker_poll_ms = 200\nworker_shutdown_grace_secs = 1\ninline_result_max_bytes = 4096\n[overflow]\ndir = \"{}\"\n",
         nats.url(),
         dir.join("overflow").display()
     );

@@ -48,6 +48,8 @@ pub struct Config {
     pub execution: ExecutionConfig,
     /// exec_shell limits.
     pub shell: ShellConfig,
+    /// Confinement of file tools to the workspace.
+    pub workspace: WorkspaceConfig,
     /// read_file limits.
     pub read_file: ReadFileConfig,
     /// list_dir limits.
@@ -222,6 +224,16 @@ pub struct ShellConfig {
     pub background_poll_max_bytes: u64,
 }
 
+/// `[workspace]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceConfig {
+    /// Longest path a file tool accepts (bytes).
+    pub max_path_bytes: usize,
+    /// Most components a path a file tool accepts may have.
+    pub max_path_components: usize,
+}
+
 /// `[read_file]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -252,6 +264,8 @@ pub struct GrepConfig {
     pub max_matches: usize,
     /// Longest matched line kept (characters).
     pub max_line_chars: usize,
+    /// Files larger than this are skipped (bytes).
+    pub max_file_bytes: u64,
 }
 
 /// `[fetch_url]`.

@@ -222,6 +222,12 @@ pub struct ShellConfig {
     pub background_stale_secs: u64,
     /// Bytes one shell_output call reads.
     pub background_poll_max_bytes: u64,
+    /// Bytes of one command's output saved for retrieve_tool_result at most.
+    pub max_saved_bytes: u64,
+    /// Bytes a background task's log may reach before the task is killed.
+    pub background_max_log_bytes: u64,
+    /// Seconds a background task may run before it is killed (0 = no limit).
+    pub background_max_secs: u64,
 }
 
 /// `[workspace]`.
@@ -298,6 +304,8 @@ pub struct OutputConfig {
     pub other_tail_bytes: usize,
     /// Share of the head budget for rescued lines (percent).
     pub rescue_percent: usize,
+    /// A program's answer (an extension's stdout) kept whole up to this size (bytes).
+    pub program_whole_bytes: usize,
 }
 
 /// `[overflow]`.

@@ -41,8 +41,8 @@ pub use capability::{ApprovalRequirement, Approvals, Capability, ToolSource, der
 pub use context::{NoServices, SessionServices, ToolContext};
 pub use error::{ErrorCategory, ToolError};
 pub use metadata::ToolMetadata;
-pub use output::{OutputKind, ToolOutput};
-pub use services::{SearchHit, SessionState, ToolFinder};
+pub use output::{CutReport, OutputKind, ToolOutput};
+pub use services::{Detached, OutputFile, SearchHit, SessionState, ToolFinder};
 
 /// The future a tool's `run` returns.
 pub type ToolFuture<'a> = BoxFuture<'a, Result<ToolOutput, ToolError>>;

@@ -90,8 +90,20 @@ impl Bed {
 
     /// As [`Bed::replay`], with the command adjusted first (environment variables).
     pub fn replay_with(&self, config: &str, calls: &[(&str, Value)], adjust: impl FnOnce(&mut Command)) -> Replayed {
-        let stream = self.dir.path().join("round.sse");
-        std::fs::write(&stream, openai_stream(calls)).unwrap();
+        self.replay_rounds(config, &[calls.to_vec()], adjust)
+    }
+
+    /// Runs `toolslot replay` of successive rounds of one session.
+    pub fn replay_rounds(&self, config: &str, rounds: &[Vec<(&str, Value)>], adjust: impl FnOnce(&mut Command)) -> Replayed {
+        let streams: Vec<PathBuf> = rounds
+            .iter()
+            .enumerate()
+            .map(|(i, calls)| {
+                let stream = self.dir.path().join(format!("round{i}.sse"));
+                std::fs::write(&stream, openai_stream(calls)).unwrap();
+                stream
+            })
+            .collect();
         let config = self.config(config);
         let mut cmd = toolslot();
         cmd.env("TOOLSLOT_OVERFLOW__DIR", self.overflow())
@@ -100,11 +112,32 @@ impl Bed {
             .arg(&self.ws)
             .arg("--config")
             .arg(&config)
-            .arg(&stream)
-            .stdin(Stdio::null());
+            .args(&streams)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         adjust(&mut cmd);
         let started = Instant::now();
-        let out = cmd.output().unwrap();
+        let child = cmd.spawn().unwrap();
+        let pid = child.id() as i32;
+        // The peak resident memory, watched while it runs (the kernel's high-water mark).
+        let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let watch = {
+            let watching = std::sync::Arc::clone(&watching);
+            std::thread::spawn(move || {
+                let mut peak = 0u64;
+                while watching.load(std::sync::atomic::Ordering::SeqCst) {
+                    if let Some(kb) = high_water_kb(pid) {
+                        peak = peak.max(kb);
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                peak
+            })
+        };
+        let out = child.wait_with_output().unwrap();
+        watching.store(false, std::sync::atomic::Ordering::SeqCst);
+        let peak_rss_kb = watch.join().unwrap();
         let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
@@ -114,8 +147,16 @@ impl Bed {
             events,
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
             elapsed: started.elapsed(),
+            peak_rss_kb,
         }
     }
+}
+
+/// `VmHWM` of a live process, in kB.
+fn high_water_kb(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// What a replay printed.
@@ -124,6 +165,8 @@ pub struct Replayed {
     pub events: Vec<Value>,
     pub stderr: String,
     pub elapsed: Duration,
+    /// The highest resident memory seen while it ran (kB).
+    pub peak_rss_kb: u64,
 }
 
 impl Replayed {

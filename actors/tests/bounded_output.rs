@@ -30,7 +30,7 @@ fn a_large_output_is_streamed_in_bounded_memory_and_saved_up_to_the_cap() {
     let bed = Bed::new();
     // 100 MB of log lines with one failure in the middle of them (a debug build reads about
     // 10 MB a second; holding it whole took twice its size in memory).
-    let command = "yes 'compiling a crate of the workspace' | head -c 50000000; echo 'error[E0308]: mismatched types'; yes 'linking the rest of it' | head -c 50000000; echo done";
+    let command = "yes 'compiling a crate of the workspace' | head -c 50000000; echo; echo 'error[E0308]: mismatched types'; yes 'linking the rest of it' | head -c 50000000; echo done";
     let run = bed.replay(
         &format!("{FULL_AUTO}[shell]\nmax_saved_bytes = 2000000\ntimeout_ms = 120000\n"),
         &[("exec_shell", json!({"command": command}))],
@@ -47,7 +47,7 @@ fn a_large_output_is_streamed_in_bounded_memory_and_saved_up_to_the_cap() {
     assert!(content.ends_with("[exit code: 0]"), "{}", &content[content.len() - 200..]);
     assert!(content.contains("done\n"), "the tail is kept");
     assert!(
-        content.contains("Only the first 2000000 of 100000036 bytes were saved (shell.max_saved_bytes)"),
+        content.contains("Only the first 2000000 of 100000037 bytes were saved (shell.max_saved_bytes)"),
         "{}",
         &content[20_000..content.len().min(23_000)]
     );

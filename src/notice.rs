@@ -39,6 +39,9 @@ pub enum NoticeKind {
     /// Tools were appended to the session's catalog since its last submission (an MCP server's
     /// tool list grew): the host should send the new catalog with its next request.
     ToolsAdded,
+    /// A tool was admitted with a change its source did not make: the descriptions inside an
+    /// oversized schema trimmed, or another name because its own was taken.
+    ToolAdjusted,
 }
 
 /// Something the host should know, optionally about one call.

@@ -386,6 +386,16 @@ pub struct McpConfig {
     /// Where each server's last tool listing is kept ("" keeps none: every server starts at
     /// start-up to list its tools).
     pub tool_cache_dir: String,
+    /// Longest JSON-RPC message read from a stdio server (bytes).
+    pub max_message_bytes: usize,
+    /// Deepest JSON nesting kept from a server's message.
+    pub max_json_depth: usize,
+    /// Largest input schema of one server tool (bytes, serialized).
+    pub max_schema_bytes: usize,
+    /// Tools one server may list at most.
+    pub max_tools_per_server: usize,
+    /// How long stopping a stdio server waits at each step (ms).
+    pub shutdown_grace_ms: u64,
     /// Declared servers.
     pub servers: Vec<McpServerConfig>,
 }

@@ -30,7 +30,12 @@ impl ToolListCache {
     }
 
     fn file(&self, cfg: &McpServerConfig) -> PathBuf {
-        self.dir.join(format!("{}.json", crate::tool_name::sanitize_tool_name(&cfg.name)))
+        // Two names that clean alike (`my.srv`, `my_srv`) keep two files.
+        self.dir.join(format!(
+            "{}-{:08x}.json",
+            crate::tool_name::sanitize_tool_name(&cfg.name),
+            super::naming::fnv1a(cfg.name.as_bytes())
+        ))
     }
 
     /// The tools `cfg`'s server listed last time; `None` when there is no listing, it cannot

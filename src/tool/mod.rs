@@ -73,6 +73,25 @@ pub trait ToolSpec: Tool {
         ToolSource::Builtin
     }
 
+    /// Whether the capabilities are the tool's source's own word. A tool whose source said
+    /// nothing (an extension declaring no capabilities) reports `false` and declares
+    /// `RequiresApproval`: undeclared means unknown, never read-only.
+    fn capabilities_declared(&self) -> bool {
+        true
+    }
+
+    /// Set on a stand-in for a tool that could not be made (a malformed entry of a server's
+    /// listing): the registry lists it fail-closed with this reason, and says so.
+    fn fail_closed_reason(&self) -> Option<&str> {
+        None
+    }
+
+    /// What its source changed to admit it (descriptions trimmed, a name that was taken):
+    /// the registry reports it in a `tool_adjusted` notice.
+    fn admission_note(&self) -> Option<String> {
+        None
+    }
+
     /// Approval for this particular input; defaults to the capability-derived requirement.
     /// A shell tool overrides it so that `ls` runs and `rm` asks.
     fn approval_requirement_for_input(&self, input: &Value, policy: crate::config::NetworkPolicy) -> ApprovalRequirement {

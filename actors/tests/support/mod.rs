@@ -93,8 +93,19 @@ impl Bed {
         self.replay_rounds(config, &[calls.to_vec()], adjust)
     }
 
-    /// Runs `toolslot replay` of successive rounds of one session.
+    /// Runs `toolslot replay` of successive rounds of one session, every approval granted.
     pub fn replay_rounds(&self, config: &str, rounds: &[Vec<(&str, Value)>], adjust: impl FnOnce(&mut Command)) -> Replayed {
+        self.replay_answering("all", config, rounds, adjust)
+    }
+
+    /// As [`Bed::replay_rounds`], answering approvals with `approve` (`all` or `none`).
+    pub fn replay_answering(
+        &self,
+        approve: &str,
+        config: &str,
+        rounds: &[Vec<(&str, Value)>],
+        adjust: impl FnOnce(&mut Command),
+    ) -> Replayed {
         let streams: Vec<PathBuf> = rounds
             .iter()
             .enumerate()
@@ -108,7 +119,7 @@ impl Bed {
         let mut cmd = toolslot();
         cmd.env("TOOLSLOT_OVERFLOW__DIR", self.overflow())
             .env("TOOLSLOT_MCP__TOOL_CACHE_DIR", "")
-            .args(["replay", "--approve", "all", "--workspace"])
+            .args(["replay", "--approve", approve, "--workspace"])
             .arg(&self.ws)
             .arg("--config")
             .arg(&config)
@@ -313,6 +324,45 @@ fn dechunk(mut s: &str) -> String {
         s = rest[n..].trim_start_matches("\r\n");
     }
     out
+}
+
+/// A `[[mcp.servers]]` table for a server run as `command`, started at start-up, its tools
+/// in the catalog (not deferred).
+pub fn mcp_server(name: &str, command: &[String], extra: &str) -> String {
+    let command: Vec<String> = command.iter().map(|c| format!("{c:?}")).collect();
+    format!(
+        "[[mcp.servers]]\nname = {name:?}\ncommand = [{}]\nrequired = true\ndefer = false\nstartup_timeout_ms = 60000\n{extra}\n",
+        command.join(", ")
+    )
+}
+
+/// The command of `tests/data/hostile/raw_server.py` with `args`.
+pub fn raw_server(args: &[&str]) -> Vec<String> {
+    let mut c = vec![python().display().to_string(), hostile("raw_server.py").display().to_string()];
+    c.extend(args.iter().map(|a| a.to_string()));
+    c
+}
+
+/// The command of `tests/data/hostile/sdk_server.py` with `args`.
+pub fn sdk_server(args: &[&str]) -> Vec<String> {
+    let mut c = vec![python().display().to_string(), hostile("sdk_server.py").display().to_string()];
+    c.extend(args.iter().map(|a| a.to_string()));
+    c
+}
+
+/// The pids written to `dir` (`NAME.pid` files), by file name.
+pub fn pids_in(dir: &Path) -> Vec<(String, i32)> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let pid = std::fs::read_to_string(e.path()).ok()?.trim().parse().ok()?;
+                    name.ends_with(".pid").then_some((name, pid))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Whether a process `pid` exists (a zombie counts as gone).

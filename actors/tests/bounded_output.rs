@@ -32,7 +32,7 @@ fn a_large_output_is_streamed_in_bounded_memory_and_saved_up_to_the_cap() {
     // 10 MB a second; holding it whole took twice its size in memory).
     let command = "yes 'compiling a crate of the workspace' | head -c 50000000; echo; echo 'error[E0308]: mismatched types'; yes 'linking the rest of it' | head -c 50000000; echo done";
     let run = bed.replay(
-        &format!("{FULL_AUTO}[shell]\nmax_saved_bytes = 2000000\ntimeout_ms = 120000\n"),
+        &format!("{FULL_AUTO}[shell]\ntimeout_ms = 120000\n"),
         &[("exec_shell", json!({"command": command}))],
     );
     assert_eq!(run.code, Some(0), "{}", run.stderr);
@@ -47,14 +47,14 @@ fn a_large_output_is_streamed_in_bounded_memory_and_saved_up_to_the_cap() {
     assert!(content.ends_with("[exit code: 0]"), "{}", &content[content.len() - 200..]);
     assert!(content.contains("done\n"), "the tail is kept");
     assert!(
-        content.contains("Only the first 2000000 of 100000037 bytes were saved (shell.max_saved_bytes)"),
+        content.contains("Only the first 16777216 of 100000037 bytes were saved (shell.max_saved_bytes)"),
         "{}",
         &content[20_000..content.len().min(23_000)]
     );
     assert!(!content.contains("Full output saved"), "only a part was saved");
-    assert_eq!(saved_sizes(&bed.overflow()), vec![2_000_000], "what is on disk is the cap");
+    assert_eq!(saved_sizes(&bed.overflow()), vec![16_777_216], "what is on disk is the cap");
     let cut = run.notices("output_truncated");
-    assert!(cut.iter().any(|m| m.contains("2000000 bytes saved")), "{cut:?}");
+    assert!(cut.iter().any(|m| m.contains("16777216 bytes saved")), "{cut:?}");
 }
 
 #[test]

@@ -99,6 +99,8 @@ async fn keep(
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     let pid = child.id();
+    // Dropped before the task is over (the host's runtime is going down): the group goes.
+    let guard = crate::child_group::GroupGuard(pid);
     let deadline = async {
         match caps.run_time {
             Some(d) => tokio::time::sleep(d).await,
@@ -155,6 +157,7 @@ async fn keep(
         record_end(&ended, how);
         let _ = child.wait().await;
     }
+    guard.disarm();
 }
 
 fn lock(t: &TaskTable) -> std::sync::MutexGuard<'_, Tasks> {

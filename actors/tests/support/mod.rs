@@ -146,7 +146,7 @@ impl Bed {
                 peak
             })
         };
-        let out = child.wait_with_output().unwrap();
+        let out = wait_at_most(child, Duration::from_secs(180));
         watching.store(false, std::sync::atomic::Ordering::SeqCst);
         let peak_rss_kb = watch.join().unwrap();
         let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
@@ -160,6 +160,40 @@ impl Bed {
             elapsed: started.elapsed(),
             peak_rss_kb,
         }
+    }
+}
+
+/// The child's output once it exits; killed (and the test failed) when it runs past `limit`,
+/// as a replay that hangs on a FIFO or waits on a server never would end.
+fn wait_at_most(mut child: Child, limit: Duration) -> std::process::Output {
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = stdout.read_to_end(&mut b);
+        b
+    });
+    let err = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = stderr.read_to_end(&mut b);
+        b
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("toolslot did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::process::Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
     }
 }
 

@@ -235,7 +235,7 @@ mod tests {
                 format!(r#"{{"result":{{"id":99,"text":"{big}","a":["id",1]}},"id":"abc"}}"#),
                 json!("abc"),
             ),
-            (format!(r#"{{ "result" : {{"x":"\"id\": 5"}}, "id" : -3 }}"#), json!(-3)),
+            (r#"{ "result" : {"x":"\"id\": 5"}, "id" : -3 }"#.to_string(), json!(-3)),
             (r#"{"jsonrpc":"2.0","id":"a\"b","result":{}}"#.to_string(), json!("a\"b")),
         ] {
             for chunk in [1, 3, 4096] {

@@ -24,6 +24,12 @@ pub struct Toolset {
     dispatcher_slot: Arc<Mutex<Weak<Dispatcher>>>,
 }
 
+/// Stops every server of `servers` at once (see [`McpServerHandle::shutdown`]): what a host
+/// does before it exits, so no server process outlives it.
+pub async fn shutdown_servers(servers: &[McpServerHandle]) {
+    futures::future::join_all(servers.iter().map(McpServerHandle::shutdown)).await;
+}
+
 impl Toolset {
     /// Connects spawn_agent to the dispatcher its children run beside. Keep the returned
     /// `Arc` alive as long as the dispatcher is used.
@@ -77,7 +83,8 @@ async fn build(config: Arc<Config>, runner: Option<Arc<dyn AgentRunner>>, remote
             let b = toolslot::extension::add_declared(b, &config)
                 // A child sees every MCP tool known when it is spawned.
                 .extend(intake.tools())
-                .extend(helpers.iter().cloned());
+                // Our own tools: their names are reserved like the built-ins'.
+                .reserve(helpers.iter().cloned());
             let mut b = match &remote {
                 // Routed tools keep their definition (schema, approval) and run on a worker.
                 Some(hub) => b.map_tools(|tools| hub.route(tools)).extend(hub.announced_tools()),

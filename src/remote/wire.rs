@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::tool::{Capability, ErrorCategory, Grant, OutputKind, ToolError, ToolOutput, ToolSource};
+use crate::tool::{Capability, CutReport, ErrorCategory, Grant, OutputKind, ToolError, ToolOutput, ToolSource};
 
 /// One call for a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -90,6 +90,9 @@ pub enum WireOutcome {
         trailer: Option<String>,
         /// [`ToolOutput::partial`].
         partial: bool,
+        /// [`ToolOutput::cut`]: the tool cut its output itself while it streamed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cut: Option<CutReport>,
     },
     /// The tool failed or refused.
     Error {
@@ -113,6 +116,7 @@ impl From<Result<ToolOutput, ToolError>> for WireOutcome {
                 shell: o.kind == OutputKind::Shell,
                 trailer: o.trailer,
                 partial: o.partial,
+                cut: o.cut,
             },
             Err(e) => WireOutcome::Error {
                 category: e.category,
@@ -133,12 +137,14 @@ impl From<WireOutcome> for Result<ToolOutput, ToolError> {
                 shell,
                 trailer,
                 partial,
+                cut,
             } => Ok(ToolOutput {
                 content,
                 is_error,
                 kind: if shell { OutputKind::Shell } else { OutputKind::Other },
                 trailer,
                 partial,
+                cut,
             }),
             WireOutcome::Error {
                 category,
@@ -231,6 +237,10 @@ mod tests {
             kind: OutputKind::Shell,
             trailer: Some("[exit code: 1]".into()),
             partial: false,
+            cut: Some(CutReport {
+                omitted_bytes: 5,
+                ..Default::default()
+            }),
         };
         for r in [
             Ok(out),

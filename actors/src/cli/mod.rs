@@ -159,12 +159,15 @@ pub fn with_toolset<T>(
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
         let remote = toolset.remote.clone();
+        let servers = toolset.mcp.clone();
         let result = f(cfg, toolset).await;
         if let Some(hub) = remote {
             // Calls given up at the end (a timeout, a cancel) are settled with their workers
             // before the process goes.
             hub.drain(std::time::Duration::from_secs(5)).await;
         }
+        // No server process outlives the command, whatever it does with stdin's end.
+        toolslot_actors::shutdown_servers(&servers).await;
         result
     })
 }
@@ -194,6 +197,7 @@ fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
         if let Some(hub) = &toolset.remote {
             hub.drain(std::time::Duration::from_secs(5)).await;
         }
+        toolslot_actors::shutdown_servers(&toolset.mcp).await;
         served
     })
 }

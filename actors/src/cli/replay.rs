@@ -142,6 +142,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             // before the process goes.
             hub.drain(std::time::Duration::from_secs(5)).await;
         }
+        toolslot_actors::shutdown_servers(&toolset.mcp).await;
         Ok::<(), CliError>(())
     })
 }

@@ -39,6 +39,11 @@ impl SessionServices for WorkerSession {
     fn state(&self) -> Option<&SessionState> {
         Some(&self.state)
     }
+    fn run_detached(&self, work: toolslot::tool::Detached) -> Result<(), toolslot::tool::Detached> {
+        // A background task's log pump and watchdog run on the worker's runtime.
+        tokio::spawn(work);
+        Ok(())
+    }
 }
 
 /// The sessions this worker has seen, each dropped (killing its background tasks) once it has

@@ -34,6 +34,7 @@ pub mod dispatcher;
 pub mod mcp;
 pub mod planner;
 pub mod post_processor;
+pub mod remote;
 pub mod round;
 pub mod server;
 pub mod session;

@@ -3,7 +3,6 @@
 
 use serde_json::Value;
 use toolslot::registry::SearchIndex;
-use toolslot::tool::Tool;
 
 fn data(name: &str) -> Value {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name);

@@ -119,7 +119,11 @@ fn nothing_reads_outside_the_repository() {
             continue;
         }
         for needle in outside {
-            assert!(!text.contains(needle), "{} names `{needle}`, outside the repository", file.display());
+            assert!(
+                !text.contains(needle),
+                "{} names `{needle}`, outside the repository",
+                file.display()
+            );
         }
     }
 }

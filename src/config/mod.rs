@@ -682,13 +682,18 @@ mod tests {
             ("[network]\nallow_hosts = [\"intranet:http\"]\n", "network.allow_hosts"),
             ("[server]\nallowed_hosts = [\"[::1\"]\n", "server.allowed_hosts"),
             ("[server]\nallowed_origins = [\"ui.example\"]\n", "server.allowed_origins"),
-            ("[server]\nallowed_origins = [\"https://ui.example/app\"]\n", "server.allowed_origins"),
+            (
+                "[server]\nallowed_origins = [\"https://ui.example/app\"]\n",
+                "server.allowed_origins",
+            ),
         ] {
             let f = file_with(text);
             let err = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap_err();
             assert!(err.to_string().contains(key), "{text}: {err}");
         }
-        let f = file_with("[network]\nallow_hosts = [\"127.0.0.1:8080\", \"[::1]:9000\", \"db.internal\"]\n[server]\nallowed_origins = [\"https://ui.example\"]\n");
+        let f = file_with(
+            "[network]\nallow_hosts = [\"127.0.0.1:8080\", \"[::1]:9000\", \"db.internal\"]\n[server]\nallowed_origins = [\"https://ui.example\"]\n",
+        );
         assert!(Config::load_with_env(Some(f.path()), std::iter::empty()).is_ok());
     }
 }

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{atomic::write_atomic, parse_input, workspace};
+use super::{atomic::write_atomic, blocking, parse_input, workspace};
 use crate::tool::{Capability, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
 /// Replaces `search` with `replace` in one file.
@@ -45,10 +45,14 @@ impl Tool for EditFile {
             let input: Input = parse_input(input)?;
             let path = workspace::confine(&ctx.workspace, &input.path, "path")?;
             let shown = workspace::display(&ctx.workspace, &path);
-            let meta = std::fs::metadata(&path).map_err(|e| ToolError::invalid("path", format!("cannot edit `{shown}`: {e}")))?;
-            let modified = meta
-                .modified()
-                .map_err(|e| ToolError::tool(format!("cannot stat `{shown}`: {e}")))?;
+            // File work runs off the async thread (see `blocking`).
+            let (target, shown_in) = (path.clone(), shown.clone());
+            let modified = blocking::run(move |_| {
+                let meta = std::fs::metadata(&target).map_err(|e| ToolError::invalid("path", format!("cannot edit `{shown_in}`: {e}")))?;
+                meta.modified()
+                    .map_err(|e| ToolError::tool(format!("cannot stat `{shown_in}`: {e}")))
+            })
+            .await?;
             match ctx.services.file_read_state(&path) {
                 None => {
                     return Err(ToolError::invalid(
@@ -64,7 +68,11 @@ impl Tool for EditFile {
                 }
                 Some(_) => {}
             }
-            let text = std::fs::read_to_string(&path).map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?;
+            let (target, shown_in) = (path.clone(), shown.clone());
+            let text = blocking::run(move |_| {
+                std::fs::read_to_string(&target).map_err(|e| ToolError::tool(format!("cannot read `{shown_in}`: {e}")))
+            })
+            .await?;
             let starts: Vec<usize> = text.match_indices(&input.search).map(|(i, _)| i).collect();
             if starts.is_empty() {
                 return Err(ToolError::invalid(
@@ -88,7 +96,8 @@ impl Tool for EditFile {
             } else {
                 text.replacen(&input.search, &input.replace, 1)
             };
-            let modified = write_atomic(&path, new_text.as_bytes(), &shown)?;
+            let (target, shown_in) = (path.clone(), shown.clone());
+            let modified = blocking::run(move |_| write_atomic(&target, new_text.as_bytes(), &shown_in)).await?;
             ctx.services.record_file_state(&path, modified);
             Ok(ToolOutput::text(format!("Edited `{shown}`: {} replacement(s).", starts.len())))
         })

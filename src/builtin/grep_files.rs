@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{parse_input, workspace};
+use super::{blocking, parse_input, workspace};
 use crate::tool::{Capability, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
 /// Searches file contents with a regular expression.
@@ -47,48 +47,54 @@ impl Tool for GrepFiles {
                 .build()
                 .map_err(|e| ToolError::invalid("pattern", format!("invalid regular expression: {e}")))?;
             let root = workspace::confine(&ctx.workspace, input.path.as_deref().unwrap_or("."), "path")?;
-            let cfg = &ctx.config.grep_files;
-            let mut out = Vec::new();
-            let mut more = false;
-            // The walk reads files synchronously; searches are bounded by max_matches.
-            'walk: for entry in ignore::WalkBuilder::new(&root)
-                .hidden(false)
-                .git_ignore(true)
-                .require_git(false)
-                .build()
-                .flatten()
-            {
-                if !entry.file_type().is_some_and(|t| t.is_file()) {
-                    continue;
-                }
-                let Ok(bytes) = std::fs::read(entry.path()) else {
-                    continue;
-                };
-                if bytes[..bytes.len().min(8192)].contains(&0) {
-                    continue;
-                }
-                let text = String::from_utf8_lossy(&bytes);
-                let shown = workspace::display(&ctx.workspace, entry.path());
-                for (n, line) in text.lines().enumerate() {
-                    if re.is_match(line) {
-                        if out.len() >= cfg.max_matches {
-                            more = true;
-                            break 'walk;
+            let (max_matches, max_line_chars) = (ctx.config.grep_files.max_matches, ctx.config.grep_files.max_line_chars);
+            let workspace = ctx.workspace.clone();
+            // The walk reads files one by one off the async thread, and stops between files once
+            // the call is gone (its timeout, a cancelled round): see `blocking`.
+            let (out, more) = blocking::run(move |abandon| {
+                let mut out = Vec::new();
+                let mut more = false;
+                'walk: for entry in ignore::WalkBuilder::new(&root)
+                    .hidden(false)
+                    .git_ignore(true)
+                    .require_git(false)
+                    .build()
+                    .flatten()
+                {
+                    if abandon.is_set() {
+                        return Err(blocking::Abandon::stopped());
+                    }
+                    if !entry.file_type().is_some_and(|t| t.is_file()) {
+                        continue;
+                    }
+                    let Ok(bytes) = std::fs::read(entry.path()) else {
+                        continue;
+                    };
+                    if bytes[..bytes.len().min(8192)].contains(&0) {
+                        continue;
+                    }
+                    let text = String::from_utf8_lossy(&bytes);
+                    let shown = workspace::display(&workspace, entry.path());
+                    for (n, line) in text.lines().enumerate() {
+                        if re.is_match(line) {
+                            if out.len() >= max_matches {
+                                more = true;
+                                break 'walk;
+                            }
+                            let line: String = line.chars().take(max_line_chars).collect();
+                            out.push(format!("{shown}:{}:{line}", n + 1));
                         }
-                        let line: String = line.chars().take(cfg.max_line_chars).collect();
-                        out.push(format!("{shown}:{}:{line}", n + 1));
                     }
                 }
-            }
+                Ok((out, more))
+            })
+            .await?;
             if out.is_empty() {
                 return Ok(ToolOutput::text(format!("no match for `{}`", input.pattern)));
             }
             let mut text = out.join("\n");
             if more {
-                text.push_str(&format!(
-                    "\n[stopped at {} matches; narrow the pattern or the path]",
-                    cfg.max_matches
-                ));
+                text.push_str(&format!("\n[stopped at {} matches; narrow the pattern or the path]", max_matches));
             }
             Ok(ToolOutput::text(text))
         })

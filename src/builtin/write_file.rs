@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{atomic::write_atomic, parse_input, workspace};
+use super::{atomic::write_atomic, blocking, parse_input, workspace};
 use crate::tool::{Capability, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec};
 
 /// Writes a whole file (temp file + rename), creating parent folders.
@@ -44,14 +44,12 @@ impl Tool for WriteFile {
                 return Err(crate::tool::ToolError::invalid("path", format!("`{shown}` is a folder")));
             }
             let existed = path.exists();
-            let modified = write_atomic(&path, input.content.as_bytes(), &shown)?;
+            let (target, shown_in, content) = (path.clone(), shown.clone(), input.content);
+            let (written, lines) = (content.len(), content.lines().count());
+            let modified = blocking::run(move |_| write_atomic(&target, content.as_bytes(), &shown_in)).await?;
             ctx.services.record_file_state(&path, modified);
             let verb = if existed { "Replaced" } else { "Created" };
-            Ok(ToolOutput::text(format!(
-                "{verb} `{shown}` ({} bytes, {} lines).",
-                input.content.len(),
-                input.content.lines().count()
-            )))
+            Ok(ToolOutput::text(format!("{verb} `{shown}` ({} bytes, {} lines).", written, lines)))
         })
     }
 }

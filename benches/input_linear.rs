@@ -133,9 +133,9 @@ fn bench(c: &mut Criterion) {
     g.measurement_time(std::time::Duration::from_secs(2));
     for mib in SIZES {
         let bytes = mib * MIB;
-        g.throughput(Throughput::Bytes(bytes as u64));
 
         let sse = one_big_call(Dialect::OpenaiChat, bytes);
+        g.throughput(Throughput::Bytes(sse.len() as u64));
         g.bench_with_input(BenchmarkId::new("sse_framing", mib), &sse, |b, sse| {
             b.iter(|| {
                 let mut p = SseParser::new();
@@ -153,15 +153,19 @@ fn bench(c: &mut Criterion) {
             ("decode_gemini", Dialect::Gemini),
         ] {
             let stream = one_big_call(dialect, bytes);
+            g.throughput(Throughput::Bytes(stream.len() as u64));
             g.bench_with_input(BenchmarkId::new(name, mib), &stream, |b, s| {
                 b.iter(|| black_box(assemble(Some(dialect), s)))
             });
         }
         let many = many_calls_chat(bytes);
+        g.throughput(Throughput::Bytes(many.len() as u64));
         g.bench_with_input(BenchmarkId::new("assemble_many_calls", mib), &many, |b, s| {
             b.iter(|| black_box(assemble(Some(Dialect::OpenaiChat), s)))
         });
+        // The text is `bytes` long; its stream (one small delta an event) is several times that.
         let spaces = text_stream(&format!("x\n{}", " ".repeat(bytes)));
+        g.throughput(Throughput::Bytes(spaces.len() as u64));
         g.bench_with_input(BenchmarkId::new("assemble_text_spaces", mib), &spaces, |b, s| {
             b.iter(|| black_box(assemble(None, s)))
         });
@@ -171,6 +175,7 @@ fn bench(c: &mut Criterion) {
         let cut = format!("{{\"path\": \"a\", \"content\": \"{}", "x ".repeat(bytes / 2));
         let nested = format!("{}1,{}}}", "[".repeat(bytes / 3), "],".repeat(bytes / 3));
         for (name, text) in [("repair_cut_string", cut), ("repair_deep_nesting", nested)] {
+            g.throughput(Throughput::Bytes(text.len() as u64));
             g.bench_with_input(BenchmarkId::new(name, mib), &text, |b, t| {
                 b.iter(|| black_box(repair_arguments(t, usize::MAX).is_ok()))
             });
@@ -183,11 +188,13 @@ fn bench(c: &mut Criterion) {
             prefix_min_chars: 3,
         };
         let name = format!("Server1ToolName{}", "X".repeat(bytes));
+        g.throughput(Throughput::Bytes(name.len() as u64));
         g.bench_with_input(BenchmarkId::new("name_repair", mib), &name, |b, n| {
             b.iter(|| black_box(index.resolve(n, limits, &|_| true)))
         });
 
         for (shape, text) in stripper_shapes(bytes) {
+            g.throughput(Throughput::Bytes(text.len() as u64));
             g.bench_with_input(BenchmarkId::new(format!("forgery_{shape}"), mib), &text, |b, t| {
                 b.iter(|| {
                     let mut s = ForgeryStripper::new();

@@ -75,16 +75,23 @@ impl Tool for ExtensionTool {
                 .command
                 .split_first()
                 .ok_or_else(|| ToolError::refused(ErrorCategory::Unavailable, "no command"))?;
-            let mut cmd = tokio::process::Command::new(program);
-            crate::child_env::apply(&mut cmd, &ctx.config.shell.env_exclude, &self.cfg.env_passthrough);
-            let mut child = cmd
-                .args(args)
-                .current_dir(&ctx.workspace)
+            let mut sandboxed = crate::sandbox::command(&crate::sandbox::Request {
+                program,
+                args,
+                workspace: &ctx.workspace,
+                grant: ctx.grant,
+                // The program is the user's, installed anywhere: it sees every folder (never
+                // toolslot's processes), and writes only when the call was cleared to.
+                view: crate::sandbox::View::Full,
+                keep_env: &self.cfg.env_passthrough,
+                shell: &ctx.config.shell,
+            })
+            .map_err(|e| ToolError::refused(ErrorCategory::Unavailable, format!("extension `{}`: {e}", self.cfg.name)))?;
+            let mut child = sandboxed
+                .command
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
-                // Dropped (timeout, cancelled round): the process goes too.
-                .kill_on_drop(true)
                 .spawn()
                 .map_err(|e| {
                     ToolError::refused(
@@ -92,6 +99,7 @@ impl Tool for ExtensionTool {
                         format!("extension `{}` cannot start `{program}`: {e}", self.cfg.name),
                     )
                 })?;
+            sandboxed.guard.spawned();
             if let Some(mut stdin) = child.stdin.take() {
                 let body = serde_json::to_vec(&input).unwrap_or_default();
                 // A program that does not read its input is allowed; its answer still counts.

@@ -86,6 +86,9 @@ pub async fn run_submission(stages: Stages, shared: Arc<SessionShared>, input: R
     async move {
         // Tools added since the last submission become visible now, never mid-round.
         shared.memory.refresh();
+        for notice in shared.memory.take_session_notices() {
+            shared.emit(PipelineEvent::Notice(notice));
+        }
         let added = shared.memory.take_added();
         if !added.is_empty() {
             shared.emit(PipelineEvent::Notice(Notice::new(
@@ -402,6 +405,10 @@ fn lost_result(shared: &SessionShared, p: &PlannedCall) -> ToolResult {
 fn exec_call(registry: &Registry, planned: &PlannedCall) -> Option<ExecCall> {
     let tool = registry.get(&planned.name)?;
     let parallel = matches!(planned.action, Action::Run { parallel_safe: true, .. });
+    let grant = match planned.action {
+        Action::Run { grant, .. } => grant,
+        Action::Refuse(_) => Default::default(),
+    };
     Some(ExecCall {
         index: planned.index,
         id: planned.id.clone(),
@@ -409,6 +416,7 @@ fn exec_call(registry: &Registry, planned: &PlannedCall) -> Option<ExecCall> {
         input: planned.input.clone(),
         tool: Arc::clone(&tool.spec),
         parallel,
+        grant,
     })
 }
 

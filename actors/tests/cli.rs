@@ -378,7 +378,10 @@ fn commands_the_model_drives_do_not_see_the_hosts_secrets() {
     let config = dir.path().join("env.toml");
     std::fs::write(
         &config,
-        r#"[[extensions]]
+        r#"[shell]
+env_passthrough = ["DEMO_VISIBLE"]
+
+[[extensions]]
 name = "show_env"
 description = "Shows two variables"
 command = ["sh", "-c", "cat > /dev/null; echo \"[$DEMO_API_KEY][$DEMO_GITHUB_TOKEN]\""]

@@ -43,6 +43,8 @@ struct Task {
     read: u64,
     last_look: Instant,
     ended: Option<String>,
+    /// The sandbox's private temporary folder, removed with the task (after its kill).
+    _sandbox: crate::sandbox::Guard,
 }
 
 impl Drop for Task {
@@ -103,12 +105,16 @@ impl TaskTable {
         let err = file
             .try_clone()
             .map_err(|e| ToolError::tool(format!("cannot open the task's log: {e}")))?;
-        let mut cmd = shell_command(command, ctx);
+        let mut sandboxed = shell_command(command, ctx).inspect_err(|_| {
+            let _ = std::fs::remove_file(&log);
+        })?;
+        let cmd = &mut sandboxed.command;
         cmd.stdout(std::process::Stdio::from(file)).stderr(std::process::Stdio::from(err));
         let child = cmd.spawn().map_err(|e| {
             let _ = std::fs::remove_file(&log);
             ToolError::tool(format!("cannot start the shell: {e}"))
         })?;
+        sandboxed.guard.spawned();
         let pid = child.id();
         tasks.tasks.insert(
             id.clone(),
@@ -120,6 +126,7 @@ impl TaskTable {
                 read: 0,
                 last_look: Instant::now(),
                 ended: None,
+                _sandbox: sandboxed.guard,
             },
         );
         Ok(id)

@@ -45,6 +45,7 @@ impl Tool for EditFile {
         Box::pin(async move {
             let input: Input = parse_input(input)?;
             let path = workspace::confine(&ctx.workspace, &input.path, "path")?;
+            super::protected::check(&ctx.workspace, &path, &ctx.config.tools.protected)?;
             let shown = workspace::display(&ctx.workspace, &path);
             // File work runs off the async thread (see `blocking`).
             let (target, shown_in) = (path.clone(), shown.clone());

@@ -40,6 +40,7 @@ impl Tool for WriteFile {
         Box::pin(async move {
             let input: Input = parse_input(input)?;
             let path = workspace::confine(&ctx.workspace, &input.path, "path")?;
+            super::protected::check(&ctx.workspace, &path, &ctx.config.tools.protected)?;
             let shown = workspace::display(&ctx.workspace, &path);
             if path.is_dir() {
                 return Err(crate::tool::ToolError::invalid("path", format!("`{shown}` is a folder")));

@@ -135,6 +135,9 @@ pub struct NetworkConfig {
 pub struct ToolsConfig {
     /// Built-in tools left out.
     pub disable: Vec<String>,
+    /// Files the write tools refuse to write: globs relative to the workspace root (`*` within
+    /// one path component, `**` across any number).
+    pub protected: Vec<String>,
 }
 
 /// `[catalog]`.
@@ -222,6 +225,40 @@ pub struct ShellConfig {
     pub background_stale_secs: u64,
     /// Bytes one shell_output call reads.
     pub background_poll_max_bytes: u64,
+    /// Variables passed to commands the model drives when they match none of `env_exclude`:
+    /// case-insensitive globs (the core set: PATH, HOME, LANG, LC_*, …).
+    pub env_core: Vec<String>,
+    /// Variables passed to commands the model drives although no core glob names them, and
+    /// even if `env_exclude` matches them: case-insensitive globs.
+    pub env_passthrough: Vec<String>,
+    /// Which OS sandbox commands and extension programs run in.
+    pub sandbox: SandboxMode,
+    /// Folders, besides the workspace and a private temporary folder, that commands approved to
+    /// write may write (`~/` is the home folder).
+    pub writable_paths: Vec<String>,
+    /// CPU seconds each process of a command may use (0 = no limit).
+    pub limit_cpu_secs: u64,
+    /// Bytes of data (heap and private writable memory) each process may hold (0 = no limit).
+    pub limit_memory_bytes: u64,
+    /// Processes and threads the host's user may have while a command starts more (0 = no
+    /// limit; the kernel does not apply it to root).
+    pub limit_processes: u64,
+    /// Largest file a command may write, in bytes (0 = no limit).
+    pub limit_file_bytes: u64,
+}
+
+/// `shell.sandbox`: the OS sandbox of commands and extension programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// The strongest one available: bubblewrap, else Landlock, else none.
+    Auto,
+    /// bubblewrap: mount, process and network namespaces.
+    Bwrap,
+    /// Landlock: the kernel's access control of files, TCP and signals, in the process itself.
+    Landlock,
+    /// No sandbox: exec_shell then asks before every command.
+    None,
 }
 
 /// `[read_file]`.

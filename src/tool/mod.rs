@@ -38,7 +38,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 pub use capability::{ApprovalRequirement, Approvals, Capability, ToolSource, derive_approval, is_read_only};
-pub use context::{NoServices, SessionServices, ToolContext};
+pub use context::{Grant, NoServices, SessionServices, ToolContext};
 pub use error::{ErrorCategory, ToolError};
 pub use metadata::ToolMetadata;
 pub use output::{OutputKind, ToolOutput};
@@ -114,6 +114,12 @@ pub trait ToolSpec: Tool {
     /// plus the canonical arguments, i.e. an exact match, which is the fail-safe choice.
     fn approval_key(&self, input: &Value) -> String {
         format!("{}:{}", self.name(), crate::canonical::canonical_json(input))
+    }
+
+    /// Something each session should be told once before it uses this tool (exec_shell without
+    /// a sandbox: everything asks), or `None`.
+    fn session_notice(&self) -> Option<String> {
+        None
     }
 
     /// Renamed fields a model commonly sends (old name → schema name), used to teach the

@@ -54,11 +54,11 @@ const FLOORS: &[&[&str]] = &[
     // The trait layer: what a tool is, and the services it may ask its host for.
     &["tool"],
     // Input: what the model sent, made usable.
-    &["forgery", "repair"],
+    &["forgery", "repair", "shell"],
     &["stream"],
     &["registry"],
-    // Decisions about calls, and the economics of their results.
-    &["plan", "output"],
+    // Decisions about calls, the economics of their results, and the OS sandbox programs run in.
+    &["plan", "output", "sandbox"],
     // Tools of each source.
     &["builtin", "mcp", "extension"],
     // What holds a session together.

@@ -26,7 +26,7 @@ fn docs() -> Vec<SearchDoc> {
 
 /// The same of the built-in tools.
 fn builtin_docs() -> Vec<SearchDoc> {
-    toolslot::builtin::all()
+    toolslot::builtin::all(&toolslot::config::Config::builtin())
         .iter()
         .filter(|t| t.name() != "tool_search")
         .map(|t| {
@@ -100,7 +100,7 @@ fn the_right_tool_is_in_the_top_three_for_nine_queries_in_ten() {
 /// and an agent's query must find the right one among look-alikes (`read_file` and
 /// `filesystem__read_text_file`).
 fn builtins() -> Vec<(String, String)> {
-    toolslot::builtin::all()
+    toolslot::builtin::all(&toolslot::config::Config::builtin())
         .iter()
         .filter(|t| t.name() != "tool_search")
         .map(|t| (t.name().to_string(), t.description().to_string()))

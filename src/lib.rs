@@ -19,6 +19,7 @@
 pub mod builtin;
 pub mod canonical;
 pub mod child_env;
+pub mod child_group;
 pub mod config;
 pub mod event;
 pub mod extension;

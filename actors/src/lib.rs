@@ -48,4 +48,4 @@ pub use round::RoundInput;
 pub use session::{SessionOptions, Stage};
 pub use stage::StageError;
 pub use subagent::{AgentRunner, RecordedRunner, Turn};
-pub use toolset::{Toolset, build_toolset};
+pub use toolset::{Toolset, build_toolset, shutdown_servers};

@@ -56,28 +56,3 @@ pub(crate) async fn run<T: Send + 'static>(work: impl FnOnce(&Abandon) -> Result
     rx.await
         .map_err(|_| ToolError::tool("the file operation failed internally (it panicked); nothing can be assumed about it"))?
 }
-
-/// Reads at most `max` bytes of `file` (more means the file is over the limit: `Ok(None)`),
-/// in pieces, stopping when abandoned.
-///
-/// # Errors
-/// The read failed, or the call was abandoned.
-pub(crate) fn read_capped(mut file: impl std::io::Read, max: u64, abandon: &Abandon) -> Result<Option<Vec<u8>>, std::io::Error> {
-    let mut out = Vec::new();
-    let mut piece = vec![0u8; 64 * 1024];
-    loop {
-        if abandon.is_set() {
-            return Err(std::io::Error::other("abandoned"));
-        }
-        let n = match file.read(&mut piece) {
-            Ok(0) => return Ok(Some(out)),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if out.len() as u64 + n as u64 > max {
-            return Ok(None);
-        }
-        out.extend_from_slice(&piece[..n]);
-    }
-}

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{blocking, parse_input, workspace};
+use super::{parse_input, workspace};
 use crate::output::write_atomic;
 use crate::tool::{Capability, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
@@ -44,17 +44,13 @@ impl Tool for EditFile {
     fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let input: Input = parse_input(input)?;
-            let path = workspace::confine(&ctx.workspace, &input.path, "path")?;
+            let path = workspace::confine_input(ctx, &input.path, "path")?;
             super::protected::check(&ctx.workspace, &path, &ctx.config.tools.protected)?;
             let shown = workspace::display(&ctx.workspace, &path);
-            // File work runs off the async thread (see `blocking`).
-            let (target, shown_in) = (path.clone(), shown.clone());
-            let modified = blocking::run(move |_| {
-                let meta = std::fs::metadata(&target).map_err(|e| ToolError::invalid("path", format!("cannot edit `{shown_in}`: {e}")))?;
-                meta.modified()
-                    .map_err(|e| ToolError::tool(format!("cannot stat `{shown_in}`: {e}")))
-            })
-            .await?;
+            let meta = std::fs::metadata(&path).map_err(|e| ToolError::invalid("path", format!("cannot edit `{shown}`: {e}")))?;
+            let modified = meta
+                .modified()
+                .map_err(|e| ToolError::tool(format!("cannot stat `{shown}`: {e}")))?;
             match ctx.services.file_read_state(&path) {
                 None => {
                     return Err(ToolError::invalid(
@@ -70,11 +66,17 @@ impl Tool for EditFile {
                 }
                 Some(_) => {}
             }
-            let (target, shown_in) = (path.clone(), shown.clone());
-            let text = blocking::run(move |_| {
-                std::fs::read_to_string(&target).map_err(|e| ToolError::tool(format!("cannot read `{shown_in}`: {e}")))
-            })
-            .await?;
+            let file = workspace::open_regular(&ctx.workspace, &path, "path")?;
+            let max = ctx.config.read_file.max_file_bytes;
+            let bytes = workspace::read_bounded(file, max)
+                .map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?
+                .ok_or_else(|| {
+                    ToolError::invalid(
+                        "path",
+                        format!("`{shown}` is over the {max}-byte limit (read_file.max_file_bytes); edit it with exec_shell"),
+                    )
+                })?;
+            let text = String::from_utf8(bytes).map_err(|_| ToolError::invalid("path", format!("`{shown}` is not UTF-8 text")))?;
             let starts: Vec<usize> = text.match_indices(&input.search).map(|(i, _)| i).collect();
             if starts.is_empty() {
                 return Err(ToolError::invalid(
@@ -98,8 +100,7 @@ impl Tool for EditFile {
             } else {
                 text.replacen(&input.search, &input.replace, 1)
             };
-            let (target, shown_in) = (path.clone(), shown.clone());
-            let modified = blocking::run(move |_| write_atomic(&target, new_text.as_bytes(), &shown_in)).await?;
+            let modified = write_atomic(&path, new_text.as_bytes(), &shown)?;
             ctx.services.record_file_state(&path, modified);
             Ok(ToolOutput::text(format!("Edited `{shown}`: {} replacement(s).", starts.len())))
         })

@@ -46,14 +46,15 @@ impl Tool for GrepFiles {
                 .case_insensitive(input.case_insensitive)
                 .build()
                 .map_err(|e| ToolError::invalid("pattern", format!("invalid regular expression: {e}")))?;
-            let root = workspace::confine(&ctx.workspace, input.path.as_deref().unwrap_or("."), "path")?;
-            let (max_matches, max_line_chars) = (ctx.config.grep_files.max_matches, ctx.config.grep_files.max_line_chars);
-            let workspace = ctx.workspace.clone();
-            // The walk reads files one by one off the async thread, and stops between files once
-            // the call is gone (its timeout, a cancelled round): see `blocking`.
-            let (out, more) = blocking::run(move |abandon| {
+            let root = workspace::confine_input(ctx, input.path.as_deref().unwrap_or("."), "path")?;
+            let cfg = ctx.config.grep_files.clone();
+            let ws = ctx.workspace.clone();
+            // The walk runs off the async thread and stops between files once the call is gone
+            // (its timeout, a cancelled round): see `blocking`.
+            let (out, more, too_big) = blocking::run(move |abandon| {
                 let mut out = Vec::new();
                 let mut more = false;
+                let mut too_big = 0usize;
                 'walk: for entry in ignore::WalkBuilder::new(&root)
                     .hidden(false)
                     .git_ignore(true)
@@ -64,37 +65,60 @@ impl Tool for GrepFiles {
                     if abandon.is_set() {
                         return Err(blocking::Abandon::stopped());
                     }
+                    // Symlinks are not followed (the walk's default), and only regular files are
+                    // opened: a FIFO would block the walk, a device would never end.
                     if !entry.file_type().is_some_and(|t| t.is_file()) {
                         continue;
                     }
-                    let Ok(bytes) = std::fs::read(entry.path()) else {
+                    let Ok(file) = workspace::open_regular(&ws, entry.path(), "path") else {
                         continue;
+                    };
+                    let bytes = match workspace::read_bounded(file, cfg.max_file_bytes) {
+                        Ok(Some(bytes)) => bytes,
+                        Ok(None) => {
+                            too_big += 1;
+                            continue;
+                        }
+                        Err(_) => continue,
                     };
                     if bytes[..bytes.len().min(8192)].contains(&0) {
                         continue;
                     }
                     let text = String::from_utf8_lossy(&bytes);
-                    let shown = workspace::display(&workspace, entry.path());
+                    let shown = workspace::display(&ws, entry.path());
                     for (n, line) in text.lines().enumerate() {
                         if re.is_match(line) {
-                            if out.len() >= max_matches {
+                            if out.len() >= cfg.max_matches {
                                 more = true;
                                 break 'walk;
                             }
-                            let line: String = line.chars().take(max_line_chars).collect();
+                            let line: String = line.chars().take(cfg.max_line_chars).collect();
                             out.push(format!("{shown}:{}:{line}", n + 1));
                         }
                     }
                 }
-                Ok((out, more))
+                Ok((out, more, too_big))
             })
             .await?;
+            let cfg = &ctx.config.grep_files;
+            let skipped = if too_big > 0 {
+                format!(
+                    "\n[{too_big} file(s) over {} bytes were not searched (grep_files.max_file_bytes)]",
+                    cfg.max_file_bytes
+                )
+            } else {
+                String::new()
+            };
             if out.is_empty() {
-                return Ok(ToolOutput::text(format!("no match for `{}`", input.pattern)));
+                return Ok(ToolOutput::text(format!("no match for `{}`{skipped}", input.pattern)));
             }
             let mut text = out.join("\n");
+            text.push_str(&skipped);
             if more {
-                text.push_str(&format!("\n[stopped at {} matches; narrow the pattern or the path]", max_matches));
+                text.push_str(&format!(
+                    "\n[stopped at {} matches; narrow the pattern or the path]",
+                    cfg.max_matches
+                ));
             }
             Ok(ToolOutput::text(text))
         })

@@ -2,8 +2,9 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
 
-use super::{blocking, parse_input, workspace};
+use super::{parse_input, workspace};
 use crate::tool::{Capability, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
 /// Reads a text file, with optional line offset and limit.
@@ -42,38 +43,27 @@ impl Tool for ReadFile {
     fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let input: Input = parse_input(input)?;
-            let path = workspace::confine(&ctx.workspace, &input.path, "path")?;
+            let path = workspace::confine_input(ctx, &input.path, "path")?;
             let shown = workspace::display(&ctx.workspace, &path);
-            let max = ctx.config.read_file.max_file_bytes;
-            let (shown_in, path_in) = (shown.clone(), path.clone());
-            // Off the async thread, and abandoned with the call: a FIFO or a device can block
-            // or never end (see `blocking`).
-            let bytes = blocking::run(move |abandon| {
-                let shown = shown_in;
-                let meta = std::fs::metadata(&path_in).map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?;
-                if meta.is_dir() {
-                    return Err(ToolError::invalid("path", format!("`{shown}` is a directory; use list_dir")));
-                }
-                let too_big = |size: String| {
-                    ToolError::invalid(
-                        "path",
-                        format!("`{shown}` is {size}, over the {max}-byte limit; use grep_files to find the part you need"),
-                    )
-                };
-                if meta.len() > max {
-                    return Err(too_big(format!("{} bytes", meta.len())));
-                }
-                let file = std::fs::File::open(&path_in).map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?;
-                match blocking::read_capped(file, max, abandon) {
-                    Ok(Some(bytes)) => Ok(bytes),
-                    // It grew while read, or is a device with no end.
-                    Ok(None) => Err(too_big("larger than its size said (it grew, or has no end)".into())),
-                    Err(_) if abandon.is_set() => Err(blocking::Abandon::stopped()),
-                    Err(e) => Err(ToolError::tool(format!("cannot read `{shown}`: {e}"))),
-                }
-            })
-            .await?;
             let cfg = &ctx.config.read_file;
+            let file = workspace::open_regular(&ctx.workspace, &path, "path")?;
+            // What is read is bounded by the limit, not by what the file's size says: a file
+            // can grow while it is read, and some report no size at all.
+            let mut bytes = Vec::new();
+            tokio::fs::File::from_std(file)
+                .take(cfg.max_file_bytes.saturating_add(1))
+                .read_to_end(&mut bytes)
+                .await
+                .map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?;
+            let bytes = (bytes.len() as u64 <= cfg.max_file_bytes).then_some(bytes).ok_or_else(|| {
+                ToolError::invalid(
+                    "path",
+                    format!(
+                        "`{shown}` is over the {}-byte limit; use grep_files to find the part you need",
+                        cfg.max_file_bytes
+                    ),
+                )
+            })?;
             if bytes[..bytes.len().min(8192)].contains(&0) {
                 return Err(ToolError::invalid(
                     "path",

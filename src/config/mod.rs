@@ -50,6 +50,8 @@ pub struct Config {
     pub execution: ExecutionConfig,
     /// exec_shell limits.
     pub shell: ShellConfig,
+    /// Confinement of file tools to the workspace.
+    pub workspace: WorkspaceConfig,
     /// read_file limits.
     pub read_file: ReadFileConfig,
     /// list_dir limits.
@@ -245,6 +247,12 @@ pub struct ShellConfig {
     pub limit_processes: u64,
     /// Largest file a command may write, in bytes (0 = no limit).
     pub limit_file_bytes: u64,
+    /// Bytes of one command's output saved for retrieve_tool_result at most.
+    pub max_saved_bytes: u64,
+    /// Bytes a background task's log may reach before the task is killed.
+    pub background_max_log_bytes: u64,
+    /// Seconds a background task may run before it is killed (0 = no limit).
+    pub background_max_secs: u64,
 }
 
 /// `shell.sandbox`: the OS sandbox of commands and extension programs.
@@ -259,6 +267,16 @@ pub enum SandboxMode {
     Landlock,
     /// No sandbox: exec_shell then asks before every command.
     None,
+}
+
+/// `[workspace]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceConfig {
+    /// Longest path a file tool accepts (bytes).
+    pub max_path_bytes: usize,
+    /// Most components a path a file tool accepts may have.
+    pub max_path_components: usize,
 }
 
 /// `[read_file]`.
@@ -291,6 +309,8 @@ pub struct GrepConfig {
     pub max_matches: usize,
     /// Longest matched line kept (characters).
     pub max_line_chars: usize,
+    /// Files larger than this are skipped (bytes).
+    pub max_file_bytes: u64,
 }
 
 /// `[fetch_url]`.
@@ -323,6 +343,8 @@ pub struct OutputConfig {
     pub other_tail_bytes: usize,
     /// Share of the head budget for rescued lines (percent).
     pub rescue_percent: usize,
+    /// A program's answer (an extension's stdout) kept whole up to this size (bytes).
+    pub program_whole_bytes: usize,
 }
 
 /// `[overflow]`.
@@ -411,6 +433,16 @@ pub struct McpConfig {
     /// Where each server's last tool listing is kept ("" keeps none: every server starts at
     /// start-up to list its tools).
     pub tool_cache_dir: String,
+    /// Longest JSON-RPC message read from a stdio server (bytes).
+    pub max_message_bytes: usize,
+    /// Deepest JSON nesting kept from a server's message.
+    pub max_json_depth: usize,
+    /// Largest input schema of one server tool (bytes, serialized).
+    pub max_schema_bytes: usize,
+    /// Tools one server may list at most.
+    pub max_tools_per_server: usize,
+    /// How long stopping a stdio server waits at each step (ms).
+    pub shutdown_grace_ms: u64,
     /// Declared servers.
     pub servers: Vec<McpServerConfig>,
 }

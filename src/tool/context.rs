@@ -83,6 +83,19 @@ pub trait SessionServices: Send + Sync {
     fn state(&self) -> Option<&SessionState> {
         None
     }
+    /// A file to stream a call's output into as it is produced (saved like a truncated output,
+    /// for retrieve_tool_result), where the session keeps saved outputs.
+    fn output_file(&self) -> Option<Box<dyn super::OutputFile>> {
+        None
+    }
+    /// Runs `work` beside the session's rounds until it ends (the host spawns it on its own
+    /// runtime); hands it back where the host cannot.
+    ///
+    /// # Errors
+    /// The work itself, not started.
+    fn run_detached(&self, work: super::Detached) -> Result<(), super::Detached> {
+        Err(work)
+    }
     /// The session's approval mode, where a session has one (a child session inherits it).
     fn approval_mode(&self) -> Option<crate::config::ApprovalMode> {
         None

@@ -48,7 +48,7 @@ fn the_slot_never_imports_actix() {
 const FLOORS: &[&[&str]] = &[
     // Ground: configuration and pure helpers every layer uses.
     &["config", "canonical", "tool_name", "schema"],
-    &["notice", "child_env"],
+    &["notice", "child_env", "child_group"],
     // Plain data the contract serializes.
     &["event"],
     // The trait layer: what a tool is, and the services it may ask its host for.

@@ -136,6 +136,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             }
         }
         let _ = dispatcher.close_session(&session);
+        toolslot_actors::shutdown_servers(&toolset.mcp).await;
         Ok::<(), CliError>(())
     })
 }

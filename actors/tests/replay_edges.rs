@@ -232,7 +232,10 @@ fn a_read_that_blocks_ends_with_its_timeout_and_the_process_exits() {
         // an error result, never a hang.
         let text = result["content"].as_str().unwrap();
         assert_eq!(result["is_error"], true, "{result}");
-        assert!(text.contains("did not finish within 300 ms") || text.contains("regular file"), "{result}");
+        assert!(
+            text.contains("did not finish within 300 ms") || text.contains("regular file"),
+            "{result}"
+        );
     }
     // The process does not wait for any file operation at exit.
     assert!(

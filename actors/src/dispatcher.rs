@@ -254,20 +254,34 @@ impl Dispatcher {
         dialect: Option<toolslot::stream::Dialect>,
     ) -> Result<mpsc::UnboundedReceiver<PipelineEvent>, DispatchError> {
         let handle = self.session(id)?;
-        if handle.shared.round_running.swap(true, Ordering::SeqCst) {
-            return Err(DispatchError::RoundRunning(id.to_string()));
-        }
+        let waits = take_turn(&handle.shared).ok_or_else(|| DispatchError::RoundRunning(id.to_string()))?;
         let (tx, rx) = mpsc::unbounded_channel();
-        handle.shared.set_sink(Some(tx));
-        handle.shared.cancel.send_replace(false);
+        if !waits {
+            handle.shared.settled.store(false, Ordering::SeqCst);
+            handle.shared.set_sink(Some(tx.clone()));
+            handle.shared.cancel.send_replace(false);
+        }
         let shared = Arc::clone(&handle.shared);
         let stages = handle.stages.clone();
+        let turn = Arc::clone(&handle.shared.turn);
         let submission = async move {
+            let held = turn.lock_owned().await;
+            if waits {
+                // The submission before this one has ended: its cancellation is not ours.
+                shared.set_sink(Some(tx));
+                if !shared.closed.load(Ordering::SeqCst) {
+                    shared.cancel.send_replace(false);
+                }
+            } else {
+                drop(tx);
+            }
+            shared.settled.store(false, Ordering::SeqCst);
             run_submission(stages, Arc::clone(&shared), input, dialect).await;
             // Free the session before the receiver ends, so a host that submits the next
             // round as soon as it sees the end is not refused.
-            shared.round_running.store(false, Ordering::SeqCst);
             shared.set_sink(None);
+            shared.submissions.fetch_sub(1, Ordering::SeqCst);
+            drop(held);
         };
         // On the session's own thread, inside its running system, the submission is spawned
         // right here, not posted through the arbiter's queue (one hop less per round).
@@ -279,8 +293,10 @@ impl Dispatcher {
             handle.arbiter.spawn(submission)
         };
         if !spawned {
-            handle.shared.set_sink(None);
-            handle.shared.round_running.store(false, Ordering::SeqCst);
+            if !waits {
+                handle.shared.set_sink(None);
+            }
+            handle.shared.submissions.fetch_sub(1, Ordering::SeqCst);
             return Err(DispatchError::Gone(id.to_string()));
         }
         Ok(rx)
@@ -353,7 +369,7 @@ impl Dispatcher {
     /// # Errors
     /// [`DispatchError::UnknownSession`].
     pub fn is_running(&self, id: &str) -> Result<bool, DispatchError> {
-        Ok(self.session(id)?.shared.round_running.load(Ordering::SeqCst))
+        Ok(self.session(id)?.shared.submissions.load(Ordering::SeqCst) > 0)
     }
 
     /// Makes `stage` of the session panic on its next message, to test supervision.
@@ -364,5 +380,26 @@ impl Dispatcher {
     pub fn inject_fault(&self, id: &str, stage: Stage) -> Result<(), DispatchError> {
         self.session(id)?.shared.inject_fault(stage);
         Ok(())
+    }
+}
+
+/// A place for a new submission: `Some(false)` runs now, `Some(true)` waits behind a
+/// submission whose last round has completed (its stream has not quite ended), `None` is
+/// refused (a round is running, or one already waits).
+fn take_turn(shared: &SessionShared) -> Option<bool> {
+    loop {
+        let now = shared.submissions.load(Ordering::SeqCst);
+        let next = match now {
+            0 => 1,
+            1 if shared.settled.load(Ordering::SeqCst) => 2,
+            _ => return None,
+        };
+        if shared
+            .submissions
+            .compare_exchange(now, next, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            return Some(next == 2);
+        }
     }
 }

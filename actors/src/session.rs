@@ -1,7 +1,7 @@
 //! A session's shared state: what every stage of the session may read or signal.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{broadcast, mpsc, watch};
@@ -130,8 +130,15 @@ pub struct SessionShared {
     /// Where events go: the running round's stream, and live subscribers. One lock for both,
     /// taken once per event.
     sinks: Mutex<Sinks>,
-    /// Set while a round runs.
-    pub round_running: AtomicBool,
+    /// Submissions running or waiting for their turn: 0, 1, or 2 when one waits behind a
+    /// submission whose last round has completed.
+    pub submissions: AtomicUsize,
+    /// The last event sent was a `round_complete`: a host that saw it may submit the next
+    /// round at once, and it waits for the rest of this submission (the end of its body)
+    /// instead of being refused.
+    pub settled: AtomicBool,
+    /// Held by the submission that runs; the one that waits takes it next.
+    pub turn: Arc<tokio::sync::Mutex<()>>,
     /// Cancellation of the running round (true = cancelled).
     pub cancel: watch::Sender<bool>,
     /// Closed sessions run nothing more.
@@ -193,7 +200,9 @@ impl SessionShared {
             services,
             config,
             sinks: Mutex::new(Sinks::default()),
-            round_running: AtomicBool::new(false),
+            submissions: AtomicUsize::new(0),
+            settled: AtomicBool::new(false),
+            turn: Arc::new(tokio::sync::Mutex::new(())),
             cancel,
             closed: AtomicBool::new(false),
             faults: Mutex::new(Vec::new()),
@@ -203,6 +212,9 @@ impl SessionShared {
 
     /// Sends an event to the running round's stream and to live subscribers.
     pub fn emit(&self, event: PipelineEvent) {
+        // Before the event leaves, so a host that reacts to it finds the session settled.
+        self.settled
+            .store(matches!(event, PipelineEvent::RoundComplete { .. }), Ordering::SeqCst);
         let sinks = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(live) = sinks.live.as_ref()
             && live.receiver_count() > 0

@@ -44,6 +44,10 @@ impl Drop for Server {
 }
 
 fn start(extra: &str) -> Server {
+    start_with(TOKEN, extra)
+}
+
+fn start_with(token: &str, extra: &str) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("ws");
     std::fs::create_dir(&workspace).unwrap();
@@ -53,7 +57,7 @@ fn start(extra: &str) -> Server {
     std::fs::write(
         &config,
         format!(
-            "[server]\nbind = \"127.0.0.1:{port}\"\ntoken = \"{TOKEN}\"\n{extra}\n[overflow]\ndir = \"{}\"\n",
+            "[server]\nbind = \"127.0.0.1:{port}\"\ntoken = \"{token}\"\n{extra}\n[overflow]\ndir = \"{}\"\n",
             dir.path().join("overflow").display()
         ),
     )
@@ -86,10 +90,23 @@ fn start(extra: &str) -> Server {
 
 /// A minimal HTTP/1.1 client: one request, `Connection: close`, the whole answer.
 fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: &[u8]) -> (u16, String) {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("Host", addr), ("Content-Type", "application/json")];
+    if let Some(a) = auth.as_deref() {
+        headers.push(("Authorization", a));
+    }
+    request(addr, method, path, &headers, body)
+}
+
+/// One request with exactly these headers (plus Content-Length and Connection: close).
+fn request(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    write!(s, "{head}Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()).unwrap();
     s.write_all(body).unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
@@ -171,7 +188,8 @@ fn every_request_needs_the_token() {
     let form = |token: &str| {
         let body = format!("token={token}");
         format!(
-            "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "POST /login HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            s.addr,
             body.len()
         )
     };
@@ -187,7 +205,8 @@ fn every_request_needs_the_token() {
     let pair = cookie.split_once(':').unwrap().1.trim().split(';').next().unwrap().to_string();
     for path in ["/", "/v1/tools"] {
         let answer = raw(format!(
-            "GET {path} HTTP/1.1\r\nHost: x\r\nCookie: {pair}\r\nConnection: close\r\n\r\n"
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nCookie: {pair}\r\nConnection: close\r\n\r\n",
+            s.addr
         ));
         assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
         if path == "/" {
@@ -491,4 +510,299 @@ fn mcp_servers_report_their_state() {
     let (_, shared) = http(&s.addr, "GET", "/v1/tools", Some(TOKEN), b"");
     assert!(!shared.contains("time__get_current_time"));
     assert_eq!(http(&s.addr, "GET", "/v1/sessions/nope/tools", Some(TOKEN), b"").0, 404);
+}
+
+fn session_count(s: &Server, token: Option<&str>) -> usize {
+    let (status, list) = http(&s.addr, "GET", "/v1/sessions", token, b"");
+    assert_eq!(status, 200, "{list}");
+    serde_json::from_str::<Value>(&list).unwrap()["sessions"].as_array().unwrap().len()
+}
+
+/// A shell call as a Chat Completions round.
+fn shell_round(command: &str) -> String {
+    let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c0", "type": "function", "function": {"name": "exec_shell", "arguments": json!({"command": command}).to_string()}}]}, "finish_reason": null}]});
+    format!("data: {call}\n\ndata: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n")
+}
+
+#[test]
+fn a_hostile_page_reaches_nothing_through_dns_rebinding_or_cross_site_posts() {
+    // The default: no token, as a user who runs `toolslot serve` on a laptop has.
+    let s = start_with(
+        "",
+        "allowed_hosts = [\"toolslot.internal\"]\nallowed_origins = [\"https://ui.example\"]",
+    );
+    let port = s.addr.rsplit(':').next().unwrap().to_string();
+    let marker = s.workspace.join("pwned");
+    let rebound = format!("attacker.example:{port}");
+    // DNS rebinding: the page's own name now resolves here; its requests name it in Host.
+    for (method, path, body) in [
+        ("GET", "/v1/sessions", &b""[..]),
+        ("GET", "/healthz", b""),
+        ("POST", "/v1/sessions", b"{}"),
+    ] {
+        let (status, text) = request(
+            &s.addr,
+            method,
+            path,
+            &[("Host", &rebound), ("Content-Type", "application/json")],
+            body,
+        );
+        assert_eq!(status, 403, "{method} {path}: {text}");
+        assert!(
+            serde_json::from_str::<Value>(&text).unwrap()["error"]
+                .as_str()
+                .unwrap()
+                .contains("Host")
+        );
+    }
+    assert!(
+        matches!(request(&s.addr, "GET", "/healthz", &[], b"").0, 400 | 403),
+        "no Host at all"
+    );
+    assert_eq!(
+        request(&s.addr, "GET", "/healthz", &[("Host", "127.0.0.1:1")], b"").0,
+        403,
+        "another port"
+    );
+    for good in [s.addr.clone(), format!("localhost:{port}"), format!("toolslot.internal:{port}")] {
+        assert_eq!(request(&s.addr, "GET", "/healthz", &[("Host", &good)], b"").0, 200, "{good}");
+    }
+    assert_eq!(session_count(&s, None), 0);
+    // A cross-site form post (text/plain needs no preflight): refused, and nothing is created.
+    let origin_evil = [
+        ("Host", s.addr.as_str()),
+        ("Origin", "http://attacker.example"),
+        ("Content-Type", "text/plain"),
+    ];
+    let (status, text) = request(&s.addr, "POST", "/v1/sessions", &origin_evil, br#"{"approval_mode": "full-auto"}"#);
+    assert_eq!(status, 403, "{text}");
+    let evil_json = [
+        ("Host", s.addr.as_str()),
+        ("Origin", "http://attacker.example"),
+        ("Content-Type", "application/json"),
+    ];
+    assert_eq!(request(&s.addr, "POST", "/v1/sessions", &evil_json, b"{}").0, 403);
+    assert_eq!(
+        request(
+            &s.addr,
+            "POST",
+            "/v1/sessions",
+            &[("Host", s.addr.as_str()), ("Origin", "null"), ("Content-Type", "application/json")],
+            b"{}"
+        )
+        .0,
+        403
+    );
+    // Without an Origin (not a browser), a text/plain body is still not JSON.
+    for ct in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
+        let (status, text) = request(
+            &s.addr,
+            "POST",
+            "/v1/sessions",
+            &[("Host", &s.addr), ("Content-Type", ct)],
+            br#"{"approval_mode": "full-auto"}"#,
+        );
+        assert_eq!(status, 415, "{ct}: {text}");
+    }
+    assert_eq!(
+        request(&s.addr, "POST", "/v1/sessions", &[("Host", &s.addr)], br#"{}"#).0,
+        415,
+        "a body without a content type"
+    );
+    assert_eq!(session_count(&s, None), 0, "no refused request opened a session");
+    // A session exists (opened properly); the attacker's page still cannot run a round in it.
+    let id = open_session(&s, "full-auto");
+    let round = shell_round(&format!("touch {}", marker.display()));
+    let (status, _) = request(
+        &s.addr,
+        "POST",
+        &format!("/v1/sessions/{id}/rounds"),
+        &origin_evil,
+        round.as_bytes(),
+    );
+    assert_eq!(status, 403);
+    let (status, _) = request(&s.addr, "DELETE", &format!("/v1/sessions/{id}"), &origin_evil, b"");
+    assert_eq!(status, 403);
+    for (path, body) in [
+        (format!("/v1/sessions/{id}/approvals/0"), &br#"{"decision": "approve"}"#[..]),
+        ("/v1/tools/search".to_string(), br#"{"query": "x"}"#),
+    ] {
+        let (status, text) = request(&s.addr, "POST", &path, &[("Host", &s.addr), ("Content-Type", "text/plain")], body);
+        assert_eq!(status, 415, "{path}: {text}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!marker.exists(), "the page's command ran");
+    // The server's own pages, and the origins the host allows, may post.
+    for origin in [format!("http://{}", s.addr), "https://ui.example".to_string()] {
+        let headers = [
+            ("Host", s.addr.as_str()),
+            ("Origin", origin.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        assert_eq!(request(&s.addr, "POST", "/v1/sessions", &headers, b"{}").0, 200, "{origin}");
+    }
+    assert_eq!(session_count(&s, None), 3);
+}
+
+#[test]
+fn a_reachable_bind_without_a_token_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("serve.toml");
+    for bind in ["0.0.0.0:0", "[::]:0"] {
+        std::fs::write(&config, format!("[server]\nbind = \"{bind}\"\n")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_toolslot"))
+            .args(["serve", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bind}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(err.contains("server.token") && err.contains(bind), "{err}");
+    }
+}
+
+#[test]
+fn wrong_tokens_are_throttled_per_address() {
+    let s = start("auth_failures_per_minute = 3");
+    let login = |token: &str| {
+        let body = format!("token={token}");
+        request(
+            &s.addr,
+            "POST",
+            "/login",
+            &[("Host", &s.addr), ("Content-Type", "application/x-www-form-urlencoded")],
+            body.as_bytes(),
+        )
+        .0
+    };
+    assert_eq!(login("guess-1"), 401);
+    assert_eq!(
+        http(&s.addr, "GET", "/v1/tools", Some("guess-2"), b"").0,
+        401,
+        "a wrong bearer token counts too"
+    );
+    assert_eq!(login("guess-3"), 401);
+    // Over the limit: refused before the token is even compared, the right one included.
+    let (status, text) = http(&s.addr, "GET", "/v1/tools", Some("guess-4"), b"");
+    assert_eq!(status, 429, "{text}");
+    assert!(text.contains("auth_failures_per_minute"), "{text}");
+    assert_eq!(login(TOKEN), 429);
+    assert_eq!(http(&s.addr, "GET", "/v1/tools", Some(TOKEN), b"").0, 429);
+    // Asking without a token is not a guess, and the console page still shows its form.
+    assert_eq!(request(&s.addr, "GET", "/", &[("Host", &s.addr)], b"").0, 200);
+}
+
+#[test]
+fn rounds_for_unknown_sessions_leave_nothing_behind() {
+    let s = start("");
+    let tracked = |s: &Server| -> u64 {
+        let (_, metrics) = http(&s.addr, "GET", "/metrics", Some(TOKEN), b"");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("toolslot_server_tracked_sessions "))
+            .unwrap_or_else(|| panic!("no gauge in {metrics}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(tracked(&s), 0);
+    let long = "f".repeat(4000);
+    for i in 0..300 {
+        let id = format!("{long}{i}");
+        for path in [
+            format!("/v1/sessions/{id}/rounds"),
+            format!("/v1/sessions/{id}/tools"),
+            format!("/v1/sessions/{id}/approvals/0"),
+        ] {
+            let body: &[u8] = if path.ends_with("/0") {
+                br#"{"decision": "approve"}"#
+            } else {
+                b"data: {}\n\n"
+            };
+            let method = if path.ends_with("/tools") { "GET" } else { "POST" };
+            assert_eq!(http(&s.addr, method, &path, Some(TOKEN), body).0, 404, "{path}");
+        }
+    }
+    assert_eq!(tracked(&s), 0, "unknown ids were remembered");
+    let id = open_session(&s, "read-only");
+    assert_eq!(tracked(&s), 1);
+    assert_eq!(http(&s.addr, "DELETE", &format!("/v1/sessions/{id}"), Some(TOKEN), b"").0, 204);
+    assert_eq!(tracked(&s), 0);
+}
+
+/// Sends a round as a chunked body whose last chunk (the end of the body) is not sent yet, as a
+/// proxy that forwards a provider's stream sends it: the model's message ends, toolslot
+/// completes the round, and the body's end follows a moment later.
+fn send_round(s: &Server, id: &str, body: &[u8]) -> TcpStream {
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        c,
+        "POST /v1/sessions/{id}/rounds HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nTransfer-Encoding: chunked\r\n\r\n{:X}\r\n",
+        s.addr,
+        body.len()
+    )
+    .unwrap();
+    c.write_all(body).unwrap();
+    c.write_all(b"\r\n").unwrap();
+    c
+}
+
+/// Reads a round's answer until `round_complete`, answering its approval request; returns
+/// what was read (the connection stays open).
+fn read_until_complete(s: &Server, id: &str, c: &mut TcpStream) -> String {
+    let mut raw = String::new();
+    let mut buf = [0u8; 8192];
+    let mut answered = false;
+    loop {
+        let n = c.read(&mut buf).unwrap();
+        assert!(n > 0, "the answer ended before round_complete: {raw:?}");
+        raw.push_str(&String::from_utf8_lossy(&buf[..n]));
+        if raw.starts_with("HTTP/1.1 409") {
+            return raw;
+        }
+        if !answered && raw.contains("\"type\":\"approval_required\"") {
+            answered = true;
+            let (status, text) = http(
+                &s.addr,
+                "POST",
+                &format!("/v1/sessions/{id}/approvals/0"),
+                Some(TOKEN),
+                br#"{"decision": "approve"}"#,
+            );
+            assert_eq!(status, 204, "{text}");
+        }
+        if let Some(at) = raw.find("\"type\":\"round_complete\"")
+            && raw[at..].contains("}\n\n")
+        {
+            return raw;
+        }
+    }
+}
+
+#[test]
+fn the_next_round_can_be_sent_the_moment_round_complete_arrives() {
+    let s = start("");
+    let id = open_session(&s, "ask");
+    let mut conflicts = 0;
+    let mut previous: Option<TcpStream> = None;
+    for i in 0..100 {
+        // A command that writes, so that it needs the approval.
+        let mut c = send_round(&s, &id, shell_round(&format!("touch made-{i} && echo round-{i}")).as_bytes());
+        // Only now does the previous body end.
+        if let Some(mut p) = previous.take() {
+            p.write_all(b"0\r\n\r\n").unwrap();
+        }
+        let raw = read_until_complete(&s, &id, &mut c);
+        if raw.starts_with("HTTP/1.1 409") {
+            conflicts += 1;
+            c.write_all(b"0\r\n\r\n").unwrap();
+            continue;
+        }
+        assert!(raw.contains(&format!("round-{i}")), "{raw}");
+        assert!(raw.contains("\"decision\":\"approved\""), "{raw}");
+        assert!(s.workspace.join(format!("made-{i}")).exists());
+        previous = Some(c);
+    }
+    assert_eq!(conflicts, 0, "rounds sent right after round_complete were refused");
 }

@@ -9,6 +9,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use crate::config::HostPattern;
+
 /// Why an address is refused, or `None` when it is public.
 pub fn refusal_reason(ip: IpAddr) -> Option<&'static str> {
     match ip {
@@ -74,13 +76,14 @@ fn v6_reason(ip: Ipv6Addr) -> Option<&'static str> {
     }
 }
 
-/// Whether `host` (as written in the URL, or the address) is opted in by `allow_hosts`.
-pub fn allowed_by_host(allow: &[String], host: &str, ip: IpAddr) -> bool {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    allow.iter().any(|a| {
-        let a = a.trim_start_matches('[').trim_end_matches(']');
-        a.eq_ignore_ascii_case(host) || a.parse::<IpAddr>().is_ok_and(|x| x == ip)
-    })
+/// Whether `host` (as written in the URL) or the address it resolved to is opted in by
+/// `allow_hosts` on `port`: an entry `host` allows every port, `host:port` only that one, so
+/// a redirect from the allowed service to another port of the same machine is refused.
+pub fn allowed_by_host(allow: &[String], host: &str, ip: IpAddr, port: u16) -> bool {
+    allow
+        .iter()
+        .filter_map(|a| HostPattern::parse(a).ok())
+        .any(|a| a.matches(host, port) || a.matches_ip(ip, port))
 }
 
 #[cfg(test)]
@@ -188,9 +191,27 @@ mod tests {
     #[test]
     fn allow_list_matches_host_or_address() {
         let allow = vec!["127.0.0.1".to_string(), "Intranet.Example".to_string()];
-        assert!(allowed_by_host(&allow, "127.0.0.1", "127.0.0.1".parse().unwrap()));
-        assert!(allowed_by_host(&allow, "127.1", "127.0.0.1".parse().unwrap()));
-        assert!(allowed_by_host(&allow, "intranet.example", "10.0.0.5".parse().unwrap()));
-        assert!(!allowed_by_host(&allow, "localhost", "::1".parse().unwrap()));
+        assert!(allowed_by_host(&allow, "127.0.0.1", "127.0.0.1".parse().unwrap(), 80));
+        assert!(allowed_by_host(&allow, "127.1", "127.0.0.1".parse().unwrap(), 8080));
+        assert!(allowed_by_host(&allow, "intranet.example", "10.0.0.5".parse().unwrap(), 443));
+        assert!(!allowed_by_host(&allow, "localhost", "::1".parse().unwrap(), 80));
+    }
+
+    #[test]
+    fn a_port_entry_allows_only_its_port() {
+        let allow = vec![
+            "127.0.0.1:8080".to_string(),
+            "db.internal:5984".to_string(),
+            "[::1]:9000".to_string(),
+        ];
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        assert!(allowed_by_host(&allow, "127.0.0.1", lo, 8080));
+        assert!(allowed_by_host(&allow, "localhost", lo, 8080), "by the address it resolved to");
+        assert!(!allowed_by_host(&allow, "127.0.0.1", lo, 8081));
+        assert!(!allowed_by_host(&allow, "127.0.0.1", lo, 80));
+        assert!(allowed_by_host(&allow, "db.internal", "10.1.2.3".parse().unwrap(), 5984));
+        assert!(!allowed_by_host(&allow, "db.internal", "10.1.2.3".parse().unwrap(), 22));
+        assert!(allowed_by_host(&allow, "[::1]", "::1".parse().unwrap(), 9000));
+        assert!(!allowed_by_host(&allow, "[::1]", "::1".parse().unwrap(), 9001));
     }
 }

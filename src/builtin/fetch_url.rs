@@ -197,16 +197,15 @@ impl FetchUrl {
             )));
         }
         let host = url.host_str().ok_or_else(|| refused("the URL has no host".into()))?.to_string();
+        let port = url.port_or_known_default().unwrap_or(80);
         let addrs: Vec<IpAddr> = match url.host() {
             Some(url::Host::Ipv4(v4)) => vec![IpAddr::V4(v4)],
             Some(url::Host::Ipv6(v6)) => vec![IpAddr::V6(v6)],
-            Some(url::Host::Domain(d)) => {
-                let port = url.port_or_known_default().unwrap_or(80);
-                self.resolver
-                    .resolve(d, port)
-                    .await
-                    .map_err(|e| ToolError::tool(format!("cannot resolve `{d}`: {e}")))?
-            }
+            Some(url::Host::Domain(d)) => self
+                .resolver
+                .resolve(d, port)
+                .await
+                .map_err(|e| ToolError::tool(format!("cannot resolve `{d}`: {e}")))?,
             None => return Err(refused("the URL has no host".into())),
         };
         let Some(first) = addrs.first().copied() else {
@@ -216,10 +215,10 @@ impl FetchUrl {
         // private record must not be a way in.
         for ip in &addrs {
             if let Some(reason) = refusal_reason(*ip)
-                && !allowed_by_host(allow, &host, *ip)
+                && !allowed_by_host(allow, &host, *ip, port)
             {
                 return Err(refused(format!(
-                    "`{host}` resolves to {ip}, a {reason} address; fetch_url only reaches public addresses (the host can allow one with network.allow_hosts)"
+                    "`{host}` (port {port}) resolves to {ip}, a {reason} address; fetch_url only reaches public addresses (the host can allow one with network.allow_hosts, as host or host:port)"
                 )));
             }
         }

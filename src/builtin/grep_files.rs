@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{parse_input, workspace};
+use super::{blocking, parse_input, workspace};
 use crate::tool::{Capability, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
 /// Searches file contents with a regular expression.
@@ -47,50 +47,60 @@ impl Tool for GrepFiles {
                 .build()
                 .map_err(|e| ToolError::invalid("pattern", format!("invalid regular expression: {e}")))?;
             let root = workspace::confine_input(ctx, input.path.as_deref().unwrap_or("."), "path")?;
-            let cfg = &ctx.config.grep_files;
-            let mut out = Vec::new();
-            let mut more = false;
-            let mut too_big = 0usize;
-            // The walk reads files synchronously; searches are bounded by max_matches.
-            'walk: for entry in ignore::WalkBuilder::new(&root)
-                .hidden(false)
-                .git_ignore(true)
-                .require_git(false)
-                .build()
-                .flatten()
-            {
-                // Symlinks are not followed (the walk's default), and only regular files are
-                // opened: a FIFO would block the walk, a device would never end.
-                if !entry.file_type().is_some_and(|t| t.is_file()) {
-                    continue;
-                }
-                let Ok(file) = workspace::open_regular(&ctx.workspace, entry.path(), "path") else {
-                    continue;
-                };
-                let bytes = match workspace::read_bounded(file, cfg.max_file_bytes) {
-                    Ok(Some(bytes)) => bytes,
-                    Ok(None) => {
-                        too_big += 1;
+            let cfg = ctx.config.grep_files.clone();
+            let ws = ctx.workspace.clone();
+            // The walk runs off the async thread and stops between files once the call is gone
+            // (its timeout, a cancelled round): see `blocking`.
+            let (out, more, too_big) = blocking::run(move |abandon| {
+                let mut out = Vec::new();
+                let mut more = false;
+                let mut too_big = 0usize;
+                'walk: for entry in ignore::WalkBuilder::new(&root)
+                    .hidden(false)
+                    .git_ignore(true)
+                    .require_git(false)
+                    .build()
+                    .flatten()
+                {
+                    if abandon.is_set() {
+                        return Err(blocking::Abandon::stopped());
+                    }
+                    // Symlinks are not followed (the walk's default), and only regular files are
+                    // opened: a FIFO would block the walk, a device would never end.
+                    if !entry.file_type().is_some_and(|t| t.is_file()) {
                         continue;
                     }
-                    Err(_) => continue,
-                };
-                if bytes[..bytes.len().min(8192)].contains(&0) {
-                    continue;
-                }
-                let text = String::from_utf8_lossy(&bytes);
-                let shown = workspace::display(&ctx.workspace, entry.path());
-                for (n, line) in text.lines().enumerate() {
-                    if re.is_match(line) {
-                        if out.len() >= cfg.max_matches {
-                            more = true;
-                            break 'walk;
+                    let Ok(file) = workspace::open_regular(&ws, entry.path(), "path") else {
+                        continue;
+                    };
+                    let bytes = match workspace::read_bounded(file, cfg.max_file_bytes) {
+                        Ok(Some(bytes)) => bytes,
+                        Ok(None) => {
+                            too_big += 1;
+                            continue;
                         }
-                        let line: String = line.chars().take(cfg.max_line_chars).collect();
-                        out.push(format!("{shown}:{}:{line}", n + 1));
+                        Err(_) => continue,
+                    };
+                    if bytes[..bytes.len().min(8192)].contains(&0) {
+                        continue;
+                    }
+                    let text = String::from_utf8_lossy(&bytes);
+                    let shown = workspace::display(&ws, entry.path());
+                    for (n, line) in text.lines().enumerate() {
+                        if re.is_match(line) {
+                            if out.len() >= cfg.max_matches {
+                                more = true;
+                                break 'walk;
+                            }
+                            let line: String = line.chars().take(cfg.max_line_chars).collect();
+                            out.push(format!("{shown}:{}:{line}", n + 1));
+                        }
                     }
                 }
-            }
+                Ok((out, more, too_big))
+            })
+            .await?;
+            let cfg = &ctx.config.grep_files;
             let skipped = if too_big > 0 {
                 format!(
                     "\n[{too_big} file(s) over {} bytes were not searched (grep_files.max_file_bytes)]",

@@ -5,7 +5,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{parse_input, workspace};
+use super::{blocking, parse_input, workspace};
 use crate::tool::{Capability, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
 /// Lists a folder's entries with kind and size.
@@ -59,9 +59,15 @@ impl Tool for ListDir {
                     format!("`{}` is not a folder", workspace::display(&ctx.workspace, &root)),
                 ));
             }
-            let mut lines = Vec::new();
-            let mut truncated = false;
-            walk(&root, &root, depth, cfg.max_entries, &mut lines, &mut truncated);
+            let max = cfg.max_entries;
+            // A walk of a large or slow tree runs off the async thread (see `blocking`).
+            let (lines, truncated) = blocking::run(move |_| {
+                let mut lines = Vec::new();
+                let mut truncated = false;
+                walk(&root, &root, depth, max, &mut lines, &mut truncated);
+                Ok((lines, truncated))
+            })
+            .await?;
             let mut out = lines.join("\n");
             if lines.is_empty() {
                 out.push_str("(empty folder)");

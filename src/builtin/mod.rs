@@ -6,6 +6,7 @@
 
 pub mod address_policy;
 pub mod background;
+mod blocking;
 mod edit_file;
 mod exec_shell;
 mod fetch_url;

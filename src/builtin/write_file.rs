@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{parse_input, workspace};
+use super::{blocking, parse_input, workspace};
 use crate::output::write_atomic;
 use crate::tool::{Capability, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec};
 
@@ -46,14 +46,12 @@ impl Tool for WriteFile {
                 return Err(crate::tool::ToolError::invalid("path", format!("`{shown}` is a folder")));
             }
             let existed = path.exists();
-            let modified = write_atomic(&path, input.content.as_bytes(), &shown)?;
+            let (target, shown_in, content) = (path.clone(), shown.clone(), input.content);
+            let (written, lines) = (content.len(), content.lines().count());
+            let modified = blocking::run(move |_| write_atomic(&target, content.as_bytes(), &shown_in)).await?;
             ctx.services.record_file_state(&path, modified);
             let verb = if existed { "Replaced" } else { "Created" };
-            Ok(ToolOutput::text(format!(
-                "{verb} `{shown}` ({} bytes, {} lines).",
-                input.content.len(),
-                input.content.lines().count()
-            )))
+            Ok(ToolOutput::text(format!("{verb} `{shown}` ({} bytes, {} lines).", written, lines)))
         })
     }
 }

@@ -12,12 +12,14 @@
 //! ```
 
 mod error;
+mod host_pattern;
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 pub use error::ConfigError;
+pub use host_pattern::HostPattern;
 
 /// The built-in defaults, the same bytes as `config/default.toml`.
 pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
@@ -402,6 +404,14 @@ pub struct ServerConfig {
     pub http_workers: usize,
     /// The folder every session's workspace must be inside ("" = any folder).
     pub workspace_root: String,
+    /// `Host` names accepted besides the bound address (`host` or `host:port`).
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`) whose pages may send state-changing requests, besides
+    /// the server's own.
+    pub allowed_origins: Vec<String>,
+    /// Wrong tokens one client address may present per minute before it is refused (0 = no
+    /// limit).
+    pub auth_failures_per_minute: u32,
 }
 
 /// `[remote]`: tools that run on worker processes, reached through NATS JetStream.
@@ -603,6 +613,8 @@ impl Config {
             .separator("__")
             .list_separator(",")
             .with_list_parse_key("network.allow_hosts")
+            .with_list_parse_key("server.allowed_hosts")
+            .with_list_parse_key("server.allowed_origins")
             .with_list_parse_key("tools.disable")
             .with_list_parse_key("loop_guard.exempt")
             .try_parsing(true)
@@ -655,6 +667,23 @@ impl Config {
                 key: "remote.ack_wait_ms / announce_ttl_ms / watchdog_interval_ms / read_only_max_deliveries".into(),
                 reason: "ack_wait_ms and announce_ttl_ms must be at least 1000 (JetStream counts in seconds and whole heartbeats), the watchdog interval above 0, and deliveries at least 1".into(),
             });
+        }
+        for (key, entries) in [
+            ("network.allow_hosts", &self.network.allow_hosts),
+            ("server.allowed_hosts", &self.server.allowed_hosts),
+        ] {
+            for entry in entries {
+                HostPattern::parse(entry).map_err(|reason| ConfigError::Invalid { key: key.into(), reason })?;
+            }
+        }
+        for origin in &self.server.allowed_origins {
+            let ok = url::Url::parse(origin).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some() && u.path() == "/");
+            if !ok {
+                return Err(ConfigError::Invalid {
+                    key: "server.allowed_origins".into(),
+                    reason: format!("`{origin}` is not an origin (scheme://host[:port])"),
+                });
+            }
         }
         if self.loop_guard.repeat_block < 2 {
             return Err(ConfigError::Invalid {
@@ -788,5 +817,26 @@ mod tests {
         let f = file_with("[output]\nshell_head_bytes = 29000\n");
         let err = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap_err();
         assert!(err.to_string().contains("shell_head_bytes"), "{err}");
+    }
+
+    #[test]
+    fn bad_host_entries_and_origins_are_refused() {
+        for (text, key) in [
+            ("[network]\nallow_hosts = [\"intranet:http\"]\n", "network.allow_hosts"),
+            ("[server]\nallowed_hosts = [\"[::1\"]\n", "server.allowed_hosts"),
+            ("[server]\nallowed_origins = [\"ui.example\"]\n", "server.allowed_origins"),
+            (
+                "[server]\nallowed_origins = [\"https://ui.example/app\"]\n",
+                "server.allowed_origins",
+            ),
+        ] {
+            let f = file_with(text);
+            let err = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap_err();
+            assert!(err.to_string().contains(key), "{text}: {err}");
+        }
+        let f = file_with(
+            "[network]\nallow_hosts = [\"127.0.0.1:8080\", \"[::1]:9000\", \"db.internal\"]\n[server]\nallowed_origins = [\"https://ui.example\"]\n",
+        );
+        assert!(Config::load_with_env(Some(f.path()), std::iter::empty()).is_ok());
     }
 }

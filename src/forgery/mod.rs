@@ -6,12 +6,20 @@
 //! calls; these are removed from the text handed back, reported once per response, and
 //! never executed, whatever they hold.
 //!
+//! Tags are recognized in every spelling a model imitates: with attributes
+//! (`<tool_call name="read_file">`), with a namespace prefix (`<ns:function_calls>`,
+//! `<ns:invoke name="…">`, ended by the same qualified name), and self-closing
+//! (`<invoke name="rm"/>`, which drops the tag alone).
+//!
 //! Documentation is not a call: nothing inside a fenced code block (other than one whose info
 //! string is `tool_call`, `tool_code` or `function_call`), an indented code block or inline
 //! code is touched, nor tags that merely start alike (`<invokeRequest>`).
 //!
 //! [`ForgeryStripper`] works on a stream: markers split across chunks are still caught, and
-//! text is held back only while it could still be the start of a marker.
+//! text is held back only while it could still be the start of a marker. It is linear in the
+//! text it receives: text held back is looked at again only once what is held has doubled
+//! (past a small size), so a long undecided run (a million spaces at a line start, backticks
+//! that never close) streamed in small deltas is not re-scanned on every delta.
 //!
 //! # Example
 //! ```
@@ -28,21 +36,27 @@ pub fn strip_forgeries(text: &str) -> (String, usize) {
     (out, s.found())
 }
 
-/// Start markers (in normalized ASCII spelling: `｜` as `|`, `▁` as `_`) and their ends.
-/// `None` as the end means the end depends on the tag (see [`tag_end`]).
+/// Start markers that are not tags (in normalized ASCII spelling: `｜` as `|`, `▁` as `_`),
+/// and their ends.
 const MARKERS: &[(&str, &str)] = &[
-    ("<function_calls>", "</function_calls>"),
-    ("<tool_call>", "</tool_call>"),
     ("[TOOL_CALL]", "[/TOOL_CALL]"),
     ("<|tool_calls_begin|>", "<|tool_calls_end|>"),
     ("<|tool_call_begin|>", "<|tool_call_end|>"),
     ("<|DSML|function_calls>", "</|DSML|function_calls>"),
 ];
 
-/// Tag markers that need a word boundary after the name, and whose end is `</name>`.
-const TAGS: &[&str] = &["<invoke", "<proposed_shell_command"];
+/// Local names of forged tags: after the name comes white space (attributes), `>` or `/`,
+/// and the end is `</name>` with the same prefix, if any.
+const TAGS: &[&str] = &["function_calls", "tool_call", "invoke", "proposed_shell_command"];
 /// A tag family: `<proposed_file_…>` ends at `</proposed_file_…>` of the same name.
-const TAG_FAMILY: &str = "<proposed_file_";
+const TAG_FAMILY: &str = "proposed_file_";
+/// Longest tag name, namespace included, read while deciding whether a `<` starts a forged
+/// tag: the forged names are short, and an undecided `<` must not hold text back for long.
+const MAX_TAG_NAME: usize = 64;
+/// Text held back up to this size is looked at again on every push; past it, only once the
+/// held text has doubled. Small holds (a possible marker) decide at once; large ones (a long
+/// run of spaces that may yet become indented code) cost linear time in all.
+const EAGER_HOLD: usize = 1024;
 /// Fenced-block info strings that mark a forged call.
 const FORGED_INFO: &[&str] = &["tool_call", "tool_code", "function_call"];
 
@@ -61,12 +75,23 @@ enum State {
     Forged {
         end: String,
     },
+    /// Inside the start tag of a forged call (its attributes), dropping until its `>`: then a
+    /// self-closing tag (`/>`) ends the forgery, any other goes on to `end`.
+    ForgedTag {
+        end: String,
+        /// The quote of the attribute value being read.
+        quote: Option<u8>,
+        /// The last byte outside quotes and white space was `/`.
+        slash: bool,
+    },
 }
 
 /// A streaming forged-call stripper.
 #[derive(Debug)]
 pub struct ForgeryStripper {
     buf: String,
+    /// The held text is looked at again once it is this long (see [`EAGER_HOLD`]).
+    retry_at: usize,
     state: State,
     at_line_start: bool,
     prev_line_blank: bool,
@@ -83,6 +108,9 @@ impl Default for ForgeryStripper {
 enum Probe {
     /// The text at the position is this marker; its length in bytes and the end marker.
     Match(usize, String),
+    /// The text at the position opens a forged tag: the length of `<` and its name, and the
+    /// end tag.
+    Tag(usize, String),
     /// It could still become a marker.
     NeedMore,
     No,
@@ -93,6 +121,7 @@ impl ForgeryStripper {
     pub fn new() -> Self {
         Self {
             buf: String::new(),
+            retry_at: 0,
             state: State::Normal,
             at_line_start: true,
             prev_line_blank: true,
@@ -109,16 +138,23 @@ impl ForgeryStripper {
     /// Feeds text; returns what can be emitted now.
     pub fn push(&mut self, text: &str) -> String {
         self.buf.push_str(text);
-        self.process(false)
+        if self.buf.len() < self.retry_at {
+            return String::new();
+        }
+        let out = self.process(false);
+        let held = self.buf.len();
+        self.retry_at = if held < EAGER_HOLD { held + 1 } else { held * 2 };
+        out
     }
 
     /// Ends the text: returns what was held back (an unclosed forgery is dropped to the end).
     pub fn finish(&mut self) -> String {
         let out = self.process(true);
-        if let State::Forged { .. } | State::Fence { forged: true, .. } = self.state {
+        if let State::Forged { .. } | State::ForgedTag { .. } | State::Fence { forged: true, .. } = self.state {
             self.buf.clear();
         }
         self.state = State::Normal;
+        self.retry_at = 0;
         out
     }
 
@@ -149,6 +185,27 @@ impl ForgeryStripper {
             State::Normal => self.normal(rest, last, out),
             State::Fence { forged, .. } => Some(self.emit_line(rest, out, !forged)),
             State::Indented => Some(self.emit_line(rest, out, true)),
+            State::ForgedTag { end, mut quote, mut slash } => {
+                for (i, &b) in rest.as_bytes().iter().enumerate() {
+                    match (quote, b) {
+                        (Some(q), _) if b == q => quote = None,
+                        (Some(_), _) => {}
+                        (None, b'"' | b'\'') => {
+                            quote = Some(b);
+                            slash = false;
+                        }
+                        (None, b'>') => {
+                            self.state = if slash { State::Normal } else { State::Forged { end } };
+                            return Some(i + 1);
+                        }
+                        (None, b) if b.is_ascii_whitespace() => {}
+                        (None, b) => slash = b == b'/',
+                    }
+                }
+                // The whole start tag is dropped; what was read of it need not be held.
+                self.state = State::ForgedTag { end, quote, slash };
+                Some(rest.len())
+            }
             State::Forged { end } => {
                 if let Some((_, e)) = find_normalized(rest, &end) {
                     self.state = State::Normal;
@@ -253,7 +310,7 @@ impl ForgeryStripper {
                 self.at_line_start = false;
                 None
             }
-            State::Forged { .. } => {
+            State::Forged { .. } | State::ForgedTag { .. } => {
                 self.at_line_start = false;
                 None
             }
@@ -339,6 +396,16 @@ impl ForgeryStripper {
                     self.state = State::Forged { end };
                     Some(len)
                 }
+                Probe::Tag(len, end) => {
+                    self.found += 1;
+                    self.current_line_blank = false;
+                    self.state = State::ForgedTag {
+                        end,
+                        quote: None,
+                        slash: false,
+                    };
+                    Some(len)
+                }
                 Probe::NeedMore => None,
                 Probe::No => {
                     out.push(c as char);
@@ -395,36 +462,49 @@ fn probe(rest: &str, last: bool) -> Probe {
             Err(false) => {}
         }
     }
-    for tag in TAGS {
-        match starts_with_normalized(rest, tag) {
-            Ok(n) => match rest[n..].chars().next() {
-                Some(c) if c.is_whitespace() || c == '>' || c == '/' => {
-                    return Probe::Match(n, tag_end(&tag[1..]));
-                }
-                Some(_) => {}
-                None => need_more = true,
-            },
-            Err(true) => need_more = true,
-            Err(false) => {}
-        }
-    }
-    match starts_with_normalized(rest, TAG_FAMILY) {
-        Ok(n) => {
-            let name_len = rest[n..].find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
-            match name_len {
-                Some(k) if k > 0 => {
-                    let name = &rest[1..n + k];
-                    return Probe::Match(n + k, tag_end(name));
-                }
-                Some(_) => {}
-                None if rest.len() - n < 64 => need_more = true,
-                None => {}
-            }
-        }
-        Err(true) => need_more = true,
-        Err(false) => {}
+    match probe_tag(rest) {
+        Some(Ok(probe)) => return probe,
+        Some(Err(())) => need_more = true,
+        None => {}
     }
     if need_more && !last { Probe::NeedMore } else { Probe::No }
+}
+
+/// Whether `rest` opens a forged tag: `<`, an optional `prefix:`, a forged local name, then
+/// white space, `>` or `/`. `Some(Err(()))` when the name may still go on in the next chunk.
+fn probe_tag(rest: &str) -> Option<Result<Probe, ()>> {
+    let bytes = rest.as_bytes();
+    let name_char = |b: u8, first: bool| b.is_ascii_alphabetic() || b == b'_' || (!first && (b.is_ascii_digit() || b == b'-' || b == b'.'));
+    if bytes.first() != Some(&b'<') {
+        return None;
+    }
+    let mut i = 1;
+    let mut local_start = 1;
+    while i < bytes.len() && i <= MAX_TAG_NAME {
+        let b = bytes[i];
+        if name_char(b, i == local_start) {
+            i += 1;
+        } else if b == b':' && local_start == 1 && i > 1 {
+            i += 1;
+            local_start = i;
+        } else {
+            break;
+        }
+    }
+    if i > MAX_TAG_NAME || i == local_start {
+        // Too long to be a forged name, or no name (`< b`, `<ns:`, `<1`); an unfinished name
+        // at the end of the chunk may still go on.
+        return (i == bytes.len() && i <= MAX_TAG_NAME).then_some(Err(()));
+    }
+    if i == bytes.len() {
+        return Some(Err(()));
+    }
+    if !(bytes[i].is_ascii_whitespace() || bytes[i] == b'>' || bytes[i] == b'/') {
+        return None;
+    }
+    let local = &rest[local_start..i];
+    let forged = TAGS.contains(&local) || (local.len() > TAG_FAMILY.len() && local.starts_with(TAG_FAMILY));
+    forged.then(|| Ok(Probe::Tag(i, tag_end(&rest[1..i]))))
 }
 
 /// Whether a code span opened by `n` backticks closes in `text` (what follows the opener).

@@ -86,6 +86,8 @@ pub struct McpToolDef {
     pub name: String,
     /// The name at the server.
     pub remote: String,
+    /// The server's title for it (`title`, or `annotations.title`), if any.
+    pub title: Option<String>,
     /// The server's description.
     pub description: String,
     /// The server's input schema.
@@ -168,6 +170,11 @@ pub fn tool_from_entry(
             let def = McpToolDef {
                 name,
                 remote: original,
+                title: entry
+                    .get("title")
+                    .or_else(|| annotations.and_then(|a| a.get("title")))
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
                 description: entry.get("description").and_then(Value::as_str).unwrap_or("").to_string(),
                 schema,
                 capabilities: super::capabilities_for(annotations, cfg.trust_annotations),
@@ -258,6 +265,7 @@ fn trim_descriptions(schema: &mut Value, max: usize) {
 pub struct McpTool {
     name: String,
     remote: String,
+    title: Option<String>,
     description: String,
     schema: Value,
     capabilities: Vec<Capability>,
@@ -292,9 +300,17 @@ impl McpTool {
         if description.trim().is_empty() {
             description = format!("Tool `{}` of MCP server `{}`.", def.remote, caller.server());
         }
+        // Untrusted text, like the description: no control characters, under the same cap.
+        let cap = if description_max_chars == 0 {
+            usize::MAX
+        } else {
+            description_max_chars
+        };
+        let title = def.title.map(|t| t.chars().filter(|c| !c.is_control()).take(cap).collect());
         Self {
             name: def.name,
             remote: def.remote,
+            title,
             description,
             schema: def.schema,
             capabilities: def.capabilities,
@@ -348,6 +364,9 @@ impl Tool for McpTool {
     }
     fn input_schema(&self) -> Value {
         self.schema.clone()
+    }
+    fn title(&self) -> Option<&str> {
+        self.title.as_deref()
     }
     fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::config::RepairConfig;
 use crate::notice::{Notice, NoticeKind};
-use crate::repair::args::{decode_stringified, repair_arguments};
+use crate::repair::args::{RepairError, decode_stringified, repair_arguments};
 use crate::stream::RawCall;
 use crate::tool::{ErrorCategory, ToolError};
 
@@ -94,6 +94,27 @@ pub fn finalize_call(call: &RawCall, cut: bool, schema: Option<&Value>, cfg: &Re
                 repair,
                 refusal: None,
                 notices,
+            }
+        }
+        Err(RepairError::TooLarge { len, limit }) => {
+            // Run with `{}`, the call would fail on a missing field the model did send, and the
+            // model would send the same call again: say what is wrong, and by how much.
+            let message = format!(
+                "The arguments of `{}` are {len} bytes, {} bytes over the {limit}-byte limit on argument \
+                 text (repair.max_input_bytes), so the call was not run. Send less in one call: split \
+                 long content over several calls (write the first part, then add to it).",
+                call.name,
+                len - limit
+            );
+            Finalized {
+                input: Value::Object(Map::new()),
+                repair: RepairMark::Rejected,
+                refusal: Some(ToolError::refused(ErrorCategory::InvalidInput, message)),
+                notices: vec![Notice::for_call(
+                    NoticeKind::ArgsRejected,
+                    index,
+                    format!("arguments of `{}` are {len} bytes, over the {limit}-byte limit; not run", call.name),
+                )],
             }
         }
         Err(err) => {

@@ -31,7 +31,7 @@ pub use crate::tool_name::{is_valid_tool_name, sanitize_tool_name};
 pub use catalog::{Catalog, CatalogFormat};
 pub use fail_closed::{FAIL_CLOSED_DESCRIPTION, FailClosedTool};
 pub use live::LiveRegistry;
-pub use search::{SearchHit, SearchIndex};
+pub use search::{SearchDoc, SearchHit, SearchIndex};
 
 use crate::config::Config;
 use crate::notice::{Notice, NoticeKind};
@@ -358,12 +358,17 @@ impl Registry {
         let mut sorted: Vec<usize> = (0..tools.len()).collect();
         sorted.sort_by(|a, b| tools[*a].meta.name.cmp(&tools[*b].meta.name));
         self.sorted_names = sorted.iter().map(|i| tools[*i].meta.name.clone()).collect();
-        let deferred: Vec<(String, String)> = sorted
+        let deferred: Vec<SearchDoc> = sorted
             .iter()
             .filter(|i| tools[**i].meta.deferred)
-            .map(|i| (tools[*i].meta.name.clone(), tools[*i].model_description.clone()))
+            .map(|i| {
+                let t = &tools[*i];
+                SearchDoc::new(t.meta.name.clone(), t.model_description.clone())
+                    .with_title(t.spec.title())
+                    .with_schema(&t.model_schema)
+            })
             .collect();
-        self.search = (!deferred.is_empty()).then(|| Arc::new(SearchIndex::new(deferred)));
+        self.search = (!deferred.is_empty()).then(|| Arc::new(SearchIndex::from_docs(deferred)));
         sorted
     }
 

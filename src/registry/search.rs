@@ -1,10 +1,13 @@
-//! Ranking deferred tools for a query: BM25 with name splitting, stemming and synonyms.
+//! Ranking deferred tools for a query: BM25 with name splitting, stemming and synonyms, over
+//! everything a tool declares.
 //!
 //! Plain BM25 over names and descriptions misses the queries agents actually write:
 //! paraphrases ("remove a folder" for `delete_directory`) and task-level requests ("what
-//! changed in the repo" for `git_diff`). Three additions close most of that gap, each cheap:
+//! changed in the repo" for `git_diff`). Four additions close most of that gap, each cheap:
 //! names are split into words (`git_diff_unstaged` → git, diff, unstaged; `readFile` → read,
-//! file) and weighted above description words; words are reduced to a crude stem so
+//! file) and weighted above description words; what the tool declares beyond its description
+//! is indexed too (an MCP title, its parameters' names, descriptions and allowed values:
+//! `start_timestamp` answers "since yesterday"); words are reduced to a crude stem so
 //! "listing" meets "list"; and query words are expanded through a small table of synonyms
 //! common in tool descriptions, at a lower weight than the word itself. Hand-written rather
 //! than a BM25 crate because the expansion and field weights are the part that matters and
@@ -41,35 +44,146 @@ impl std::fmt::Debug for SearchIndex {
 // BM25's usual constants: k1 saturates repeated terms, b normalizes by length.
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
-// A word of the name says more about a tool than a word of its description.
+// A word of the name says more about a tool than a word of its description (the server
+// prefix of an MCP tool's name counts as a description word).
 const NAME_WEIGHT: f64 = 3.0;
+// A title restates the name for people, usually in plainer words.
+const TITLE_WEIGHT: f64 = 1.0;
+// A parameter's name says what the tool works on; its description and allowed values say
+// more, but in many more words.
+const PARAM_NAME_WEIGHT: f64 = 1.0;
+const PARAM_TEXT_WEIGHT: f64 = 0.5;
+/// How deep into an input schema's nested properties the index reads: the fields of the
+/// objects a tool takes (an entity's `name` and `observations`), not whole data models.
+const SCHEMA_DEPTH: usize = 3;
+
+/// What tool_search indexes of one tool.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchDoc {
+    /// The tool's name.
+    pub name: String,
+    /// Its title, when it declares one.
+    pub title: Option<String>,
+    /// Its description (as the model sees it).
+    pub description: String,
+    /// The names of its input's properties (nested ones included).
+    pub params: Vec<String>,
+    /// Their descriptions, titles and allowed values.
+    pub param_text: Vec<String>,
+}
+
+impl SearchDoc {
+    /// A tool known by its name and description alone.
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            ..Self::default()
+        }
+    }
+
+    /// With its title.
+    pub fn with_title(mut self, title: Option<&str>) -> Self {
+        self.title = title.map(str::to_string);
+        self
+    }
+
+    /// With what its input schema declares: property names, descriptions, titles and enum
+    /// values, through objects and arrays of objects.
+    pub fn with_schema(mut self, schema: &serde_json::Value) -> Self {
+        self.read_schema(schema, SCHEMA_DEPTH);
+        self
+    }
+
+    fn read_schema(&mut self, schema: &serde_json::Value, depth: usize) {
+        if depth == 0 {
+            return;
+        }
+        if let Some(items) = schema.get("items") {
+            self.read_schema(items, depth);
+        }
+        let Some(props) = schema.get("properties").and_then(serde_json::Value::as_object) else {
+            return;
+        };
+        for (key, prop) in props {
+            self.params.push(key.clone());
+            for field in ["description", "title"] {
+                if let Some(text) = prop.get(field).and_then(serde_json::Value::as_str) {
+                    self.param_text.push(text.to_string());
+                }
+            }
+            if let Some(values) = prop.get("enum").and_then(serde_json::Value::as_array) {
+                self.param_text
+                    .extend(values.iter().filter_map(serde_json::Value::as_str).map(str::to_string));
+            }
+            self.read_schema(prop, depth - 1);
+        }
+    }
+}
 // A synonym is evidence, but weaker than the word the agent actually wrote.
 const SYNONYM_WEIGHT: f64 = 0.6;
 
 impl SearchIndex {
     /// Indexes `(name, description)` pairs.
     pub fn new(tools: Vec<(String, String)>) -> Self {
-        Self::build(tools, false)
+        Self::from_docs(tools.into_iter().map(|(n, d)| SearchDoc::new(n, d)).collect())
     }
 
-    /// Plain BM25 over the same text (words split on non-alphanumerics, lowercased; no name
-    /// weighting, stemming or synonyms): the baseline the evaluation compares against.
+    /// Indexes what each tool declares (see [`SearchDoc`]).
+    pub fn from_docs(docs: Vec<SearchDoc>) -> Self {
+        Self::build(docs, false)
+    }
+
+    /// Plain BM25 over names and descriptions (words split on non-alphanumerics, lowercased;
+    /// no name weighting, declared fields, stemming or synonyms): the baseline the evaluation
+    /// compares against.
     pub fn plain(tools: Vec<(String, String)>) -> Self {
-        Self::build(tools, true)
+        Self::build(tools.into_iter().map(|(n, d)| SearchDoc::new(n, d)).collect(), true)
     }
 
-    fn build(tools: Vec<(String, String)>, plain: bool) -> Self {
+    fn build(tools: Vec<SearchDoc>, plain: bool) -> Self {
         let tok = |t: &str| if plain { plain_tokens(t) } else { tokenize(t) };
         let name_weight = if plain { 1.0 } else { NAME_WEIGHT };
         let mut docs = Vec::with_capacity(tools.len());
         let mut df: HashMap<String, usize> = HashMap::new();
-        for (name, description) in tools {
+        for tool in tools {
+            let SearchDoc {
+                name,
+                title,
+                description,
+                params,
+                param_text,
+            } = tool;
             let mut terms: HashMap<String, f64> = HashMap::new();
-            for t in tok(&name) {
-                *terms.entry(t).or_default() += name_weight;
-            }
-            for t in tok(&description) {
-                *terms.entry(t).or_default() += 1.0;
+            // `<server>__<tool>`: the server's name is context, not what the tool does (a
+            // server called `everything` must not answer "everything you have stored").
+            let (server, local) = match name.split_once("__") {
+                Some((server, local)) if !plain => (server, local),
+                _ => ("", name.as_str()),
+            };
+            let named = tok(local);
+            let server_terms = tok(server);
+            // The title's words that the name does not already give.
+            let title: Vec<String> = tok(title.as_deref().unwrap_or(""))
+                .into_iter()
+                .filter(|t| !named.contains(t))
+                .collect();
+            let mut add_terms = |words: Vec<String>, weight: f64| {
+                for t in words {
+                    *terms.entry(t).or_default() += weight;
+                }
+            };
+            add_terms(server_terms, 1.0);
+            add_terms(named, name_weight);
+            add_terms(tok(&description), 1.0);
+            if !plain {
+                add_terms(title, TITLE_WEIGHT);
+                for p in &params {
+                    add_terms(tok(p), PARAM_NAME_WEIGHT);
+                }
+                for p in &param_text {
+                    add_terms(tok(p), PARAM_TEXT_WEIGHT);
+                }
             }
             for t in terms.keys() {
                 *df.entry(t.clone()).or_default() += 1;
@@ -102,34 +216,39 @@ impl SearchIndex {
 
     /// The best `top` matches for `query`, best first; ties by name, so results are stable.
     pub fn search(&self, query: &str, top: usize) -> Vec<SearchHit> {
-        let mut weights: HashMap<String, f64> = HashMap::new();
-        if self.plain {
-            for t in plain_tokens(query) {
-                weights.insert(t, 1.0);
+        let query = if self.plain {
+            let mut q = Expanded::default();
+            for (i, t) in plain_tokens(query).into_iter().enumerate() {
+                q.add(t, 1.0, Some(i));
             }
-        }
-        for t in if self.plain { Vec::new() } else { tokenize(query) } {
-            for syn in synonyms(&t) {
-                let s = stem(syn);
-                let w = weights.entry(s).or_default();
-                *w = w.max(SYNONYM_WEIGHT);
-            }
-            let w = weights.entry(t).or_default();
-            *w = w.max(1.0);
-        }
+            q
+        } else {
+            expand(query)
+        };
         let n = self.docs.len() as f64;
         let mut hits: Vec<SearchHit> = self
             .docs
             .iter()
             .filter_map(|doc| {
                 let mut score = 0.0;
-                for (term, qw) in &weights {
+                let mut covered = vec![false; query.words];
+                for (term, (qw, sources)) in &query.terms {
                     let Some(tf) = doc.terms.get(term) else {
                         continue;
                     };
                     let df = *self.df.get(term).unwrap_or(&0) as f64;
                     let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
                     score += qw * idf * (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * doc.len / self.avg_len));
+                    for i in sources {
+                        covered[*i] = true;
+                    }
+                }
+                if !self.plain && query.words > 1 {
+                    // A tool that answers more of the words the agent wrote (directly or
+                    // through what they imply) beats one that matches a single word strongly:
+                    // `fetch` in a name must not outrank "specific entities by name".
+                    let share = covered.iter().filter(|c| **c).count() as f64 / query.words as f64;
+                    score *= share.powf(COVERAGE_EXPONENT);
                 }
                 (score > 0.0).then(|| SearchHit {
                     name: doc.name.clone(),
@@ -143,6 +262,185 @@ impl SearchIndex {
         hits
     }
 }
+
+/// A query's terms: each with its weight and the words of the query it stands for.
+#[derive(Debug, Default)]
+struct Expanded {
+    terms: HashMap<String, (f64, Vec<usize>)>,
+    /// How many words of the query count for coverage.
+    words: usize,
+}
+
+impl Expanded {
+    fn add(&mut self, term: String, weight: f64, source: Option<usize>) {
+        let entry = self.terms.entry(term).or_insert((0.0, Vec::new()));
+        entry.0 = entry.0.max(weight);
+        if let Some(i) = source {
+            if !entry.1.contains(&i) {
+                entry.1.push(i);
+            }
+            self.words = self.words.max(i + 1);
+        }
+    }
+}
+
+/// The query's terms with their weights: its own words, then what they imply at lower weights
+/// (synonyms, spelled-out command names and phrases, `file` for a file name, `un…` for
+/// "not …", and a reading or finding intent for a question).
+fn expand(query: &str) -> Expanded {
+    let mut q = Expanded::default();
+    let lowered = query.to_lowercase();
+    let mut text = format!(" {} ", lowered.split_whitespace().collect::<Vec<_>>().join(" "));
+    for (phrase, words) in PHRASES {
+        if text.contains(&format!(" {phrase} ")) {
+            text = text.replace(&format!(" {phrase} "), &format!(" {} ", words.join(" ")));
+        }
+    }
+    let raw: Vec<String> = text
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| ",;:!?()\"'`".contains(c)).to_string())
+        .collect();
+    let mut add = |term: String, weight: f64, source: Option<usize>| q.add(term, weight, source);
+    // A file name is what the tool works on, not what it does: its words (`package`, `json`)
+    // would match tools that mention JSON. It says "file", and its kind when it is a medium.
+    let files: Vec<&String> = raw.iter().filter(|w| looks_like_file_name(w)).collect();
+    let kept: Vec<&str> = raw.iter().filter(|w| !looks_like_file_name(w)).map(String::as_str).collect();
+    if !files.is_empty() {
+        add("file".into(), 1.0, None);
+    }
+    if files.len() > 1 {
+        add(stem("multiple"), SYNONYM_WEIGHT, None);
+    }
+    // "into notes.txt", "to out.json": the file is where something goes.
+    for pair in raw.windows(2) {
+        if matches!(pair[0].as_str(), "into" | "to") && looks_like_file_name(&pair[1]) {
+            add(stem("write"), SYNONYM_WEIGHT, None);
+        }
+    }
+    for f in &files {
+        let ext = f.rsplit('.').next().unwrap_or("");
+        if let Some((_, kind)) = MEDIA_EXTENSIONS.iter().find(|(exts, _)| exts.contains(&ext)) {
+            add(stem(kind), 1.0, None);
+            add("media".into(), SYNONYM_WEIGHT, None);
+        }
+    }
+    for (i, t) in tokenize(&kept.join(" ")).into_iter().enumerate() {
+        for syn in synonyms(&t) {
+            add(stem(syn), SYNONYM_WEIGHT, Some(i));
+        }
+        if let Some((_, words)) = ABBREVIATIONS.iter().find(|(a, _)| *a == t) {
+            for w in *words {
+                add(stem(w), SYNONYM_WEIGHT, Some(i));
+            }
+        }
+        add(t, 1.0, Some(i));
+    }
+    for pair in raw.windows(2) {
+        if matches!(pair[0].as_str(), "not" | "non" | "without" | "never") && pair[1].chars().all(char::is_alphabetic) {
+            add(stem(&format!("un{}", pair[1])), 1.0, None);
+        }
+    }
+    match raw.first().map(String::as_str) {
+        Some("where") => {
+            for w in ["search", "find", "locate"] {
+                add(stem(w), SYNONYM_WEIGHT, None);
+            }
+        }
+        Some(w) if QUESTION_WORDS.contains(&w) => {
+            for w in ["read", "get", "show", "list", "search"] {
+                add(stem(w), QUESTION_WEIGHT, None);
+            }
+        }
+        _ => {}
+    }
+    q
+}
+
+/// How strongly a tool's share of the query's words scales its score (1: in proportion).
+const COVERAGE_EXPONENT: f64 = 1.0;
+
+/// Phrases that mean one thing, read as the words a tool description would use.
+const PHRASES: &[(&str, &[&str])] = &[
+    ("new name", &["rename"]),
+    ("get rid of", &["delete"]),
+    ("look up", &["search"]),
+    ("find out", &["search"]),
+    ("look at", &["read"]),
+    ("go to", &["switch"]),
+    ("set up", &["create"]),
+    ("turn on", &["toggle", "enable"]),
+    ("turn off", &["toggle", "disable"]),
+    ("switch on", &["toggle", "enable"]),
+    ("switch off", &["toggle", "disable"]),
+    ("up to date", &["latest"]),
+    ("jot down", &["write"]),
+    ("write down", &["write"]),
+    ("note down", &["write"]),
+    ("keep in mind", &["remember", "add"]),
+    ("take back", &["undo"]),
+    ("pull up", &["open", "show"]),
+    ("go through", &["read"]),
+    ("side by side", &["multiple", "compare"]),
+    ("no longer", &["delete"]),
+    ("take up", &["size"]),
+    ("taking up", &["size"]),
+    ("kick off", &["run", "start"]),
+    ("spin off", &["create", "branch"]),
+    ("allowed to", &["allowed"]),
+    ("this month", &["history"]),
+    ("this week", &["history"]),
+    ("what happened", &["history"]),
+];
+
+// A question asks to read, look up or list something; that says little about which tool, so
+// it weighs little.
+const QUESTION_WEIGHT: f64 = 0.3;
+
+const QUESTION_WORDS: &[&str] = &[
+    "what", "what's", "whats", "which", "who", "who's", "whose", "where", "when", "how", "is", "are", "was", "were", "do", "does", "did",
+    "has", "have", "any",
+];
+
+/// Whether a query word names a file: `name.ext`, with a short alphanumeric extension (not
+/// a version number or a sentence's end).
+fn looks_like_file_name(word: &str) -> bool {
+    let Some((stem, ext)) = word.rsplit_once('.') else {
+        return false;
+    };
+    let stem = stem.rsplit('/').next().unwrap_or(stem);
+    !stem.is_empty()
+        && (1..=8).contains(&ext.len())
+        && ext.chars().all(|c| c.is_ascii_alphanumeric())
+        && ext.chars().any(|c| c.is_ascii_alphabetic())
+        && !word.contains("://")
+}
+
+/// File extensions that say what kind of content a file holds.
+const MEDIA_EXTENSIONS: &[(&[&str], &str)] = &[
+    (&["png", "jpg", "jpeg", "gif", "webp", "bmp", "svg", "ico", "tiff"], "image"),
+    (&["mp3", "wav", "ogg", "flac", "m4a", "aac"], "audio"),
+    (&["mp4", "mov", "webm", "mkv", "avi"], "video"),
+];
+
+/// Shell commands and short forms agents write for what tools describe in words (one way:
+/// "directory" does not mean `mkdir`).
+const ABBREVIATIONS: &[(&str, &[&str])] = &[
+    ("mkdir", &["create", "directory"]),
+    ("rmdir", &["delete", "directory"]),
+    ("ls", &["list", "directory"]),
+    ("dir", &["directory"]),
+    ("cat", &["read", "file"]),
+    ("rm", &["delete"]),
+    ("mv", &["move"]),
+    ("cp", &["copy"]),
+    ("pwd", &["current", "directory"]),
+    ("touch", &["create", "file"]),
+    ("env", &["environment", "variable"]),
+    ("tz", &["timezone"]),
+    ("grep", &["search"]),
+    ("readme", &["file"]),
+    ("changelog", &["file"]),
+];
 
 fn summary(description: &str) -> String {
     let first = description.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
@@ -192,13 +490,100 @@ pub(crate) fn tokenize(text: &str) -> Vec<String> {
 }
 
 const STOP_WORDS: &[&str] = &[
-    "a", "an", "the", "of", "to", "in", "on", "for", "and", "or", "is", "are", "be", "with", "by", "it", "this", "that", "i", "me", "my",
-    "we", "you", "your", "can", "how", "do", "does", "what", "which", "some", "all", "from", "at", "as", "if", "into", "want", "need",
-    "please", "tool", "tools", "using", "use",
+    "a",
+    "an",
+    "the",
+    "of",
+    "to",
+    "in",
+    "on",
+    "for",
+    "and",
+    "or",
+    "is",
+    "are",
+    "be",
+    "with",
+    "by",
+    "it",
+    "this",
+    "that",
+    "i",
+    "me",
+    "my",
+    "we",
+    "you",
+    "your",
+    "can",
+    "how",
+    "do",
+    "does",
+    "what",
+    "which",
+    "some",
+    "all",
+    "from",
+    "at",
+    "as",
+    "if",
+    "into",
+    "want",
+    "need",
+    "please",
+    "tool",
+    "tools",
+    "using",
+    "use",
+    // What is left of contractions once the apostrophe splits them (what's, don't, I've).
+    "s",
+    "t",
+    "d",
+    "m",
+    "ve",
+    "ll",
+    "re",
+    "don",
+    "doesn",
+    "didn",
+    "isn",
+    "aren",
+    "wasn",
+    "weren",
+    "haven",
+    "hasn",
+    "won",
+    "can't",
+    // Filler of requests to an assistant.
+    "tell",
+    "give",
+    "let",
+    "would",
+    "could",
+    "should",
+    "will",
+    "there",
+    "here",
+    "them",
+    "these",
+    "those",
+    "its",
+    "our",
+    "us",
+    "about",
+    "just",
+    "also",
+    "one",
+    "something",
+    "thing",
+    "things",
+    "way",
 ];
 
 /// A crude suffix stripper: enough that "listing", "lists" and "listed" meet "list".
 pub(crate) fn stem(word: &str) -> String {
+    if let Some((_, base)) = IRREGULAR.iter().find(|(form, _)| *form == word) {
+        return (*base).to_string();
+    }
     let w = word;
     for (suffix, min_len) in [("ies", 4), ("ing", 5), ("ed", 4), ("es", 4), ("s", 3)] {
         if w.len() > min_len && w.ends_with(suffix) && !w.ends_with("ss") {
@@ -209,31 +594,69 @@ pub(crate) fn stem(word: &str) -> String {
     w.to_string()
 }
 
+/// Irregular forms of the verbs tool descriptions use, to their base form.
+const IRREGULAR: &[(&str, &str)] = &[
+    ("made", "make"),
+    ("wrote", "write"),
+    ("written", "write"),
+    ("ran", "run"),
+    ("found", "find"),
+    ("got", "get"),
+    ("gotten", "get"),
+    ("saw", "see"),
+    ("seen", "see"),
+    ("took", "take"),
+    ("taken", "take"),
+    ("gave", "give"),
+    ("given", "give"),
+    ("sent", "send"),
+    ("kept", "keep"),
+    ("left", "leave"),
+    ("began", "begin"),
+    ("begun", "begin"),
+    ("chose", "choose"),
+    ("chosen", "choose"),
+    ("did", "do"),
+    ("done", "do"),
+    ("went", "go"),
+    ("gone", "go"),
+    ("stole", "steal"),
+    ("lost", "lose"),
+    ("built", "build"),
+];
+
 /// Words agents use for the same thing in tool descriptions. Each group is symmetric.
 const SYNONYM_GROUPS: &[&[&str]] = &[
     &["delete", "remove", "erase", "rm", "unlink", "drop", "forget"],
     &["directory", "folder", "dir", "directories"],
     &["file", "document", "files"],
     &[
-        "read", "open", "view", "show", "display", "cat", "content", "contents", "get", "dump", "print",
+        "read", "open", "view", "show", "display", "cat", "content", "contents", "get", "dump", "print", "see", "look", "inspect",
+        "examine", "peek", "check",
     ],
     &["write", "save", "create", "store", "put"],
-    &["edit", "modify", "change", "update", "replace", "patch"],
+    &["create", "make", "new", "add", "record", "insert", "register"],
+    &["multiple", "several", "many", "together", "batch", "simultaneously"],
+    &[
+        "edit", "modify", "change", "update", "replace", "patch", "rewrite", "tweak", "adjust", "fix", "correct", "bump", "amend",
+    ],
     &["list", "enumerate", "ls", "show"],
-    &["search", "find", "grep", "lookup", "query", "locate"],
+    &["search", "find", "grep", "lookup", "query", "locate", "hunt", "seek", "track"],
     &["fetch", "download", "url", "web", "http", "page", "website", "internet", "browse"],
-    &["run", "execute", "exec", "shell", "command", "launch"],
-    &["move", "rename", "mv", "relocate"],
+    &[
+        "run", "execute", "exec", "shell", "command", "launch", "build", "compile", "install", "deploy", "npm", "pip", "cargo", "yarn",
+    ],
+    &["move", "rename", "mv", "relocate", "tidy"],
     &["copy", "duplicate", "cp"],
     &["time", "clock", "date", "now", "current"],
     &[
         "timezone", "zone", "tz", "utc", "gmt", "pst", "pdt", "est", "edt", "cet", "cest", "ist", "jst",
     ],
     &["convert", "translate"],
-    &["history", "log"],
+    &["history", "log", "recent", "past", "previous", "earlier"],
     &["commit", "snapshot", "record"],
     &["git", "version", "repository", "repo"],
-    &["diff", "difference", "changes", "changed", "compare"],
+    &["diff", "difference", "differ", "changes", "changed", "compare", "pending", "review"],
     &["stage", "add", "staged", "index"],
     &["branch", "checkout", "switch"],
     &[
@@ -247,10 +670,14 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
         "person",
         "people",
     ],
-    &["relation", "relationship", "link", "connect", "colleague"],
+    &["relation", "relationship", "link", "connect", "colleague", "reports", "manages"],
     &["observation", "fact", "detail"],
     &[
         "size",
+        "big",
+        "space",
+        "executable",
+        "owner",
         "metadata",
         "info",
         "information",
@@ -259,7 +686,17 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
         "modified",
         "permissions",
     ],
-    &["tree", "recursive", "structure", "hierarchy"],
+    &[
+        "tree",
+        "recursive",
+        "structure",
+        "hierarchy",
+        "layout",
+        "organised",
+        "organized",
+        "organisation",
+        "organization",
+    ],
     &["entire", "whole", "complete", "full"],
     &["echo", "repeat", "back"],
     &["sum", "add", "total", "plus", "arithmetic"],
@@ -267,8 +704,8 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     &["compress", "zip", "gzip", "archive"],
     &["resource", "resources"],
     &["prompt", "template"],
-    &["status", "state", "working"],
-    &["reset", "unstage", "undo"],
+    &["status", "state", "working", "uncommitted", "dirty", "pending"],
+    &["reset", "unstage", "undo", "revert"],
 ];
 
 fn synonyms(term: &str) -> impl Iterator<Item = &'static str> + '_ {

@@ -67,13 +67,16 @@ pub fn repair_arguments(raw: &str, max_bytes: usize) -> Result<Repaired, RepairE
             limit: max_bytes,
         });
     }
-    let trimmed = raw.trim();
-    if trimmed.is_empty() {
+    if raw.trim().is_empty() {
         return Ok(Repaired {
             value: Value::Object(Map::new()),
             step: None,
         });
     }
+    // Only leading white space goes: a string cut mid-way may end in spaces or a line end the
+    // model wrote, which belong to the value (white space after a complete value is harmless
+    // to every step).
+    let trimmed = raw.trim_start();
     if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
         return as_object(v, None);
     }
@@ -329,18 +332,18 @@ enum Expect {
 fn close_open(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
     let mut out = String::with_capacity(s.len() + 8);
-    let mut stack: Vec<Kind> = Vec::new();
+    let mut stack = Stack::default();
     let mut expect = Expect::Value;
-    // The last point where the output, plus closers for `safe_stack`, is valid JSON.
+    // The last point where the output, plus closers for the stack, is valid JSON. (Every
+    // change of the stack is such a point, so the stack then is the stack now: it needs no
+    // copy, which would cost its depth per value and make deep nesting quadratic.)
     let mut safe_len = 0usize;
-    let mut safe_stack: Vec<Kind> = Vec::new();
     let mut root_done = false;
     let mut i = 0;
     let mut changed = false;
     macro_rules! mark_safe {
         () => {{
             safe_len = out.len();
-            safe_stack.clone_from(&stack);
         }};
     }
     while i < bytes.len() {
@@ -365,7 +368,7 @@ fn close_open(s: &str) -> Option<String> {
             }
             b'}' | b']' => {
                 let kind = if b == b'}' { Kind::Object } else { Kind::Array };
-                if !stack.contains(&kind) {
+                if !stack.holds(kind) {
                     // Matches nothing: kept, for the extra-closers step to remove and name.
                     out.push(b as char);
                     mark_safe!();
@@ -375,15 +378,14 @@ fn close_open(s: &str) -> Option<String> {
                 // A dangling key, colon or comma before the closer is dropped.
                 if out.trim_end().len() != safe_len {
                     out.truncate(safe_len);
-                    stack.clone_from(&safe_stack);
                     changed = true;
                 }
-                let Some(depth) = stack.iter().rposition(|k| *k == kind) else {
+                let Some(depth) = stack.kinds.iter().rposition(|k| *k == kind) else {
                     out.push(b as char);
                     i += 1;
                     continue;
                 };
-                while stack.len() > depth + 1 {
+                while stack.kinds.len() > depth + 1 {
                     let inner = stack.pop();
                     out.push(if inner == Some(Kind::Object) { '}' } else { ']' });
                     changed = true;
@@ -391,13 +393,13 @@ fn close_open(s: &str) -> Option<String> {
                 stack.pop();
                 out.push(b as char);
                 expect = Expect::AfterValue;
-                root_done = stack.is_empty();
+                root_done = stack.kinds.is_empty();
                 mark_safe!();
                 i += 1;
             }
             b',' if matches!(expect, Expect::AfterValue) => {
                 out.push(',');
-                expect = if stack.last() == Some(&Kind::Object) {
+                expect = if stack.kinds.last() == Some(&Kind::Object) {
                     Expect::Key
                 } else {
                     Expect::Value
@@ -419,7 +421,7 @@ fn close_open(s: &str) -> Option<String> {
                         expect = Expect::Colon;
                     } else {
                         expect = Expect::AfterValue;
-                        root_done = stack.is_empty();
+                        root_done = stack.kinds.is_empty();
                         mark_safe!();
                     }
                     continue;
@@ -428,7 +430,6 @@ fn close_open(s: &str) -> Option<String> {
                 changed = true;
                 if is_key || !matches!(expect, Expect::Value) {
                     out.truncate(safe_len);
-                    stack.clone_from(&safe_stack);
                 } else {
                     out.push_str(trim_partial_escape(&s[i..]));
                     out.push('"');
@@ -459,7 +460,7 @@ fn close_open(s: &str) -> Option<String> {
                     return changed.then_some(out);
                 }
                 expect = Expect::AfterValue;
-                root_done = stack.is_empty();
+                root_done = stack.kinds.is_empty();
                 mark_safe!();
                 i = end;
             }
@@ -473,14 +474,13 @@ fn close_open(s: &str) -> Option<String> {
                 if !complete && end == bytes.len() {
                     // `-`, `1.`, `1e`: cut in its middle; the value is dropped with its key.
                     out.truncate(safe_len);
-                    stack.clone_from(&safe_stack);
                     changed = true;
                     i = end;
                     continue;
                 }
                 out.push_str(num);
                 expect = Expect::AfterValue;
-                root_done = stack.is_empty();
+                root_done = stack.kinds.is_empty();
                 mark_safe!();
                 i = end;
             }
@@ -496,7 +496,6 @@ fn close_open(s: &str) -> Option<String> {
         // A dangling key, colon or comma: back to the last complete value.
         if out.trim_end().len() != safe_len {
             out.truncate(safe_len);
-            stack.clone_from(&safe_stack);
             changed = true;
         }
         while let Some(kind) = stack.pop() {
@@ -505,6 +504,41 @@ fn close_open(s: &str) -> Option<String> {
         }
     }
     changed.then_some(out)
+}
+
+/// The open brackets, with a count of each kind, so "is an object open anywhere?" costs
+/// nothing however deep the nesting.
+#[derive(Debug, Default)]
+struct Stack {
+    kinds: Vec<Kind>,
+    objects: usize,
+    arrays: usize,
+}
+
+impl Stack {
+    fn push(&mut self, kind: Kind) {
+        match kind {
+            Kind::Object => self.objects += 1,
+            Kind::Array => self.arrays += 1,
+        }
+        self.kinds.push(kind);
+    }
+
+    fn pop(&mut self) -> Option<Kind> {
+        let kind = self.kinds.pop()?;
+        match kind {
+            Kind::Object => self.objects -= 1,
+            Kind::Array => self.arrays -= 1,
+        }
+        Some(kind)
+    }
+
+    fn holds(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Object => self.objects > 0,
+            Kind::Array => self.arrays > 0,
+        }
+    }
 }
 
 /// Scans a string starting at the quote at `start`; returns (end after the closing quote,
@@ -521,19 +555,44 @@ fn scan_string(bytes: &[u8], start: usize) -> (usize, bool) {
     (bytes.len(), false)
 }
 
-/// Removes a trailing lone backslash or an unfinished `\uXXXX` from an unterminated string.
+/// Removes from an unterminated string the escape the cut left incomplete, and only that: a
+/// lone backslash, a `\u` with fewer than four hex digits, and a high surrogate (`\ud83d`)
+/// whose low half was cut (with or without the start of that half).
 fn trim_partial_escape(s: &str) -> &str {
+    let s = trim_incomplete_escape(s);
+    match last_unicode_escape(s) {
+        Some((pos, unit)) if (0xD800..0xDC00).contains(&unit) && pos + 6 == s.len() => &s[..pos],
+        _ => s,
+    }
+}
+
+/// `s` without a trailing lone backslash or a `\u` escape cut before its fourth hex digit.
+fn trim_incomplete_escape(s: &str) -> &str {
     let bytes = s.as_bytes();
-    // Count the backslashes that end the string, and look for a `\u` cut short.
-    if let Some(pos) = s.rfind("\\u") {
-        let preceding = bytes[..pos].iter().rev().take_while(|b| **b == b'\\').count();
+    if let Some(pos) = s.rfind("\\u")
+        && escapes_at(bytes, pos)
+    {
         let hex = &s[pos + 2..];
-        if preceding % 2 == 0 && hex.len() < 4 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if hex.len() < 4 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
             return &s[..pos];
         }
     }
     let trailing = bytes.iter().rev().take_while(|b| **b == b'\\').count();
     if trailing % 2 == 1 { &s[..s.len() - 1] } else { s }
+}
+
+/// The last `\uXXXX` escape of `s` that is complete: its offset and its code unit.
+fn last_unicode_escape(s: &str) -> Option<(usize, u32)> {
+    let pos = s.rfind("\\u")?;
+    let hex = s.get(pos + 2..pos + 6)?;
+    let unit = u32::from_str_radix(hex, 16).ok()?;
+    escapes_at(s.as_bytes(), pos).then_some((pos, unit))
+}
+
+/// Whether the backslash at `pos` starts an escape (an even number of backslashes before it),
+/// rather than being the second half of an escaped backslash.
+fn escapes_at(bytes: &[u8], pos: usize) -> bool {
+    bytes[..pos].iter().rev().take_while(|b| **b == b'\\').count() % 2 == 0
 }
 
 /// Step 5: closers that match no open bracket are removed (outside strings).

@@ -207,3 +207,51 @@ fn arb_object() -> impl proptest::strategy::Strategy<Value = Value> {
     });
     proptest::collection::btree_map("[a-z]{1,4}", value, 0..4).prop_map(|m| Value::Object(m.into_iter().collect()))
 }
+
+/// A string cut mid-way keeps what was written before the cut, white space and line ends
+/// included; a cut inside an escape loses that escape alone.
+#[test]
+fn a_cut_string_is_closed_exactly_where_it_was_cut() {
+    let cases: Vec<(&str, Value)> = vec![
+        (r#"{"content": "hello   "#, json!({"content": "hello   "})),
+        ("{\"content\": \"line one\n", json!({"content": "line one\n"})),
+        ("{\"content\": \"a\tb\t", json!({"content": "a\tb\t"})),
+        (r#"{"content": "x\n"#, json!({"content": "x\n"})),
+        (r#"{"path": "a.txt", "content": "  "#, json!({"path": "a.txt", "content": "  "})),
+        (r#"{"s": "caf\u00"#, json!({"s": "caf"})),
+        (r#"{"s": "caf\u"#, json!({"s": "caf"})),
+        (r#"{"s": "caf\"#, json!({"s": "caf"})),
+        (r#"{"s": "ok \ud83d"#, json!({"s": "ok "})),
+        (r#"{"s": "ok \ud83d\"#, json!({"s": "ok "})),
+        (r#"{"s": "ok \ud83d\u"#, json!({"s": "ok "})),
+        (r#"{"s": "ok \ud83d\ude0"#, json!({"s": "ok "})),
+        (r#"{"s": "ok \ud83d\ude00"#, json!({"s": "ok 😀"})),
+        (r#"{"s": "a\\"#, json!({"s": "a\\"})),
+        (r#"{"s": "a\\u00"#, json!({"s": "a\\u00"})),
+        (r#"{"s": "tab\t \u00e9 "#, json!({"s": "tab\t é "})),
+        ("  {\"s\": \"lead\"", json!({"s": "lead"})),
+    ];
+    for (raw, want) in cases {
+        let got = repair_arguments(raw, LIMIT).unwrap_or_else(|e| panic!("{raw:?}: {e}"));
+        assert_eq!(got.value, want, "{raw:?}");
+    }
+}
+
+proptest::proptest! {
+    /// Cutting a valid object's text anywhere inside a string value gives that value's text
+    /// up to the cut, less only an escape the cut left incomplete.
+    #[test]
+    fn a_cut_inside_a_string_keeps_its_prefix(text in "[a-z \\n\\t\"\\\\é😀\u{1}]{0,24}", cut in 0usize..200) {
+        let raw = serde_json::to_string(&json!({"k": text})).unwrap();
+        let start = 6; // after `{"k":"`
+        let end = raw.len() - 2; // before the closing quote and brace
+        let at = start + cut % (end - start + 1);
+        proptest::prop_assume!(raw.is_char_boundary(at));
+        let got = repair_arguments(&raw[..at], LIMIT).unwrap();
+        let value = got.value["k"].as_str().unwrap().to_string();
+        proptest::prop_assert!(text.starts_with(&value), "{:?} gave {value:?}", &raw[..at]);
+        // Only an incomplete escape is lost: at most five bytes of `\u0001`.
+        let kept = serde_json::to_string(&value).unwrap().len() - 2;
+        proptest::prop_assert!(kept + 5 >= at - start, "{:?} gave {value:?}", &raw[..at]);
+    }
+}

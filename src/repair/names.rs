@@ -75,6 +75,8 @@ pub struct NameIndex {
     snake_sorted: Vec<(String, u32)>,
     /// Indices by the char count of their lowercase form.
     by_len: Vec<Vec<u32>>,
+    /// The longest snake_case form, in bytes: no longer prefix of a called name can be one.
+    longest_snake: usize,
 }
 
 impl NameIndex {
@@ -91,7 +93,9 @@ impl NameIndex {
             for (map, form) in index.forms.iter_mut().zip(forms) {
                 map.entry(form).or_default().push(i);
             }
-            index.snake_sorted.push((snake_case(name), i));
+            let snake = snake_case(name);
+            index.longest_snake = index.longest_snake.max(snake.len());
+            index.snake_sorted.push((snake, i));
             let chars: Vec<char> = lower.chars().collect();
             if index.by_len.len() <= chars.len() {
                 index.by_len.resize(chars.len() + 1, Vec::new());
@@ -145,8 +149,14 @@ impl NameIndex {
                     .take_while(|(f, _)| f.starts_with(want))
                     .map(|(_, i)| *i),
             );
-            // Names that what was written starts with (long enough to mean something).
-            for (k, _) in want.char_indices().skip(limits.prefix_min_chars) {
+            // Names that what was written starts with (long enough to mean something). Only
+            // prefixes as long as an indexed name can be one: a megabyte of name costs no more
+            // than a short one here.
+            for (k, _) in want
+                .char_indices()
+                .skip(limits.prefix_min_chars)
+                .take_while(|(k, _)| *k <= self.longest_snake)
+            {
                 if let Some(ids) = self.forms[3].get(&want[..k]) {
                     hits.extend(ids);
                 }

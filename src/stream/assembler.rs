@@ -56,7 +56,6 @@ pub enum AssemblyEvent {
 
 #[derive(Debug)]
 struct CallBuf {
-    slot: usize,
     call: RawCall,
     full: Option<String>,
 }
@@ -64,6 +63,9 @@ struct CallBuf {
 #[derive(Debug, Default)]
 struct Round {
     calls: Vec<CallBuf>,
+    /// Slot → position in `calls` of the newest call with that slot whose block is open, so
+    /// a fragment finds its call without a scan (a message may hold thousands of calls).
+    open: std::collections::BTreeMap<usize, usize>,
     text: String,
     stripper: ForgeryStripper,
     stop: Option<StopReason>,
@@ -200,8 +202,8 @@ impl Assembler {
                 self.round.active = true;
                 let index = self.round.calls.len();
                 let id = if id.is_empty() { format!("call_{index}") } else { id };
+                self.round.open.insert(slot, index);
                 self.round.calls.push(CallBuf {
-                    slot,
                     call: RawCall {
                         index,
                         id,
@@ -224,7 +226,8 @@ impl Assembler {
                 }
             }
             StreamEvent::CallEnd { slot } => {
-                if let Some(c) = self.open_call(slot) {
+                let ended = self.round.open.remove(&slot);
+                if let Some(c) = ended.and_then(|i| self.round.calls.get_mut(i)) {
                     if let Some(full) = c.full.take()
                         && !full.is_empty()
                     {
@@ -246,7 +249,8 @@ impl Assembler {
     }
 
     fn open_call(&mut self, slot: usize) -> Option<&mut CallBuf> {
-        self.round.calls.iter_mut().rev().find(|c| c.slot == slot && !c.call.complete)
+        let i = *self.round.open.get(&slot)?;
+        self.round.calls.get_mut(i)
     }
 
     fn end_round(&mut self, out: &mut Vec<AssemblyEvent>) {

@@ -21,8 +21,9 @@ pub struct SseEvent {
     pub event: String,
     /// The `data:` lines joined by `\n`.
     pub data: String,
-    /// The last `id:` seen, if any.
-    pub id: Option<String>,
+    /// The last `id:` seen, if any (shared: a long id followed by many events is not copied
+    /// into each of them).
+    pub id: Option<std::sync::Arc<str>>,
 }
 
 /// An incremental SSE parser. Feed it chunks; call [`SseParser::finish`] at end of stream.
@@ -37,7 +38,7 @@ pub struct SseParser {
     event: String,
     data: String,
     has_data: bool,
-    last_id: Option<String>,
+    last_id: Option<std::sync::Arc<str>>,
 }
 
 impl SseParser {
@@ -132,7 +133,7 @@ impl SseParser {
             b"id" if !value.contains(&0) => {
                 let mut id = String::new();
                 push_utf8(&mut id, value);
-                self.last_id = Some(id);
+                self.last_id = Some(id.into());
             }
             // `retry` concerns reconnection, which a recorded or proxied body never does;
             // unknown fields are ignored by the spec.

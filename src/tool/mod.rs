@@ -55,6 +55,11 @@ pub trait Tool: Send + Sync {
     fn description(&self) -> &str;
     /// JSON Schema of the arguments; its root must be an object schema.
     fn input_schema(&self) -> Value;
+    /// A human-readable title, when the tool has one (an MCP tool's `title`): tool_search
+    /// indexes it beside the name.
+    fn title(&self) -> Option<&str> {
+        None
+    }
     /// Runs the tool on validated arguments.
     ///
     /// # Cancel safety

@@ -178,6 +178,7 @@ fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
         // A server's sessions should use every core (see `execution.workers`).
         cfg.execution.workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     }
+    toolslot_actors::server::check_bind(&cfg.server).map_err(CliError::Usage)?;
     let root = &cfg.server.workspace_root;
     if !root.is_empty() && !toolslot::config::expand_home(root).is_dir() {
         return Err(CliError::Usage(format!("server.workspace_root `{root}` is not a folder")));

@@ -68,9 +68,46 @@ fn setup(what: &str) -> impl Fn(String) -> BrokerError + '_ {
     }
 }
 
+/// When this process could last not hear the server: silence from a worker means something
+/// only after the connection has been up for a whole announcement period.
+#[derive(Debug)]
+pub struct Link {
+    /// `None` while connected since start-up; else the moment the connection was last lost
+    /// or came back, whichever is later (set to "now" on both events).
+    changed: std::sync::Mutex<Option<std::time::Instant>>,
+    up: std::sync::atomic::AtomicBool,
+}
+
+impl Link {
+    fn new() -> Self {
+        Self {
+            changed: std::sync::Mutex::new(None),
+            up: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
+
+    fn set(&self, up: bool) {
+        self.up.store(up, std::sync::atomic::Ordering::SeqCst);
+        *self.changed.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+    }
+
+    /// Whether the connection has been up, without a break, for at least `period`: only then
+    /// can a worker's silence for that long be told from our own deafness.
+    pub fn heard_for(&self, period: Duration) -> bool {
+        self.up.load(std::sync::atomic::Ordering::SeqCst)
+            && self
+                .changed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_none_or(|at| at.elapsed() >= period)
+    }
+}
+
 /// A connection and the objects both sides use.
 #[derive(Clone)]
 pub struct Broker {
+    /// Whether the connection is up, and since when.
+    pub link: std::sync::Arc<Link>,
     /// The core connection.
     pub client: async_nats::Client,
     /// JetStream.
@@ -92,8 +129,18 @@ impl Broker {
     /// # Errors
     /// [`BrokerError`] when the server cannot be reached or JetStream refuses.
     pub async fn connect(cfg: &RemoteConfig, name: &str) -> Result<Self, BrokerError> {
+        let link = std::sync::Arc::new(Link::new());
+        let events = std::sync::Arc::clone(&link);
         let client = async_nats::ConnectOptions::new()
             .name(name)
+            .event_callback(move |event| {
+                match event {
+                    async_nats::Event::Disconnected => events.set(false),
+                    async_nats::Event::Connected => events.set(true),
+                    _ => {}
+                }
+                std::future::ready(())
+            })
             .connection_timeout(Duration::from_secs(5))
             .connect(cfg.nats_url.trim())
             .await
@@ -129,6 +176,7 @@ impl Broker {
                 .map_err(|e| setup("object store toolslot_results")(e.to_string()))?,
         };
         Ok(Self {
+            link,
             client,
             js,
             calls,

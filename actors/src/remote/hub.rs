@@ -201,6 +201,10 @@ impl RemoteHub {
     /// Whether a live worker of `pool` hosts `tool`.
     fn pool_serves(&self, pool: &str, tool: &str) -> bool {
         let ttl = self.ttl();
+        if !self.broker.link.heard_for(ttl) {
+            // Deaf for part of the period: any worker of the pool heard before may still be there.
+            return lock(&self.workers).values().any(|w| w.pool == pool && w.tools.contains(tool));
+        }
         lock(&self.workers)
             .values()
             .any(|w| w.pool == pool && w.at.elapsed() < ttl && w.tools.contains(tool))
@@ -550,6 +554,10 @@ impl RemoteCaller for RemoteHub {
     }
 
     fn is_alive(&self, worker: &str) -> bool {
-        lock(&self.workers).get(worker).is_some_and(|w| w.at.elapsed() < self.ttl())
+        // Silence counts only when we could have heard: right after our own connection came
+        // back (nats-server restarted), a live worker has not re-announced itself yet.
+        let ttl = self.ttl();
+        let heard = self.broker.link.heard_for(ttl);
+        lock(&self.workers).get(worker).is_some_and(|w| !heard || w.at.elapsed() < ttl)
     }
 }

@@ -154,9 +154,11 @@ fn parse_dialect(d: Option<&str>) -> Result<Option<Dialect>, ApiError> {
 
 /// Opens a session.
 #[utoipa::path(post, path = "/v1/sessions", request_body(content = Option<NewSession>, content_type = "application/json"),
-    responses((status = 200, body = SessionCreated), (status = 400, body = ErrorBody), (status = 429, body = ErrorBody)))]
-pub async fn create_session(state: web::Data<State>, body: web::Bytes) -> Result<HttpResponse, ApiError> {
-    let req: NewSession = if body.iter().all(u8::is_ascii_whitespace) {
+    responses((status = 200, body = SessionCreated), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 429, body = ErrorBody)))]
+pub async fn create_session(state: web::Data<State>, http: HttpRequest, body: web::Bytes) -> Result<HttpResponse, ApiError> {
+    let empty = body.iter().all(u8::is_ascii_whitespace);
+    require_json(&http, empty)?;
+    let req: NewSession = if empty {
         NewSession::default()
     } else {
         serde_json::from_slice(&body).map_err(|e| bad(format!("invalid JSON body: {e}")))?
@@ -177,8 +179,30 @@ pub async fn create_session(state: web::Data<State>, body: web::Bytes) -> Result
         },
         state.config.server.max_sessions,
     )?;
-    state.touch(&id);
+    state.opened(&id);
     Ok(HttpResponse::Ok().json(SessionCreated { session_id: id }))
+}
+
+/// Refuses a body that does not say it is JSON (415), as `web::Json` does for the other JSON
+/// endpoints. A form or `text/plain` body is what a page on another site can send without
+/// asking; a JSON content type it cannot. A request with no body and no content type is
+/// accepted (`curl -X POST …/v1/sessions`).
+fn require_json(req: &HttpRequest, empty: bool) -> Result<(), ApiError> {
+    let content_type = req.headers().get("content-type").map(|v| v.to_str().unwrap_or(""));
+    let json = content_type.is_some_and(|ct| {
+        let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+    });
+    if json || (content_type.is_none() && empty) {
+        return Ok(());
+    }
+    Err(ApiError(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        format!(
+            "the body must be JSON with Content-Type: application/json (got {})",
+            content_type.map_or("none".to_string(), |c| format!("`{c}`"))
+        ),
+    ))
 }
 
 /// The workspace a session may have: the folder asked for, which must exist and, when
@@ -470,9 +494,11 @@ pub async fn healthz() -> HttpResponse {
 /// Prometheus metrics.
 #[utoipa::path(get, path = "/metrics", responses((status = 200, content_type = "text/plain", body = String)))]
 pub async fn metrics(state: web::Data<State>) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4")
-        .body(state.metrics.render(state.dispatcher.session_count()))
+    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(format!(
+        "{}# TYPE toolslot_server_tracked_sessions gauge\ntoolslot_server_tracked_sessions {}\n",
+        state.metrics.render(state.dispatcher.session_count()),
+        state.tracked()
+    ))
 }
 
 /// This API's OpenAPI document.
@@ -485,7 +511,7 @@ pub async fn openapi() -> HttpResponse {
 #[utoipa::path(get, path = "/", responses((status = 200, content_type = "text/html", body = String)))]
 pub async fn console(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
     let token = &state.config.server.token;
-    let page = if token.is_empty() || super::authenticated(&req, token) {
+    let page = if token.is_empty() || super::guard::presented(&req, token) == super::guard::Presented::Right {
         super::CONSOLE_HTML
     } else {
         super::LOGIN_HTML
@@ -504,13 +530,18 @@ pub struct Login {
 
 /// Sets the token cookie when the form's token is right (HttpOnly: no script reads it;
 /// SameSite=Strict: no other site's page sends it), then back to the console.
-pub async fn login(form: web::Form<Login>, state: web::Data<State>) -> Result<HttpResponse, ApiError> {
+pub async fn login(req: HttpRequest, form: web::Form<Login>, state: web::Data<State>) -> Result<HttpResponse, ApiError> {
     let token = &state.config.server.token;
-    if token.is_empty() || !super::constant_eq(&form.token, token) {
+    let ip = req.peer_addr().map(|a| a.ip());
+    if let Some(secs) = state.admission.throttled(ip) {
+        return Err(state.admission.too_many(secs));
+    }
+    if token.is_empty() || !super::guard::constant_eq(&form.token, token) {
+        state.admission.failed(ip);
         let page = super::LOGIN_HTML.replace("<!--message-->", "<p class=\"error\">wrong token</p>");
         return Ok(HttpResponse::Unauthorized().content_type("text/html; charset=utf-8").body(page));
     }
-    let cookie = actix_web::cookie::Cookie::build(super::TOKEN_COOKIE, token.clone())
+    let cookie = actix_web::cookie::Cookie::build(super::guard::TOKEN_COOKIE, token.clone())
         .path("/")
         .http_only(true)
         .same_site(actix_web::cookie::SameSite::Strict)

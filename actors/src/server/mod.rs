@@ -5,16 +5,15 @@
 //! key; every refusal is a 4xx with a one-line JSON reason.
 
 mod api;
+mod guard;
 mod metrics;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use actix_web::body::MessageBody;
-use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::StatusCode;
-use actix_web::middleware::{Next, from_fn};
+use actix_web::middleware::from_fn;
 use actix_web::{App, HttpServer, web};
 use toolslot::config::Config;
 use utoipa::OpenApi;
@@ -22,6 +21,7 @@ use utoipa::OpenApi;
 use crate::dispatcher::Dispatcher;
 use crate::mcp::McpServerHandle;
 pub use api::ApiError;
+pub use guard::Admission;
 pub use metrics::Metrics;
 
 /// The console page, embedded in the binary (no CDN, no build step).
@@ -66,23 +66,48 @@ pub struct State {
     mcp: Vec<McpServerHandle>,
     config: Arc<Config>,
     metrics: Arc<Metrics>,
-    /// Last request and rounds run, per session.
+    /// Last request and rounds run, per open session. Only sessions that exist get an entry:
+    /// a request naming an unknown id must leave nothing behind.
     activity: Mutex<HashMap<String, (Instant, u64)>>,
+    /// Host, Origin, token and wrong-token rules.
+    admission: Admission,
 }
 
 impl State {
+    fn activity(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, u64)>> {
+        self.activity.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a session the server opened.
+    fn opened(&self, id: &str) {
+        self.activity().insert(id.to_string(), (Instant::now(), 0));
+    }
+
+    /// Marks a request to a session; an id without an entry is left without one.
     fn touch(&self, id: &str) {
-        let mut a = self.activity.lock().unwrap_or_else(|p| p.into_inner());
-        a.entry(id.to_string()).or_insert((Instant::now(), 0)).0 = Instant::now();
+        if let Some(entry) = self.activity().get_mut(id) {
+            entry.0 = Instant::now();
+        }
     }
 
     fn forget(&self, id: &str) {
-        self.activity.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.activity().remove(id);
+    }
+
+    /// How many sessions the server keeps activity for (a gauge in /metrics).
+    fn tracked(&self) -> usize {
+        self.activity().len()
     }
 
     fn count_round(&self, id: &str) -> Result<(), ApiError> {
         let max = self.config.server.max_rounds_per_session;
-        let mut a = self.activity.lock().unwrap_or_else(|p| p.into_inner());
+        // A session the dispatcher has but the server did not open (a sub-agent's) is tracked
+        // from its first round; an id nobody opened is refused before anything is recorded.
+        let known = self.dispatcher.is_running(id).map(|_| ()).map_err(ApiError::from);
+        let mut a = self.activity();
+        if !a.contains_key(id) {
+            known?;
+        }
         let entry = a.entry(id.to_string()).or_insert((Instant::now(), 0));
         if max > 0 && entry.1 >= max {
             return Err(ApiError(
@@ -94,14 +119,17 @@ impl State {
         Ok(())
     }
 
-    /// Closes sessions idle past `server.idle_session_secs` (not while a round runs).
+    /// Closes sessions idle past `server.idle_session_secs` (not while a round runs), and
+    /// forgets what belongs to sessions closed otherwise and to wrong tokens of past minutes.
     fn reap(&self) {
+        self.admission.forget_old_failures();
+        self.activity().retain(|id, _| self.dispatcher.is_running(id).is_ok());
         let secs = self.config.server.idle_session_secs;
         if secs == 0 {
             return;
         }
         let idle: Vec<String> = {
-            let a = self.activity.lock().unwrap_or_else(|p| p.into_inner());
+            let a = self.activity();
             a.iter()
                 .filter(|(_, (t, _))| t.elapsed() > Duration::from_secs(secs))
                 .map(|(id, _)| id.clone())
@@ -117,44 +145,26 @@ impl State {
     }
 }
 
-/// The cookie the console's login sets: a browser cannot add a header to the page it loads,
-/// and a token in the address would end up in its history and in logs.
-pub(crate) const TOKEN_COOKIE: &str = "toolslot_token";
-
-/// Whether the request carries the token, as a bearer header or as the console's cookie.
-pub(crate) fn authenticated(req: &actix_web::HttpRequest, token: &str) -> bool {
-    let header_ok = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| constant_eq(v, &format!("Bearer {token}")));
-    header_ok || req.cookie(TOKEN_COOKIE).is_some_and(|c| constant_eq(c.value(), token))
-}
-
-/// Refuses requests without the token, when one is set. The console page itself and its
-/// login answer anyone: the page shows a login form until the cookie is set.
-async fn require_token(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let token = req
-        .app_data::<web::Data<State>>()
-        .map(|s| s.config.server.token.clone())
-        .unwrap_or_default();
-    let open = matches!((req.method().as_str(), req.path()), ("GET", "/") | ("POST", "/login"));
-    if !token.is_empty() && !open && !authenticated(req.request(), &token) {
-        return Err(ApiError(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong bearer token (Authorization: Bearer <token>)".into(),
-        )
-        .into());
+/// Why the server refuses to start with this configuration: a bind address another machine
+/// can reach, with no token. Anyone on the network could then open a session and run
+/// commands.
+///
+/// # Errors
+/// A one-line reason.
+pub fn check_bind(cfg: &toolslot::config::ServerConfig) -> Result<(), String> {
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<std::net::SocketAddr> = cfg
+        .bind
+        .to_socket_addrs()
+        .map_err(|e| format!("server.bind `{}` is not an address: {e}", cfg.bind))?
+        .collect();
+    if cfg.token.is_empty() && addrs.iter().any(|a| !a.ip().is_loopback()) {
+        return Err(format!(
+            "server.bind `{}` is reachable from other machines and server.token is empty; set a token (or bind to 127.0.0.1)",
+            cfg.bind
+        ));
     }
-    next.call(req).await
-}
-
-/// Compares without an early exit, so the time taken says nothing about the token.
-fn constant_eq(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    Ok(())
 }
 
 /// Runs the server until SIGTERM or SIGINT; in-flight rounds get `server.shutdown_grace_secs`
@@ -163,12 +173,18 @@ fn constant_eq(a: &str, b: &str) -> bool {
 /// # Errors
 /// The bind address is unusable.
 pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<McpServerHandle>) -> std::io::Result<()> {
+    check_bind(&config.server).map_err(std::io::Error::other)?;
+    // Bound here rather than by actix, so the admission rules know the real addresses (port 0
+    // becomes the port the system chose).
+    let listeners = bind_all(&config.server.bind)?;
+    let bound = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
     let state = web::Data::new(State {
         dispatcher,
         mcp,
         config: Arc::clone(&config),
         metrics: Arc::new(Metrics::default()),
         activity: Mutex::new(HashMap::new()),
+        admission: Admission::new(&config.server, bound),
     });
     let reaper = {
         let state = state.clone();
@@ -203,7 +219,7 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
                     .error_handler(|err, _req| ApiError(StatusCode::BAD_REQUEST, format!("invalid query: {err}")).into()),
             )
             .app_data(web::PayloadConfig::default().limit(json_limit))
-            .wrap(from_fn(require_token))
+            .wrap(from_fn(guard::admit))
             .route("/", web::get().to(api::console))
             .route("/login", web::post().to(api::login))
             .route("/healthz", web::get().to(api::healthz))
@@ -228,7 +244,9 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
     if s.http_workers > 0 {
         server = server.workers(s.http_workers);
     }
-    let server = server.bind(&s.bind)?;
+    for listener in listeners {
+        server = server.listen(listener)?;
+    }
     for addr in server.addrs() {
         // The one line scripts wait for.
         eprintln!("toolslot: listening on http://{addr}");
@@ -236,4 +254,22 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
     let result = server.run().await;
     reaper.abort();
     result
+}
+
+/// Listens on every address `bind` resolves to (as actix's own `bind` would).
+fn bind_all(bind: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
+    use std::net::ToSocketAddrs;
+    let mut listeners = Vec::new();
+    let mut last_error = None;
+    for addr in bind.to_socket_addrs()? {
+        match std::net::TcpListener::bind(addr) {
+            Ok(l) => listeners.push(l),
+            Err(e) => last_error = Some(e),
+        }
+    }
+    match (listeners.is_empty(), last_error) {
+        (true, Some(e)) => Err(e),
+        (true, None) => Err(std::io::Error::other(format!("`{bind}` resolves to no address"))),
+        _ => Ok(listeners),
+    }
 }

@@ -1,6 +1,7 @@
 //! Anthropic Messages streaming.
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -14,8 +15,9 @@ use crate::stream::sse::SseEvent;
 /// passed over.
 #[derive(Debug, Default)]
 pub struct AnthropicDecoder {
-    /// Content-block indexes of the current message that are client tool calls.
-    client_blocks: Vec<usize>,
+    /// Content-block indexes of the current message that are client tool calls (a set: a
+    /// message of thousands of blocks must not cost a scan per delta).
+    client_blocks: BTreeSet<usize>,
 }
 
 #[derive(Deserialize)]
@@ -89,7 +91,7 @@ impl Decoder for AnthropicDecoder {
                 match block.kind.as_ref() {
                     "text" if !block.text.is_empty() => out.push(StreamEvent::Text(block.text.into_owned())),
                     "tool_use" => {
-                        self.client_blocks.push(frame.index);
+                        self.client_blocks.insert(frame.index);
                         out.push(StreamEvent::CallStart {
                             slot: frame.index,
                             id: block.id.into_owned(),

@@ -18,7 +18,11 @@ pub fn detect(event: &SseEvent) -> Option<Dialect> {
         return Some(Dialect::OpenaiChat);
     }
     // A cheap look at the first keys: full parsing happens in the decoder.
-    let head: &str = &data[..data.len().min(512)];
+    let mut end = data.len().min(512);
+    while !data.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head: &str = &data[..end];
     if head.contains("\"type\":\"message_start\"")
         || head.contains("\"type\": \"message_start\"")
         || head.contains("\"type\":\"content_block_")

@@ -137,7 +137,12 @@ impl GeminiDecoder {
             } else {
                 continue;
             };
-            apply_path(args, &piece.json_path, value);
+            if let Err(why) = apply_path(args, &piece.json_path, value) {
+                out.push(StreamEvent::Error(format!(
+                    "partial argument at `{}` ignored: {why}",
+                    piece.json_path
+                )));
+            }
         }
     }
 }
@@ -147,9 +152,17 @@ enum PieceValue {
     Set(Value),
 }
 
+/// How deep a path may reach: serde_json's own nesting limit, so the arguments built here can
+/// be printed and parsed again (a deeper value would also overflow the stack when dropped).
+const MAX_PATH_DEPTH: usize = 128;
+
 /// Applies one partial argument at a JSONPath like `$.recipe.ingredients[0].name`,
 /// creating objects and arrays on the way; string pieces append to the string there.
-fn apply_path(root: &mut Value, path: &str, value: PieceValue) {
+///
+/// An index may run past an array's end by at most the path's own length, so the elements a
+/// piece creates are bounded by the bytes it took to send it (`[4000000000]` would otherwise
+/// allocate gigabytes).
+fn apply_path(root: &mut Value, path: &str, value: PieceValue) -> Result<(), String> {
     let mut cur = root;
     let rest = path.strip_prefix('$').unwrap_or(path);
     let mut segments = Vec::new();
@@ -178,20 +191,30 @@ fn apply_path(root: &mut Value, path: &str, value: PieceValue) {
             _ => i += 1,
         }
     }
+    if segments.len() > MAX_PATH_DEPTH {
+        return Err(format!("deeper than {MAX_PATH_DEPTH} levels"));
+    }
     for seg in segments {
         cur = match seg {
             Seg::Key(k) => {
                 if !cur.is_object() {
                     *cur = Value::Object(Map::new());
                 }
-                let Value::Object(map) = cur else { return };
+                let Value::Object(map) = cur else {
+                    return Err("not an object".into());
+                };
                 map.entry(k).or_insert(Value::Null)
             }
             Seg::Index(n) => {
                 if !cur.is_array() {
                     *cur = Value::Array(Vec::new());
                 }
-                let Value::Array(items) = cur else { return };
+                let Value::Array(items) = cur else {
+                    return Err("not an array".into());
+                };
+                if n > items.len().saturating_add(path.len()) {
+                    return Err(format!("index {n} is far past the end of its array ({} items)", items.len()));
+                }
                 if items.len() <= n {
                     items.resize(n + 1, Value::Null);
                 }
@@ -206,6 +229,7 @@ fn apply_path(root: &mut Value, path: &str, value: PieceValue) {
         },
         PieceValue::Set(v) => *cur = v,
     }
+    Ok(())
 }
 
 enum Seg {
@@ -264,13 +288,22 @@ mod tests {
     #[test]
     fn paths_build_nested_values() {
         let mut v = json!({});
-        apply_path(&mut v, "$.recipe.ingredients[1].name", PieceValue::Str("Beef".into()));
-        apply_path(&mut v, "$.recipe.ingredients[1].name", PieceValue::Str(" mince".into()));
-        apply_path(&mut v, "$.recipe.ingredients[0].amount", PieceValue::Set(json!(2)));
-        apply_path(&mut v, "$.ok", PieceValue::Set(json!(true)));
+        apply_path(&mut v, "$.recipe.ingredients[1].name", PieceValue::Str("Beef".into())).unwrap();
+        apply_path(&mut v, "$.recipe.ingredients[1].name", PieceValue::Str(" mince".into())).unwrap();
+        apply_path(&mut v, "$.recipe.ingredients[0].amount", PieceValue::Set(json!(2))).unwrap();
+        apply_path(&mut v, "$.ok", PieceValue::Set(json!(true))).unwrap();
         assert_eq!(
             v,
             json!({"ok": true, "recipe": {"ingredients": [{"amount": 2}, {"name": "Beef mince"}]}})
         );
+    }
+
+    #[test]
+    fn hostile_paths_are_refused_not_allocated() {
+        let mut v = json!({});
+        assert!(apply_path(&mut v, "$.a[4000000000]", PieceValue::Set(json!(1))).is_err());
+        let deep = format!("${}", ".a".repeat(100_000));
+        assert!(apply_path(&mut v, &deep, PieceValue::Set(json!(1))).is_err());
+        assert_eq!(v, json!({"a": []}));
     }
 }

@@ -1,6 +1,7 @@
 //! OpenAI Chat Completions streaming, and the servers that imitate it.
 
 use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -20,16 +21,97 @@ use crate::stream::sse::SseEvent;
 /// still unfinished stays open: some compatible servers interleave the fragments of parallel
 /// calls, and ending it would split one call into two. The rest end with `finish_reason` or
 /// the end of the stream.
+///
+/// Linear in its input whatever the shape: calls are found by slot in ordered maps (no scan of
+/// the open calls per fragment), and whether a call's arguments are whole is tracked as its
+/// fragments arrive (an incremental bracket and string scanner), so a new call checks only
+/// the calls that received text since the last check, each parsed at most once, when its
+/// brackets first balance.
 #[derive(Debug, Default)]
 pub struct OpenAiChatDecoder {
-    /// Calls started in this message and not ended: slot (tool_calls[].index) and the
-    /// arguments so far.
-    open: Vec<(usize, String)>,
+    /// Calls started in this message and not ended, by the order they started.
+    open: BTreeMap<u64, OpenCall>,
+    /// Slot (tool_calls[].index) → its key in `open`.
+    by_slot: BTreeMap<usize, u64>,
+    /// Keys of open calls that received text since the last check.
+    dirty: Vec<u64>,
+    next_key: u64,
     /// Slots ended early in this message: a late fragment for one is refused, not started
     /// again as a new call.
-    closed: Vec<usize>,
+    closed: BTreeSet<usize>,
     started: bool,
     ended: bool,
+}
+
+#[derive(Debug, Default)]
+struct OpenCall {
+    slot: usize,
+    arguments: String,
+    shape: Wholeness,
+    dirty: bool,
+}
+
+/// What the argument text so far can be, learnt byte by byte as fragments arrive.
+#[derive(Debug, Default)]
+struct Wholeness {
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    /// A top-level container or string has begun.
+    opened: bool,
+    /// It has ended: the text may be whole now (a parse decides once).
+    closed: bool,
+    /// The text can never be whole by what follows (a stray closer, text after the value, a
+    /// value that failed its parse), or is a bare scalar, which is never ended early.
+    spoiled: bool,
+    /// The parse was done.
+    checked: bool,
+}
+
+impl Wholeness {
+    fn feed(&mut self, text: &str) {
+        for &b in text.as_bytes() {
+            if self.spoiled {
+                return;
+            }
+            if self.in_string {
+                match (self.escaped, b) {
+                    (true, _) => self.escaped = false,
+                    (false, b'\\') => self.escaped = true,
+                    (false, b'"') => {
+                        self.in_string = false;
+                        self.closed |= self.depth == 0;
+                    }
+                    _ => {}
+                }
+                continue;
+            }
+            if b.is_ascii_whitespace() {
+                continue;
+            }
+            if self.closed {
+                self.spoiled = true;
+                continue;
+            }
+            match b {
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    self.opened = true;
+                }
+                b'}' | b']' if self.depth == 0 => self.spoiled = true,
+                b'}' | b']' => {
+                    self.depth -= 1;
+                    self.closed = self.depth == 0;
+                }
+                b'"' => {
+                    self.in_string = true;
+                    self.opened = true;
+                }
+                _ if !self.opened => self.spoiled = true,
+                _ => {}
+            }
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -87,23 +169,42 @@ fn stop_reason(s: &str) -> StopReason {
 
 impl OpenAiChatDecoder {
     fn end_open(&mut self, out: &mut Vec<StreamEvent>) {
-        for (slot, _) in self.open.drain(..) {
-            out.push(StreamEvent::CallEnd { slot });
+        for (_, call) in std::mem::take(&mut self.open) {
+            out.push(StreamEvent::CallEnd { slot: call.slot });
         }
+        self.by_slot.clear();
+        self.dirty.clear();
         self.closed.clear();
     }
 
-    /// A new call started: the open ones whose arguments are already whole end now.
+    /// A new call started: the open ones whose arguments are already whole end now. Only
+    /// calls that received text since the last check can have become whole.
     fn end_complete(&mut self, out: &mut Vec<StreamEvent>) {
-        let closed = &mut self.closed;
-        self.open.retain(|(slot, args)| {
-            let whole = serde_json::from_str::<serde::de::IgnoredAny>(args).is_ok();
-            if whole {
-                out.push(StreamEvent::CallEnd { slot: *slot });
-                closed.push(*slot);
+        let mut ended: Vec<u64> = Vec::new();
+        for key in std::mem::take(&mut self.dirty) {
+            let Some(call) = self.open.get_mut(&key) else { continue };
+            call.dirty = false;
+            let shape = &mut call.shape;
+            if !shape.closed || shape.spoiled || shape.checked {
+                continue;
             }
-            !whole
-        });
+            shape.checked = true;
+            if serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments).is_ok() {
+                ended.push(key);
+            } else {
+                // A complete value that does not parse never will.
+                shape.spoiled = true;
+            }
+        }
+        // In the order the calls started, as before.
+        ended.sort_unstable();
+        for key in ended {
+            if let Some(call) = self.open.remove(&key) {
+                self.by_slot.remove(&call.slot);
+                self.closed.insert(call.slot);
+                out.push(StreamEvent::CallEnd { slot: call.slot });
+            }
+        }
     }
 }
 
@@ -153,10 +254,19 @@ impl Decoder for OpenAiChatDecoder {
                         )));
                         continue;
                     }
-                    if !self.open.iter().any(|(s, _)| *s == slot) {
+                    if !self.by_slot.contains_key(&slot) {
                         // A new call: the ones before it whose arguments are whole are done.
                         self.end_complete(out);
-                        self.open.push((slot, String::new()));
+                        let key = self.next_key;
+                        self.next_key += 1;
+                        self.open.insert(
+                            key,
+                            OpenCall {
+                                slot,
+                                ..OpenCall::default()
+                            },
+                        );
+                        self.by_slot.insert(slot, key);
                         let id = call.id.filter(|i| !i.is_empty()).map(Cow::into_owned).unwrap_or_default();
                         let name = function
                             .as_ref()
@@ -173,8 +283,15 @@ impl Decoder for OpenAiChatDecoder {
                     if let Some(args) = function.and_then(|f| f.arguments)
                         && !args.is_empty()
                     {
-                        if let Some((_, so_far)) = self.open.iter_mut().find(|(s, _)| *s == slot) {
-                            so_far.push_str(&args);
+                        if let Some(key) = self.by_slot.get(&slot).copied()
+                            && let Some(call) = self.open.get_mut(&key)
+                        {
+                            call.arguments.push_str(&args);
+                            call.shape.feed(&args);
+                            if !call.dirty {
+                                call.dirty = true;
+                                self.dirty.push(key);
+                            }
                         }
                         out.push(StreamEvent::CallArgs {
                             slot,

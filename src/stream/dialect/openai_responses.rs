@@ -1,6 +1,7 @@
 //! OpenAI Responses streaming.
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -13,9 +14,10 @@ use crate::stream::sse::SseEvent;
 /// (web search, file search, code interpreter, remote MCP) run at the provider.
 #[derive(Debug, Default)]
 pub struct OpenAiResponsesDecoder {
-    /// Output indexes of function_call items in the current response.
-    calls: Vec<usize>,
-    ended: Vec<usize>,
+    /// Output indexes of function_call items in the current response (sets: a response of
+    /// thousands of items must not cost a scan per delta).
+    calls: BTreeSet<usize>,
+    ended: BTreeSet<usize>,
 }
 
 #[derive(Deserialize)]
@@ -81,7 +83,7 @@ impl Decoder for OpenAiResponsesDecoder {
                 if let Some(item) = frame.item
                     && item.kind == "function_call"
                 {
-                    self.calls.push(slot);
+                    self.calls.insert(slot);
                     out.push(StreamEvent::CallStart {
                         slot,
                         id: item.call_id.into_owned(),
@@ -115,7 +117,7 @@ impl Decoder for OpenAiResponsesDecoder {
                         arguments: a.into_owned(),
                     });
                 }
-                self.ended.push(slot);
+                self.ended.insert(slot);
                 out.push(StreamEvent::CallEnd { slot });
             }
             "response.output_text.delta" => {
@@ -171,11 +173,9 @@ impl Decoder for OpenAiResponsesDecoder {
 
 impl OpenAiResponsesDecoder {
     fn end_open(&mut self, out: &mut Vec<StreamEvent>) {
-        for slot in &self.calls {
-            if !self.ended.contains(slot) {
-                out.push(StreamEvent::CallEnd { slot: *slot });
-            }
+        for slot in self.calls.difference(&self.ended) {
+            out.push(StreamEvent::CallEnd { slot: *slot });
         }
-        self.ended.extend(self.calls.iter().copied());
+        self.ended.clone_from(&self.calls);
     }
 }

@@ -1,5 +1,7 @@
 //! Pipeline events: what a host sees of a round (docs/CONTRACT.md, "Events").
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -40,6 +42,9 @@ pub struct ToolResult {
 }
 
 /// An event of the pipeline, serialized with a `"type"` tag.
+///
+/// Ids, names and arguments are shared (`Arc`): the pipeline hands the same call's identity to
+/// every event about it without copying it per event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum PipelineEvent {
@@ -50,11 +55,11 @@ pub enum PipelineEvent {
         /// Index in the response.
         index: usize,
         /// Provider id.
-        id: String,
+        id: Arc<str>,
         /// Name as the model sent it.
-        name: String,
+        name: Arc<str>,
         /// Arguments after repair (`{}` when rejected).
-        input: Value,
+        input: Arc<Value>,
         /// What repair did.
         repair: RepairMark,
         /// Gemini's thought signature, to send back with the call (absent elsewhere).
@@ -66,11 +71,11 @@ pub enum PipelineEvent {
         /// Index in the response.
         index: usize,
         /// Provider id.
-        id: String,
+        id: Arc<str>,
         /// Resolved name.
-        name: String,
+        name: Arc<str>,
         /// Arguments.
-        input: Value,
+        input: Arc<Value>,
         /// Started before the stream ended.
         speculative: bool,
     },
@@ -79,13 +84,13 @@ pub enum PipelineEvent {
         /// Index in the response.
         index: usize,
         /// Provider id.
-        id: String,
+        id: Arc<str>,
         /// Resolved name.
-        name: String,
+        name: Arc<str>,
         /// `required` or `suggest`.
         requirement: ApprovalRequirement,
         /// Arguments.
-        input: Value,
+        input: Arc<Value>,
     },
     /// An event of a sub-agent's session, which call `index` (spawn_agent) started: its
     /// approval requests and decisions, so the host can answer them at `session` (the child's
@@ -94,7 +99,7 @@ pub enum PipelineEvent {
         /// Index of the spawn_agent call in this session's response.
         index: usize,
         /// That call's provider id.
-        id: String,
+        id: Arc<str>,
         /// The session the event belongs to: answer its approvals there.
         session: String,
         /// The event (`approval_required` or `approval_decided`).
@@ -105,7 +110,7 @@ pub enum PipelineEvent {
         /// Index in the response.
         index: usize,
         /// Provider id.
-        id: String,
+        id: Arc<str>,
         /// The decision.
         decision: ApprovalDecision,
     },
@@ -114,9 +119,9 @@ pub enum PipelineEvent {
         /// Index in the response.
         index: usize,
         /// Provider id.
-        id: String,
+        id: Arc<str>,
         /// Resolved name.
-        name: String,
+        name: Arc<str>,
         /// Whether the result is an error.
         is_error: bool,
         /// Wall time of the execution (0 for refusals).
@@ -127,7 +132,7 @@ pub enum PipelineEvent {
         /// Index in the response.
         index: usize,
         /// Provider id.
-        id: String,
+        id: Arc<str>,
         /// Progress so far.
         progress: f64,
         /// Total, when known.

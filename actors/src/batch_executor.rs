@@ -1,21 +1,45 @@
-//! The BatchExecutor stage: runs batches (concurrently or one at a time) under the session's
-//! read/write gate, with timeouts, cancellation and panic containment per call.
+//! The BatchExecutor stage: runs calls under the session's read/write gate, with timeouts,
+//! cancellation and panic containment per call, and hands each outcome on to the
+//! post-processor.
+//!
+//! Calls the planner started early run at once; the rest of a round waits for its end, then
+//! for the early calls, and runs batch by batch. Work is ordered by a lane: each piece of work
+//! (an early group, a round's batches) waits for the piece before it, so a later round never
+//! runs ahead of an earlier one, and outcomes are counted in index order. A piece that
+//! finishes on its first poll (tools that do not wait) runs inside the handler; one that waits
+//! runs as a task of its own, so a restart of this stage never abandons a running call.
+//!
+//! When a call ends, its effects on the session are recorded here, before the next batch
+//! starts: the observers (what it read, for edit freshness) and the loop guard (which may pause
+//! the session). Extension point: [`execute`] is where a call runs; running it elsewhere (a
+//! remote executor) changes that function only.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::Context as TaskContext;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use futures::FutureExt;
-use futures::stream::{FuturesUnordered, StreamExt};
-use serde_json::Value;
+use futures::future::{Either, Shared};
+use futures::stream::{FuturesOrdered, StreamExt};
 use tokio::sync::{RwLock, oneshot};
 use toolslot::event::PipelineEvent;
-use toolslot::tool::{ErrorCategory, ToolContext, ToolError, ToolOutput, ToolSpec};
+use toolslot::notice::Notice;
+use toolslot::observe::{FileReadObserver, ResultObserver};
+use toolslot::output::counts_as_failure;
+use toolslot::plan::Action;
+use toolslot::plan::batches::{Batch, plan_batches};
+use toolslot::plan::loop_guard::paused_error;
+use toolslot::registry::Registry;
+use toolslot::tool::{Capability, ErrorCategory, ToolContext, ToolError, ToolOutput, ToolSource};
 use tracing::Instrument;
 
+use crate::chain::{CallHead, Outcomes, Planned, PostItem, RoundClose, RoundNo, Speculate, Ticket};
+use crate::post_processor::PostProcessorActor;
 use crate::session::{SessionShared, Stage};
-use crate::stage::{StageError, guarded};
+use crate::stage::guarded;
 
 tokio::task_local! {
     /// The session whose tool is running on this task (its `SessionShared`'s address, which is
@@ -24,74 +48,249 @@ tokio::task_local! {
     static IN_TOOL: usize;
 }
 
-/// A call ready to run.
-#[derive(Clone)]
-pub struct ExecCall {
-    /// Index in the response.
-    pub index: usize,
-    /// Provider id.
-    pub id: String,
-    /// Resolved name.
-    pub name: String,
-    /// Arguments.
-    pub input: Value,
-    /// The tool.
-    pub tool: Arc<dyn ToolSpec>,
-    /// May share the gate with other parallel calls.
-    pub parallel: bool,
+/// Done when a piece of work has been handed on whole.
+type Baton = Shared<oneshot::Receiver<()>>;
+
+/// What a piece of work needs, shared by all of a session's work.
+struct Lane {
+    shared: Arc<SessionShared>,
+    post: Addr<PostProcessorActor>,
+    gate: Arc<RwLock<()>>,
+    observers: Vec<Box<dyn ResultObserver>>,
 }
 
 /// How a call ended.
 #[derive(Debug)]
 pub struct Outcome {
-    /// Index in the response.
-    pub index: usize,
+    /// The call.
+    pub head: CallHead,
     /// The tool's output, or why there is none.
     pub result: Result<ToolOutput, ToolError>,
     /// Wall time from start to end (0 when it never started).
     pub duration_ms: u64,
+    /// The content comes from outside.
+    pub external: bool,
 }
 
-/// Start calls before the stream has ended; each outcome arrives on its returned receiver.
-#[derive(Message)]
-#[rtype(result = "Result<Vec<oneshot::Receiver<Outcome>>, StageError>")]
-pub struct Speculate(pub Vec<ExecCall>);
-
-/// Run one batch; one outcome per call, in the calls' order.
-#[derive(Message)]
-#[rtype(result = "Result<Vec<Outcome>, StageError>")]
-pub struct RunBatch {
-    /// The calls.
-    pub calls: Vec<ExecCall>,
-    /// Run them concurrently.
-    pub concurrent: bool,
-}
-
-/// Owns the session's gate.
-pub struct BatchExecutorActor {
-    shared: Arc<SessionShared>,
-    gate: Arc<RwLock<()>>,
-}
-
-impl BatchExecutorActor {
-    /// A stage for `shared`'s session.
-    pub fn new(shared: Arc<SessionShared>) -> Self {
+impl Outcome {
+    fn not_run(head: CallHead, error: ToolError) -> Self {
         Self {
-            shared,
-            gate: Arc::new(RwLock::new(())),
+            head,
+            result: Err(error),
+            duration_ms: 0,
+            external: false,
         }
     }
 }
 
-impl Actor for BatchExecutorActor {
-    type Context = Context<Self>;
+/// Runs the session's calls.
+pub struct BatchExecutorActor {
+    lane: Arc<Lane>,
+    /// This round's calls that wait for its end (approved or refused), in index order.
+    queued: Vec<Ticket>,
+    /// Done when everything scheduled so far has been handed on.
+    tail: Option<Baton>,
+    /// Done when every round whose end was scheduled has been handed on.
+    rounds_done: Option<Baton>,
 }
 
-impl Supervised for BatchExecutorActor {
-    fn restarting(&mut self, _ctx: &mut Context<Self>) {
-        // Calls started early run as their own tasks and report to the round directly, so
-        // a restart loses none of them.
-        self.shared.restarted(Stage::BatchExecutor);
+impl BatchExecutorActor {
+    /// A stage for `shared`'s session, forwarding to `post`.
+    pub fn new(shared: Arc<SessionShared>, post: Addr<PostProcessorActor>) -> Self {
+        Self {
+            lane: Arc::new(Lane {
+                shared,
+                post,
+                gate: Arc::new(RwLock::new(())),
+                observers: vec![Box::new(FileReadObserver)],
+            }),
+            queued: Vec::new(),
+            tail: None,
+            rounds_done: None,
+        }
+    }
+
+    /// Puts `work` at the end of the lane.
+    fn schedule(&mut self, work: impl Future<Output = ()> + 'static) -> Option<Baton> {
+        let baton = run_or_spawn(work);
+        self.tail = baton.clone();
+        baton
+    }
+
+    /// The stage failed on a message: its calls (and this round's queued ones) are answered
+    /// with a clear error, in the lane's order, and the round's end goes on behind them.
+    fn failed(&mut self, round: RoundNo, calls: Vec<CallHead>, end: Option<RoundClose>, closes: bool) {
+        let calls: Vec<CallHead> = std::mem::take(&mut self.queued).into_iter().map(|t| t.head).chain(calls).collect();
+        let lane = Arc::clone(&self.lane);
+        let after = self.tail.take();
+        let ends = end.is_some() || closes;
+        let baton = self.schedule(async move {
+            wait(after).await;
+            let outcomes = calls
+                .into_iter()
+                .map(|head| {
+                    let e = ToolError::refused(
+                        ErrorCategory::Unavailable,
+                        format!(
+                            "Not run: the executor failed and was restarted before `{}` started; nothing was run. You may send the call again.",
+                            head.name
+                        ),
+                    );
+                    Outcome::not_run(head, e)
+                })
+                .collect();
+            lane.hand_on(round, outcomes, end, closes);
+        });
+        if ends {
+            self.rounds_done = baton;
+        }
+    }
+}
+
+/// Polls `work` once; if it is not done, it goes on as a task of its own, and the returned
+/// baton says when it is.
+fn run_or_spawn(work: impl Future<Output = ()> + 'static) -> Option<Baton> {
+    let mut work = Box::pin(work);
+    let mut cx = TaskContext::from_waker(futures::task::noop_waker_ref());
+    if work.as_mut().poll(&mut cx).is_ready() {
+        return None;
+    }
+    let (tx, rx) = oneshot::channel();
+    actix::spawn(async move {
+        work.await;
+        let _ = tx.send(());
+    });
+    Some(rx.shared())
+}
+
+async fn wait(baton: Option<Baton>) {
+    if let Some(b) = baton {
+        // A dropped sender means the work ended without saying so (it cannot: its calls are
+        // contained); either way it is over.
+        let _ = b.await;
+    }
+}
+
+impl Lane {
+    /// Records how calls ended (observers, loop guard), in index order, and sends them on.
+    fn hand_on(&self, round: RoundNo, outcomes: Vec<Outcome>, end: Option<RoundClose>, closes: bool) {
+        let items = outcomes
+            .into_iter()
+            .map(|o| {
+                let guard = self.count(&o);
+                PostItem {
+                    head: o.head,
+                    result: o.result,
+                    duration_ms: o.duration_ms,
+                    external: o.external,
+                    guard,
+                }
+            })
+            .collect();
+        self.post.do_send(Outcomes { round, items, end, closes });
+    }
+
+    /// A call's effects on the session: what it read, and whether it failed.
+    fn count(&self, o: &Outcome) -> (Vec<Notice>, Option<String>) {
+        let shared = &self.shared;
+        let counted = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            if o.result.as_ref().is_ok_and(|out| !out.is_error) {
+                for observer in &self.observers {
+                    observer.observe(&o.head.name, &o.head.input, &shared.workspace, shared.memory.as_ref());
+                }
+            }
+            shared.guard().record(o.head.index, counts_as_failure(&o.result))
+        }));
+        counted.unwrap_or_else(|_| {
+            // The result still goes on; only the bookkeeping of this one call is missing.
+            tracing::error!(session = %shared.id, index = o.head.index, "recording a call's outcome failed");
+            (Vec::new(), None)
+        })
+    }
+}
+
+/// Calls started before the stream ended: they run at once (once every earlier round has been
+/// handed on), and their outcomes go on in index order, each as soon as it and every call
+/// before it are done, after the group before this one.
+async fn early(lane: Arc<Lane>, round: RoundNo, calls: Vec<CallHead>, start_after: Option<Baton>, mut prev: Option<Baton>) {
+    wait(start_after).await;
+    let registry = lane.shared.memory.registry();
+    let mut running: FuturesOrdered<_> = calls.into_iter().map(|head| execute(&lane, &registry, head, true, true)).collect();
+    let mut held = Vec::new();
+    loop {
+        let next = match prev.as_mut() {
+            Some(before) => tokio::select! {
+                biased;
+                _ = before => {
+                    prev = None;
+                    None
+                }
+                o = running.next() => Some(o),
+            },
+            None => Some(running.next().await),
+        };
+        match next {
+            Some(Some(o)) => {
+                held.push(o);
+                while let Some(Some(o)) = running.next().now_or_never() {
+                    held.push(o);
+                }
+            }
+            Some(None) => wait(prev.take()).await,
+            None => {}
+        }
+        if prev.is_none() {
+            if !held.is_empty() {
+                lane.hand_on(round, std::mem::take(&mut held), None, false);
+            }
+            if running.is_empty() {
+                return;
+            }
+        }
+    }
+}
+
+/// A round's calls that waited for its end: batch by batch, each batch's outcomes recorded
+/// and handed on before the next starts; the round's end goes with the last batch.
+async fn round_calls(
+    lane: Arc<Lane>,
+    round: RoundNo,
+    tickets: Vec<Ticket>,
+    batches: Vec<Batch>,
+    mut end: Option<RoundClose>,
+    closes: bool,
+    after: Option<Baton>,
+) {
+    wait(after).await;
+    let registry = lane.shared.memory.registry();
+    let mut slots: Vec<Option<Ticket>> = tickets.into_iter().map(Some).collect();
+    let count = batches.len();
+    for (k, batch) in batches.into_iter().enumerate() {
+        // A session paused (or closed) by an earlier batch runs nothing more.
+        let paused = lane.shared.guard().is_paused() || lane.shared.closed.load(std::sync::atomic::Ordering::SeqCst);
+        let calls = batch.indices.iter().filter_map(|&pos| slots.get_mut(pos).and_then(Option::take));
+        let runs = calls.map(|t| match t.action {
+            Action::Refuse(e) => Either::Left(std::future::ready(Outcome::not_run(t.head, e))),
+            Action::Run { .. } if paused => Either::Left(std::future::ready(Outcome::not_run(t.head, paused_error()))),
+            Action::Run { parallel_safe, .. } => Either::Right(execute(&lane, &registry, t.head, parallel_safe, false)),
+        });
+        let span = tracing::info_span!("batch", calls = batch.indices.len(), concurrent = batch.concurrent);
+        let outcomes = if batch.concurrent {
+            // Started in index order, outcomes in index order whatever the completion order;
+            // join_all keeps the futures in one vector (no task per call).
+            futures::future::join_all(runs).instrument(span).await
+        } else {
+            let mut outcomes = Vec::with_capacity(batch.indices.len());
+            for run in runs {
+                outcomes.push(run.instrument(span.clone()).await);
+            }
+            outcomes
+        };
+        let last = k + 1 == count;
+        lane.hand_on(round, outcomes, if last { end.take() } else { None }, last && closes);
+    }
+    if count == 0 {
+        lane.hand_on(round, Vec::new(), end, closes);
     }
 }
 
@@ -100,58 +299,56 @@ impl Supervised for BatchExecutorActor {
 /// # Cancel safety
 /// Dropping the future drops the tool's future, which abandons the call; the gate is
 /// released with it.
-pub async fn execute(shared: Arc<SessionShared>, gate: Arc<RwLock<()>>, call: ExecCall, speculative: bool) -> Outcome {
-    let span = tracing::info_span!("call", session = %shared.id, index = call.index, tool = %call.name, speculative);
-    execute_inner(shared, gate, call, speculative).instrument(span).await
+async fn execute(lane: &Lane, registry: &Registry, head: CallHead, parallel: bool, speculative: bool) -> Outcome {
+    let span = tracing::info_span!("call", session = %lane.shared.id, index = head.index, tool = %head.name, speculative);
+    execute_inner(lane, registry, head, parallel, speculative).instrument(span).await
 }
 
-async fn execute_inner(shared: Arc<SessionShared>, gate: Arc<RwLock<()>>, call: ExecCall, speculative: bool) -> Outcome {
-    let index = call.index;
+async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, parallel: bool, speculative: bool) -> Outcome {
+    let shared = &lane.shared;
     if shared.is_cancelled() {
-        return Outcome {
-            index,
-            result: Err(cancelled_before()),
-            duration_ms: 0,
-        };
+        return Outcome::not_run(head, cancelled_before());
     }
-    let me = Arc::as_ptr(&shared) as usize;
+    let Some(tool) = registry.get(&head.name) else {
+        let e = ToolError::refused(ErrorCategory::UnknownTool, format!("Unknown tool `{}`.", head.name));
+        return Outcome::not_run(head, e);
+    };
+    let me = Arc::as_ptr(shared) as usize;
     let reentrant = IN_TOOL.try_with(|s| *s == me).unwrap_or(false);
     // Parallel-safe calls share the gate; anything else has it alone.
-    let _slot = match (reentrant, call.parallel) {
+    let _slot = match (reentrant, parallel) {
         (true, _) => Slot::Reentrant,
         (false, true) => Slot::Shared {
-            _held: gate.read_owned().await,
+            _held: lane.gate.clone().read_owned().await,
         },
         (false, false) => Slot::Exclusive {
-            _held: gate.write_owned().await,
+            _held: lane.gate.clone().write_owned().await,
         },
     };
     if shared.is_cancelled() {
-        return Outcome {
-            index,
-            result: Err(cancelled_before()),
-            duration_ms: 0,
-        };
+        return Outcome::not_run(head, cancelled_before());
     }
-    let ExecCall { id, name, input, tool, .. } = call;
+    let external = tool.meta.source == ToolSource::Mcp || tool.spec.capabilities().contains(&Capability::Network);
     shared.emit(PipelineEvent::CallStarted {
-        index,
-        id: id.clone(),
-        name: name.clone(),
-        input: input.clone(),
+        index: head.index,
+        id: Arc::clone(&head.id),
+        name: Arc::clone(&head.name),
+        input: Arc::clone(&head.input),
         speculative,
     });
     let ctx = ToolContext {
         session_id: shared.id.clone(),
         workspace: shared.workspace.clone(),
-        call_id: id,
-        index,
+        call_id: head.id.to_string(),
+        index: head.index,
         config: Arc::clone(&shared.config),
         services: shared.services.clone(),
     };
     let started = Instant::now();
     let timeout_ms = shared.config.execution.call_timeout_ms;
-    let run = IN_TOOL.scope(me, async move { AssertUnwindSafe(tool.run(input, &ctx)).catch_unwind().await });
+    let input = (*head.input).clone();
+    let run = IN_TOOL.scope(me, async { AssertUnwindSafe(tool.spec.run(input, &ctx)).catch_unwind().await });
+    let name = &head.name;
     let panicked = |panic: Box<dyn std::any::Any + Send>| {
         let what = panic
             .downcast_ref::<&str>()
@@ -198,10 +395,12 @@ async fn execute_inner(shared: Arc<SessionShared>, gate: Arc<RwLock<()>>, call: 
             }
         }
     };
+    let duration_ms = started.elapsed().as_millis() as u64;
     Outcome {
-        index,
+        head,
         result,
-        duration_ms: started.elapsed().as_millis() as u64,
+        duration_ms,
+        external,
     }
 }
 
@@ -219,51 +418,73 @@ fn cancelled_before() -> ToolError {
     )
 }
 
-impl Handler<Speculate> for BatchExecutorActor {
-    type Result = Result<Vec<oneshot::Receiver<Outcome>>, StageError>;
-    fn handle(&mut self, msg: Speculate, ctx: &mut Context<Self>) -> Self::Result {
-        guarded::<Self, _>(Stage::BatchExecutor, ctx, || self.shared.trip(Stage::BatchExecutor))?;
-        let mut receivers = Vec::with_capacity(msg.0.len());
-        let mut running = FuturesUnordered::new();
-        for call in msg.0 {
-            let (tx, rx) = oneshot::channel();
-            receivers.push(rx);
-            running.push(execute(Arc::clone(&self.shared), Arc::clone(&self.gate), call, true).map(move |o| (o, tx)));
-        }
-        // One task for the calls started together: they run while the stream goes on, each
-        // outcome reported to the round the moment it is in.
-        actix::spawn(async move {
-            while let Some((outcome, tx)) = running.next().await {
-                let _ = tx.send(outcome);
-            }
-        });
-        Ok(receivers)
+impl Actor for BatchExecutorActor {
+    type Context = Context<Self>;
+}
+
+impl Supervised for BatchExecutorActor {
+    fn restarting(&mut self, _ctx: &mut Context<Self>) {
+        // Running work is made of tasks of its own and hands its outcomes on directly, so a
+        // restart loses none of it; what this stage held was answered when it failed.
     }
 }
 
-impl Handler<RunBatch> for BatchExecutorActor {
-    type Result = ResponseFuture<Result<Vec<Outcome>, StageError>>;
-    fn handle(&mut self, msg: RunBatch, ctx: &mut Context<Self>) -> Self::Result {
-        if let Err(e) = guarded::<Self, _>(Stage::BatchExecutor, ctx, || self.shared.trip(Stage::BatchExecutor)) {
-            return Box::pin(async move { Err(e) });
+impl Handler<Speculate> for BatchExecutorActor {
+    type Result = ();
+    fn handle(&mut self, msg: Speculate, ctx: &mut Context<Self>) {
+        let shared = Arc::clone(&self.lane.shared);
+        if guarded::<Self, _>(Stage::BatchExecutor, &shared, ctx, || shared.trip(Stage::BatchExecutor)).is_err() {
+            return self.failed(msg.round, msg.calls, None, false);
         }
-        let shared = Arc::clone(&self.shared);
-        let gate = Arc::clone(&self.gate);
-        Box::pin(async move {
-            if msg.concurrent {
-                // Started in index order, outcomes in index order whatever the completion
-                // order. join_all keeps the futures in one vector (no task node per call).
-                let running = msg
-                    .calls
-                    .into_iter()
-                    .map(|call| execute(Arc::clone(&shared), Arc::clone(&gate), call, false));
-                return Ok(futures::future::join_all(running).await);
+        let work = early(
+            Arc::clone(&self.lane),
+            msg.round,
+            msg.calls,
+            self.rounds_done.clone(),
+            self.tail.take(),
+        );
+        self.schedule(work);
+    }
+}
+
+impl Handler<Planned> for BatchExecutorActor {
+    type Result = ();
+    fn handle(&mut self, mut msg: Planned, ctx: &mut Context<Self>) {
+        let shared = Arc::clone(&self.lane.shared);
+        let ends = msg.end.is_some() || msg.closes;
+        let queued = &mut self.queued;
+        let batches = guarded::<Self, _>(Stage::BatchExecutor, &shared, ctx, || {
+            shared.trip(Stage::BatchExecutor);
+            queued.append(&mut msg.calls);
+            // Refusals run nothing, so they never split a concurrent batch.
+            ends.then(|| {
+                let order: Vec<(usize, bool)> = queued
+                    .iter()
+                    .enumerate()
+                    .map(|(pos, t)| (pos, !matches!(t.action, Action::Run { parallel_safe: false, .. })))
+                    .collect();
+                plan_batches(&order)
+            })
+        });
+        let batches = match batches {
+            Ok(b) => b,
+            Err(_) => {
+                let calls = msg.calls.into_iter().map(|t| t.head).collect();
+                return self.failed(msg.round, calls, msg.end, msg.closes);
             }
-            let mut outcomes = Vec::with_capacity(msg.calls.len());
-            for call in msg.calls {
-                outcomes.push(execute(Arc::clone(&shared), Arc::clone(&gate), call, false).await);
-            }
-            Ok(outcomes)
-        })
+        };
+        if let Some(batches) = batches {
+            let tickets = std::mem::take(&mut self.queued);
+            let work = round_calls(
+                Arc::clone(&self.lane),
+                msg.round,
+                tickets,
+                batches,
+                msg.end,
+                msg.closes,
+                self.tail.take(),
+            );
+            self.rounds_done = self.schedule(work);
+        }
     }
 }

@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{broadcast, mpsc, watch};
+
+use crate::sink::EventSink;
 use toolslot::config::{ApprovalMode, Config};
 use toolslot::event::PipelineEvent;
 use toolslot::notice::{Notice, NoticeKind};
@@ -67,7 +69,7 @@ impl toolslot::tool::SessionServices for PipelineServices {
         if let Some(shared) = self.shared.upgrade() {
             shared.emit(PipelineEvent::Progress {
                 index,
-                id: call_id.to_string(),
+                id: call_id.into(),
                 progress,
                 total,
                 message,
@@ -87,16 +89,6 @@ impl toolslot::tool::SessionServices for PipelineServices {
     }
 }
 
-/// Where a session's events go.
-#[derive(Default)]
-struct Sinks {
-    /// The running round's event stream.
-    round: Option<mpsc::UnboundedSender<PipelineEvent>>,
-    /// Every event of the session, for UIs; made on the first subscription, since most
-    /// sessions never have a watcher and a channel's buffer costs memory per session.
-    live: Option<broadcast::Sender<PipelineEvent>>,
-}
-
 /// State shared by a session's stages and its rounds.
 pub struct SessionShared {
     /// The session id.
@@ -113,9 +105,8 @@ pub struct SessionShared {
     pub mode: ApprovalMode,
     /// Dialect, if fixed.
     pub dialect: Option<Dialect>,
-    /// Where events go: the running round's stream, and live subscribers. One lock for both,
-    /// taken once per event.
-    sinks: Mutex<Sinks>,
+    /// Where events go: the running submission's stream, and live subscribers.
+    sink: EventSink,
     /// Set while a round runs.
     pub round_running: AtomicBool,
     /// Cancellation of the running round (true = cancelled).
@@ -124,6 +115,9 @@ pub struct SessionShared {
     pub closed: AtomicBool,
     /// Stages told to panic on their next message (tests of supervision).
     faults: Mutex<Vec<Stage>>,
+    /// Whether `faults` may hold anything: every handler checks, so the lock is only taken
+    /// once a test armed a fault.
+    faults_armed: AtomicBool,
     /// The loop guard: session state read by the Planner (checks) and written by the
     /// PostProcessor (outcomes). A session's stages share one arbiter thread, so the lock is
     /// never contended; it replaces a message round trip per batch.
@@ -170,6 +164,7 @@ impl SessionShared {
     ) -> Self {
         let (cancel, _) = watch::channel(false);
         let guard = LoopGuard::new(config.loop_guard.clone());
+        let sink = EventSink::new(config.execution.live_buffer);
         Self {
             workspace: options.workspace.unwrap_or_else(|| PathBuf::from(".")),
             mode: options.approval_mode.unwrap_or(config.approval.mode),
@@ -178,36 +173,25 @@ impl SessionShared {
             memory,
             services,
             config,
-            sinks: Mutex::new(Sinks::default()),
+            sink,
             round_running: AtomicBool::new(false),
             cancel,
             closed: AtomicBool::new(false),
             faults: Mutex::new(Vec::new()),
+            faults_armed: AtomicBool::new(false),
             guard: Mutex::new(guard),
         }
     }
 
-    /// Sends an event to the running round's stream and to live subscribers.
+    /// Sends an event to the running submission's stream and to live subscribers.
     pub fn emit(&self, event: PipelineEvent) {
-        let sinks = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(live) = sinks.live.as_ref()
-            && live.receiver_count() > 0
-        {
-            let _ = live.send(event.clone());
-        }
-        if let Some(tx) = sinks.round.as_ref() {
-            let _ = tx.send(event);
-        }
+        self.sink.emit(event);
     }
 
     /// A receiver of every event from now on. Subscribers that fall `execution.live_buffer`
     /// events behind lose the oldest ones; they never slow the pipeline.
     pub fn subscribe(&self) -> broadcast::Receiver<PipelineEvent> {
-        let mut sinks = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
-        sinks
-            .live
-            .get_or_insert_with(|| broadcast::channel(self.config.execution.live_buffer.max(1)).0)
-            .subscribe()
+        self.sink.subscribe()
     }
 
     /// Emits a notice.
@@ -215,9 +199,9 @@ impl SessionShared {
         self.emit(PipelineEvent::Notice(notice));
     }
 
-    /// Points the event sink at a new round's stream.
+    /// Points the event sink at a new submission's stream (`None`: it is over).
     pub fn set_sink(&self, tx: Option<mpsc::UnboundedSender<PipelineEvent>>) {
-        self.sinks.lock().unwrap_or_else(|p| p.into_inner()).round = tx;
+        self.sink.set_round(tx);
     }
 
     /// Whether the running round was cancelled (or the session closed).
@@ -228,11 +212,15 @@ impl SessionShared {
     /// Arms a panic in `stage` on its next message.
     pub fn inject_fault(&self, stage: Stage) {
         self.faults.lock().unwrap_or_else(|p| p.into_inner()).push(stage);
+        self.faults_armed.store(true, Ordering::SeqCst);
     }
 
     /// Panics if a fault was armed for `stage` (called at the top of each stage handler,
     /// inside its panic boundary).
     pub fn trip(&self, stage: Stage) {
+        if !self.faults_armed.load(Ordering::Relaxed) {
+            return;
+        }
         let mut faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(i) = faults.iter().position(|s| *s == stage) {
             faults.remove(i);
@@ -241,7 +229,7 @@ impl SessionShared {
         }
     }
 
-    /// Reports that a stage was restarted by its supervisor.
+    /// Reports that a stage failed and is being restarted by its supervisor.
     pub fn restarted(&self, stage: Stage) {
         tracing::warn!(session = %self.id, ?stage, "actor restarted");
         self.notice(Notice::new(

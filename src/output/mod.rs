@@ -11,6 +11,6 @@ mod overflow;
 mod truncate;
 
 pub use envelope::{random_hex, wrap_external};
-pub use finish::{FinishContext, Finished, Overflow, finish_call, needs_truncation};
+pub use finish::{FinishContext, Finished, Overflow, counts_as_failure, finish_call, needs_truncation};
 pub use overflow::{OverflowError, OverflowStore, Slice};
 pub use truncate::{Budget, Truncated, truncate};

@@ -33,7 +33,7 @@ use toolslot::plan::Action;
 use toolslot::plan::batches::{Batch, plan_batches};
 use toolslot::plan::loop_guard::paused_error;
 use toolslot::registry::Registry;
-use toolslot::tool::{Capability, ErrorCategory, ToolContext, ToolError, ToolOutput, ToolSource};
+use toolslot::tool::{Capability, ErrorCategory, ToolContext, ToolError, ToolSource};
 use tracing::Instrument;
 
 use crate::chain::{CallHead, Outcomes, Planned, PostItem, RoundClose, RoundNo, Speculate, Ticket};
@@ -57,30 +57,6 @@ struct Lane {
     post: Addr<PostProcessorActor>,
     gate: Arc<RwLock<()>>,
     observers: Vec<Box<dyn ResultObserver>>,
-}
-
-/// How a call ended.
-#[derive(Debug)]
-pub struct Outcome {
-    /// The call.
-    pub head: CallHead,
-    /// The tool's output, or why there is none.
-    pub result: Result<ToolOutput, ToolError>,
-    /// Wall time from start to end (0 when it never started).
-    pub duration_ms: u64,
-    /// The content comes from outside.
-    pub external: bool,
-}
-
-impl Outcome {
-    fn not_run(head: CallHead, error: ToolError) -> Self {
-        Self {
-            head,
-            result: Err(error),
-            duration_ms: 0,
-            external: false,
-        }
-    }
 }
 
 /// Runs the session's calls.
@@ -136,7 +112,7 @@ impl BatchExecutorActor {
                             head.name
                         ),
                     );
-                    Outcome::not_run(head, e)
+                    PostItem::not_run(head, e)
                 })
                 .collect();
             lane.hand_on(round, outcomes, end, closes);
@@ -173,25 +149,15 @@ async fn wait(baton: Option<Baton>) {
 
 impl Lane {
     /// Records how calls ended (observers, loop guard), in index order, and sends them on.
-    fn hand_on(&self, round: RoundNo, outcomes: Vec<Outcome>, end: Option<RoundClose>, closes: bool) {
-        let items = outcomes
-            .into_iter()
-            .map(|o| {
-                let guard = self.count(&o);
-                PostItem {
-                    head: o.head,
-                    result: o.result,
-                    duration_ms: o.duration_ms,
-                    external: o.external,
-                    guard,
-                }
-            })
-            .collect();
+    fn hand_on(&self, round: RoundNo, mut items: Vec<PostItem>, end: Option<RoundClose>, closes: bool) {
+        for item in &mut items {
+            item.guard = self.count(item);
+        }
         self.post.do_send(Outcomes { round, items, end, closes });
     }
 
     /// A call's effects on the session: what it read, and whether it failed.
-    fn count(&self, o: &Outcome) -> (Vec<Notice>, Option<String>) {
+    fn count(&self, o: &PostItem) -> (Vec<Notice>, Option<String>) {
         let shared = &self.shared;
         let counted = std::panic::catch_unwind(AssertUnwindSafe(|| {
             if o.result.as_ref().is_ok_and(|out| !out.is_error) {
@@ -215,44 +181,66 @@ impl Lane {
 async fn early(lane: Arc<Lane>, round: RoundNo, calls: Vec<CallHead>, start_after: Option<Baton>, mut prev: Option<Baton>) {
     wait(start_after).await;
     let registry = lane.shared.memory.registry();
-    let mut running: FuturesOrdered<_> = calls.into_iter().map(|head| execute(&lane, &registry, head, true, true)).collect();
-    let mut held = Vec::new();
-    loop {
-        let next = match prev.as_mut() {
-            Some(before) => tokio::select! {
-                biased;
-                _ = before => {
-                    prev = None;
-                    None
-                }
-                o = running.next() => Some(o),
-            },
-            None => Some(running.next().await),
-        };
-        match next {
-            Some(Some(o)) => {
-                held.push(o);
-                while let Some(Some(o)) = running.next().now_or_never() {
+    // Early calls are parallel-safe: the group shares the gate, once.
+    let mut slot = Some(take_gate(&lane, true).await);
+    let lane = &lane;
+    let group = async {
+        let mut running: FuturesOrdered<_> = calls.into_iter().map(|head| execute(lane, &registry, head, true)).collect();
+        let mut held = Vec::new();
+        loop {
+            let next = match prev.as_mut() {
+                Some(before) => tokio::select! {
+                    biased;
+                    _ = before => {
+                        prev = None;
+                        None
+                    }
+                    o = running.next() => Some(o),
+                },
+                None => Some(running.next().await),
+            };
+            match next {
+                Some(Some(o)) => {
                     held.push(o);
+                    while let Some(Some(o)) = running.next().now_or_never() {
+                        held.push(o);
+                    }
                 }
-            }
-            Some(None) => wait(prev.take()).await,
-            None => {}
-        }
-        if prev.is_none() {
-            if !held.is_empty() {
-                lane.hand_on(round, std::mem::take(&mut held), None, false);
+                Some(None) => wait(prev.take()).await,
+                None => {}
             }
             if running.is_empty() {
-                return;
+                slot = None;
+            }
+            if prev.is_none() {
+                if !held.is_empty() {
+                    lane.hand_on(round, std::mem::take(&mut held), None, false);
+                }
+                if running.is_empty() {
+                    return;
+                }
             }
         }
-    }
+    };
+    as_tools(lane, group).await;
 }
 
 /// A round's calls that waited for its end: batch by batch, each batch's outcomes recorded
 /// and handed on before the next starts; the round's end goes with the last batch.
 async fn round_calls(
+    lane: Arc<Lane>,
+    round: RoundNo,
+    tickets: Vec<Ticket>,
+    batches: Vec<Batch>,
+    end: Option<RoundClose>,
+    closes: bool,
+    after: Option<Baton>,
+) {
+    let span = crate::stage::span!("round", session = %lane.shared.id, round = round.0);
+    traced(span, round_calls_inner(lane, round, tickets, batches, end, closes, after)).await;
+}
+
+async fn round_calls_inner(
     lane: Arc<Lane>,
     round: RoundNo,
     tickets: Vec<Ticket>,
@@ -268,24 +256,29 @@ async fn round_calls(
     for (k, batch) in batches.into_iter().enumerate() {
         // A session paused (or closed) by an earlier batch runs nothing more.
         let paused = lane.shared.guard().is_paused() || lane.shared.closed.load(std::sync::atomic::Ordering::SeqCst);
-        let calls = batch.indices.iter().filter_map(|&pos| slots.get_mut(pos).and_then(Option::take));
-        let runs = calls.map(|t| match t.action {
-            Action::Refuse(e) => Either::Left(std::future::ready(Outcome::not_run(t.head, e))),
-            Action::Run { .. } if paused => Either::Left(std::future::ready(Outcome::not_run(t.head, paused_error()))),
-            Action::Run { parallel_safe, .. } => Either::Right(execute(&lane, &registry, t.head, parallel_safe, false)),
-        });
-        let span = tracing::info_span!("batch", calls = batch.indices.len(), concurrent = batch.concurrent);
-        let outcomes = if batch.concurrent {
-            // Started in index order, outcomes in index order whatever the completion order;
-            // join_all keeps the futures in one vector (no task per call).
-            futures::future::join_all(runs).instrument(span).await
+        let tickets: Vec<Ticket> = batch
+            .indices
+            .iter()
+            .filter_map(|&pos| slots.get_mut(pos).and_then(Option::take))
+            .collect();
+        let runs_any = !paused && tickets.iter().any(|t| matches!(t.action, Action::Run { .. }));
+        // Parallel-safe calls share the gate; anything else has it alone (a serial batch is
+        // one call).
+        let _slot = if runs_any {
+            Some(take_gate(&lane, batch.concurrent).await)
         } else {
-            let mut outcomes = Vec::with_capacity(batch.indices.len());
-            for run in runs {
-                outcomes.push(run.instrument(span.clone()).await);
-            }
-            outcomes
+            None
         };
+        let runs = tickets.into_iter().map(|t| match t.action {
+            Action::Refuse(e) => Either::Left(std::future::ready(PostItem::not_run(t.head, e))),
+            Action::Run { .. } if paused => Either::Left(std::future::ready(PostItem::not_run(t.head, paused_error()))),
+            Action::Run { .. } => Either::Right(execute(&lane, &registry, t.head, false)),
+        });
+        // Started in index order, outcomes in index order whatever the completion order;
+        // join_all keeps the futures in one vector (no task per call).
+        let batch_run = as_tools(&lane, futures::future::join_all(runs));
+        let span = crate::stage::span!("batch", session = %lane.shared.id, calls = batch.indices.len(), concurrent = batch.concurrent);
+        let outcomes = traced(span, batch_run).await;
         let last = k + 1 == count;
         lane.hand_on(round, outcomes, if last { end.take() } else { None }, last && closes);
     }
@@ -294,40 +287,58 @@ async fn round_calls(
     }
 }
 
-/// Runs one call: gate, `call_started`, timeout, cancellation, panic containment.
-///
-/// # Cancel safety
-/// Dropping the future drops the tool's future, which abandons the call; the gate is
-/// released with it.
-async fn execute(lane: &Lane, registry: &Registry, head: CallHead, parallel: bool, speculative: bool) -> Outcome {
-    let span = tracing::info_span!("call", session = %lane.shared.id, index = head.index, tool = %head.name, speculative);
-    execute_inner(lane, registry, head, parallel, speculative).instrument(span).await
+/// Takes the session's gate: shared for parallel-safe calls, alone otherwise. Work started by
+/// a tool of this session (re-entrancy) skips it instead of waiting on itself.
+async fn take_gate(lane: &Lane, parallel: bool) -> Slot {
+    let me = Arc::as_ptr(&lane.shared) as usize;
+    if IN_TOOL.try_with(|s| *s == me).unwrap_or(false) {
+        return Slot::Reentrant;
+    }
+    if parallel {
+        Slot::Shared {
+            _held: Arc::clone(&lane.gate).read_owned().await,
+        }
+    } else {
+        Slot::Exclusive {
+            _held: Arc::clone(&lane.gate).write_owned().await,
+        }
+    }
 }
 
-async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, parallel: bool, speculative: bool) -> Outcome {
+/// Runs `work` as the session's tools (see `IN_TOOL`).
+fn as_tools<F: Future>(lane: &Lane, work: F) -> impl Future<Output = F::Output> {
+    IN_TOOL.scope(Arc::as_ptr(&lane.shared) as usize, work)
+}
+
+/// `fut` inside `span`, when anyone listens: entering a span on every poll costs more than a
+/// call of a tool that does not wait.
+fn traced<F: Future>(span: tracing::Span, fut: F) -> impl Future<Output = F::Output> {
+    if span.is_disabled() {
+        Either::Left(fut)
+    } else {
+        Either::Right(fut.instrument(span))
+    }
+}
+
+/// Runs one call: `call_started`, timeout, cancellation, panic containment. The caller holds
+/// the session's gate.
+///
+/// # Cancel safety
+/// Dropping the future drops the tool's future, which abandons the call.
+async fn execute(lane: &Lane, registry: &Registry, head: CallHead, speculative: bool) -> PostItem {
+    let span = crate::stage::span!("call", session = %lane.shared.id, index = head.index, tool = %head.name, speculative);
+    traced(span, execute_inner(lane, registry, head, speculative)).await
+}
+
+async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, speculative: bool) -> PostItem {
     let shared = &lane.shared;
     if shared.is_cancelled() {
-        return Outcome::not_run(head, cancelled_before());
+        return PostItem::not_run(head, cancelled_before());
     }
     let Some(tool) = registry.get(&head.name) else {
         let e = ToolError::refused(ErrorCategory::UnknownTool, format!("Unknown tool `{}`.", head.name));
-        return Outcome::not_run(head, e);
+        return PostItem::not_run(head, e);
     };
-    let me = Arc::as_ptr(shared) as usize;
-    let reentrant = IN_TOOL.try_with(|s| *s == me).unwrap_or(false);
-    // Parallel-safe calls share the gate; anything else has it alone.
-    let _slot = match (reentrant, parallel) {
-        (true, _) => Slot::Reentrant,
-        (false, true) => Slot::Shared {
-            _held: lane.gate.clone().read_owned().await,
-        },
-        (false, false) => Slot::Exclusive {
-            _held: lane.gate.clone().write_owned().await,
-        },
-    };
-    if shared.is_cancelled() {
-        return Outcome::not_run(head, cancelled_before());
-    }
     let external = tool.meta.source == ToolSource::Mcp || tool.spec.capabilities().contains(&Capability::Network);
     shared.emit(PipelineEvent::CallStarted {
         index: head.index,
@@ -339,7 +350,7 @@ async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, paralle
     let ctx = ToolContext {
         session_id: shared.id.clone(),
         workspace: shared.workspace.clone(),
-        call_id: head.id.to_string(),
+        call_id: String::from(&*head.id),
         index: head.index,
         config: Arc::clone(&shared.config),
         services: shared.services.clone(),
@@ -347,7 +358,7 @@ async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, paralle
     let started = Instant::now();
     let timeout_ms = shared.config.execution.call_timeout_ms;
     let input = (*head.input).clone();
-    let run = IN_TOOL.scope(me, async { AssertUnwindSafe(tool.spec.run(input, &ctx)).catch_unwind().await });
+    let run = AssertUnwindSafe(tool.spec.run(input, &ctx)).catch_unwind();
     let name = &head.name;
     let panicked = |panic: Box<dyn std::any::Any + Send>| {
         let what = panic
@@ -367,40 +378,46 @@ async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, paralle
         Some(Ok(result)) => result,
         Some(Err(panic)) => panicked(panic),
         None => {
-            let mut cancel = shared.cancel.subscribe();
-            let timed = async {
-                if timeout_ms == 0 {
-                    Ok(run.await)
-                } else {
-                    tokio::time::timeout(Duration::from_millis(timeout_ms), run).await
-                }
-            };
-            tokio::select! {
-                r = timed => match r {
-                    Ok(Ok(result)) => result,
-                    Ok(Err(panic)) => panicked(panic),
-                    Err(_) => Err(ToolError {
-                        category: ErrorCategory::Timeout,
-                        message: format!("`{name}` did not finish within {timeout_ms} ms and was stopped; its outcome is unknown."),
+            let waited = async {
+                let mut cancel = shared.cancel.subscribe();
+                let timed = async {
+                    if timeout_ms == 0 {
+                        Ok(run.await)
+                    } else {
+                        tokio::time::timeout(Duration::from_millis(timeout_ms), run).await
+                    }
+                };
+                tokio::select! {
+                    r = timed => match r {
+                        Ok(Ok(result)) => result,
+                        Ok(Err(panic)) => panicked(panic),
+                        Err(_) => Err(ToolError {
+                            category: ErrorCategory::Timeout,
+                            message: format!("`{name}` did not finish within {timeout_ms} ms and was stopped; its outcome is unknown."),
+                            field: None,
+                            started: true,
+                        }),
+                    },
+                    _ = cancel.wait_for(|c| *c) => Err(ToolError {
+                        category: ErrorCategory::Cancelled,
+                        message: format!("Cancelled: the host cancelled this round while `{name}` was running; it was stopped and its outcome is unknown. This was not a user interrupt of your request."),
                         field: None,
                         started: true,
                     }),
-                },
-                _ = cancel.wait_for(|c| *c) => Err(ToolError {
-                    category: ErrorCategory::Cancelled,
-                    message: format!("Cancelled: the host cancelled this round while `{name}` was running; it was stopped and its outcome is unknown. This was not a user interrupt of your request."),
-                    field: None,
-                    started: true,
-                }),
-            }
+                }
+            };
+            // Boxed: the timer and the watch live only in calls that wait, and the call's
+            // future (one per call of a batch) stays small.
+            Box::pin(waited).await
         }
     };
     let duration_ms = started.elapsed().as_millis() as u64;
-    Outcome {
+    PostItem {
         head,
         result,
         duration_ms,
         external,
+        guard: (Vec::new(), None),
     }
 }
 

@@ -118,9 +118,22 @@ pub struct PostItem {
     pub duration_ms: u64,
     /// The content comes from outside (a network or MCP tool): it is enveloped.
     pub external: bool,
-    /// What the loop guard said when it counted this outcome (see
+    /// What the loop guard said when the executor counted this outcome (see
     /// [`crate::batch_executor`]): notices, and a hint for the model.
     pub guard: (Vec<Notice>, Option<String>),
+}
+
+impl PostItem {
+    /// A call that did not run: `error` is its outcome.
+    pub fn not_run(head: CallHead, error: ToolError) -> Self {
+        Self {
+            head,
+            result: Err(error),
+            duration_ms: 0,
+            external: false,
+            guard: (Vec::new(), None),
+        }
+    }
 }
 
 /// Executor → post-processor: outcomes, and possibly the round's end (sent after every

@@ -85,9 +85,15 @@ impl PlannerActor {
                 calls.push(call);
             }
         }
+        self.plan_run(&calls, stop, out);
+    }
+
+    /// Plans consecutive calls, the next ones of the round, in one go.
+    fn plan_run(&mut self, calls: &[RawCall], stop: Option<StopReason>, out: &mut Decided) {
         if calls.is_empty() {
             return;
         }
+        let round = &mut self.round;
         let shared = &self.shared;
         let catalog = shared.memory.catalog();
         let plan_ctx = PlanContext {
@@ -98,7 +104,7 @@ impl PlannerActor {
         };
         let cut = stop == Some(StopReason::MaxTokens);
         let mut guard = shared.guard();
-        for call in &calls {
+        for call in calls {
             let planned = plan_call(plan_ctx, call, cut, &mut guard);
             round.next += 1;
             let early = matches!(planned.action, Action::Run { speculative: true, .. }) && stop.is_none() && round.leading_batch_open;
@@ -249,6 +255,8 @@ impl Handler<Assembled> for PlannerActor {
     type Result = ();
     fn handle(&mut self, mut msg: Assembled, ctx: &mut Context<Self>) {
         let shared = Arc::clone(&self.shared);
+        let span = crate::stage::span!("plan", session = %shared.id, round = msg.round.0, calls = msg.calls.len());
+        let _entered = span.enter();
         let first = self.round.next;
         let mut out = Decided::default();
         // Calls move into the round's state inside the boundary; on a failure, whatever was
@@ -258,8 +266,25 @@ impl Handler<Assembled> for PlannerActor {
         } else {
             guarded::<Self, _>(Stage::Planner, &shared, ctx, || {
                 shared.trip(Stage::Planner);
-                for call in std::mem::take(&mut msg.calls) {
-                    self.round.ready.insert(call.index, call);
+                let stop = msg.end.as_ref().map(|e| e.stop_reason);
+                // The usual case: the message holds the round's next calls, in order, and
+                // each can be planned now. They are planned from the message itself (and stay
+                // in it until planned, for a failure to answer).
+                let next = self.round.next;
+                let in_order = self.round.ready.is_empty()
+                    && msg.end.as_ref().is_none_or(|e| e.unfinished.is_empty())
+                    && msg
+                        .calls
+                        .iter()
+                        .enumerate()
+                        .all(|(k, c)| c.index == next + k && (stop.is_some() || parses_strictly(&c.arguments)));
+                if in_order {
+                    self.plan_run(&msg.calls, stop, &mut out);
+                    msg.calls.clear();
+                } else {
+                    for call in std::mem::take(&mut msg.calls) {
+                        self.round.ready.insert(call.index, call);
+                    }
                 }
                 match msg.end.as_mut() {
                     Some(end) => Some(self.end(end, &mut out)),

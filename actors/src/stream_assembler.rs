@@ -233,6 +233,8 @@ impl Supervised for StreamAssemblerActor {
 impl Handler<Submit> for StreamAssemblerActor {
     type Result = ();
     fn handle(&mut self, msg: Submit, ctx: &mut Context<Self>) {
+        let span = crate::stage::span!("submission", session = %self.shared.id);
+        let _entered = span.enter();
         self.assembler = Assembler::new(msg.dialect.or(self.shared.dialect));
         match msg.input {
             RoundInput::Events(events) => {

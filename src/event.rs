@@ -2,13 +2,91 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::notice::Notice;
-use crate::plan::RepairMark;
-use crate::stream::StopReason;
-use crate::tool::ApprovalRequirement;
+
+/// What must happen before a call may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalRequirement {
+    /// Runs without asking.
+    Auto,
+    /// Asks in `ask` mode, runs in `auto-edit` and `full-auto`.
+    Suggest,
+    /// Asks unless `full-auto`.
+    Required,
+    /// Never runs (network tools under `network.policy = "deny"`).
+    Refused,
+}
+
+/// Why the model stopped, normalized across providers (docs/CONTRACT.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// It asked for tools.
+    ToolUse,
+    /// It finished its turn.
+    EndTurn,
+    /// It hit its output limit (`length`, `max_output_tokens`, `MAX_TOKENS`).
+    MaxTokens,
+    /// A stop sequence ended it.
+    StopSequence,
+    /// Anything else, or no reason given.
+    #[default]
+    Other,
+}
+
+/// The ladder step that made arguments parse (the last one needed when several were).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RepairStep {
+    /// Raw control characters inside strings.
+    ControlChars,
+    /// Trailing commas.
+    TrailingCommas,
+    /// Unclosed strings, literals and brackets.
+    CloseBrackets,
+    /// Closing symbols that matched nothing.
+    ExtraClosers,
+    /// The whole arguments were a JSON string holding the object.
+    DecodedString,
+}
+
+impl RepairStep {
+    /// The step's name in events (`repair` field).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ControlChars => "control_chars",
+            Self::TrailingCommas => "trailing_commas",
+            Self::CloseBrackets => "close_brackets",
+            Self::ExtraClosers => "extra_closers",
+            Self::DecodedString => "decoded_string",
+        }
+    }
+}
+
+/// What repair made of a call's arguments (the `repair` field of `call_assembled`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RepairMark {
+    /// Valid as sent.
+    None,
+    /// Fixed by this step.
+    Step(RepairStep),
+    /// Not repairable (or refused because the round was cut).
+    Rejected,
+}
+
+impl Serialize for RepairMark {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::None => s.serialize_none(),
+            Self::Step(step) => s.serialize_str(step.as_str()),
+            Self::Rejected => s.serialize_str("rejected"),
+        }
+    }
+}
 
 /// A host's (or a cache's) decision on an approval request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -9,7 +9,8 @@ use std::process::Stdio;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::config::ExtensionConfig;
+use crate::config::{Config, ExtensionConfig};
+use crate::registry::RegistryBuilder;
 use crate::tool::{Capability, ErrorCategory, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec};
 
 /// One `[[extensions]]` tool.
@@ -43,6 +44,18 @@ impl ExtensionTool {
             capabilities,
         })
     }
+}
+
+/// Hands every `[[extensions]]` tool of `config` to `builder`; a bad declaration is listed
+/// fail-closed under its name rather than left out.
+pub fn add_declared(mut builder: RegistryBuilder, config: &Config) -> RegistryBuilder {
+    for cfg in &config.extensions {
+        builder = match ExtensionTool::from_config(cfg) {
+            Ok(t) => builder.with_tool(std::sync::Arc::new(t)),
+            Err(reason) => builder.with_failed(&cfg.name, reason, ToolSource::Extension),
+        };
+    }
+    builder
 }
 
 impl Tool for ExtensionTool {

@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod builtin;
+pub mod canonical;
 pub mod child_env;
 pub mod config;
 pub mod event;
@@ -33,3 +34,4 @@ pub mod schema;
 pub mod session;
 pub mod stream;
 pub mod tool;
+pub mod tool_name;

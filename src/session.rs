@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use crate::output::{OverflowError, OverflowStore};
-use crate::registry::{Catalog, LiveRegistry, Registry, SearchIndex};
-use crate::tool::SessionServices;
+use crate::output::OverflowStore;
+use crate::registry::{Catalog, LiveRegistry, Registry};
+use crate::tool::{SessionServices, SessionState, ToolError, ToolFinder};
 
 /// What one session remembers. Cheap to share (`Arc`); every method takes `&self`.
 #[derive(Debug)]
@@ -19,8 +19,9 @@ pub struct SessionMemory {
     catalog: Mutex<Catalog>,
     /// Tools appended by a refresh and not yet announced.
     added: Mutex<Vec<String>>,
-    /// Background shell tasks; dropping the memory (the session closed) kills them.
-    tasks: crate::builtin::background::TaskTable,
+    /// State tools keep per session (background shell tasks); dropping the memory (the
+    /// session closed) drops it, which kills those tasks.
+    state: SessionState,
     overflow: Arc<OverflowStore>,
 }
 
@@ -41,7 +42,7 @@ impl SessionMemory {
             files: Mutex::new(HashMap::new()),
             catalog: Mutex::new(catalog),
             added: Mutex::new(Vec::new()),
-            tasks: Default::default(),
+            state: SessionState::default(),
             overflow,
         }
     }
@@ -100,13 +101,16 @@ impl SessionServices for SessionMemory {
         let mut catalog = lock(&self.catalog);
         *catalog = catalog.activate(names);
     }
-    fn search_index(&self) -> Option<Arc<SearchIndex>> {
-        lock(&self.catalog).registry().search_index()
+    fn search_index(&self) -> Option<Arc<dyn ToolFinder>> {
+        let index = lock(&self.catalog).registry().search_index()?;
+        Some(index)
     }
-    fn load_overflow(&self, id: &str) -> Result<String, OverflowError> {
-        self.overflow.load(&self.id, id)
+    fn load_overflow(&self, id: &str) -> Result<String, ToolError> {
+        self.overflow
+            .load(&self.id, id)
+            .map_err(|e| ToolError::invalid("ref", e.to_string()))
     }
-    fn background_tasks(&self) -> Option<&crate::builtin::background::TaskTable> {
-        Some(&self.tasks)
+    fn state(&self) -> Option<&SessionState> {
+        Some(&self.state)
     }
 }

@@ -16,7 +16,7 @@
 //!
 //! actix_rt::System::new().block_on(async {
 //!     let cfg = Arc::new(Config::builtin());
-//!     let registry = Arc::new(RegistryBuilder::new(cfg.clone()).with_builtins().build());
+//!     let registry = Arc::new(RegistryBuilder::new(cfg.clone()).extend(toolslot::builtin::enabled(&cfg)).build());
 //!     let dispatcher = Dispatcher::new(cfg, registry);
 //!     let session = dispatcher.open_session(SessionOptions::default());
 //!     let body = b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n".to_vec();

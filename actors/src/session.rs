@@ -59,10 +59,10 @@ impl toolslot::tool::SessionServices for PipelineServices {
     fn activate_tools(&self, names: &[String]) {
         self.memory.activate_tools(names)
     }
-    fn search_index(&self) -> Option<Arc<toolslot::registry::SearchIndex>> {
+    fn search_index(&self) -> Option<Arc<dyn toolslot::tool::ToolFinder>> {
         self.memory.search_index()
     }
-    fn load_overflow(&self, id: &str) -> Result<String, toolslot::output::OverflowError> {
+    fn load_overflow(&self, id: &str) -> Result<String, toolslot::tool::ToolError> {
         self.memory.load_overflow(id)
     }
     fn progress(&self, index: usize, call_id: &str, progress: f64, total: Option<f64>, message: Option<String>) {
@@ -81,8 +81,8 @@ impl toolslot::tool::SessionServices for PipelineServices {
             shared.emit(event);
         }
     }
-    fn background_tasks(&self) -> Option<&toolslot::builtin::background::TaskTable> {
-        self.memory.background_tasks()
+    fn state(&self) -> Option<&toolslot::tool::SessionState> {
+        self.memory.state()
     }
     fn approval_mode(&self) -> Option<toolslot::config::ApprovalMode> {
         self.shared.upgrade().map(|s| s.mode)

@@ -48,9 +48,8 @@ pub async fn build_toolset(config: Arc<Config>, runner: Option<Arc<dyn AgentRunn
         let slot = Arc::clone(&dispatcher_slot);
         let factory_cell = Arc::clone(&factory);
         move |depth: usize| -> Arc<Registry> {
-            let mut b = RegistryBuilder::new(Arc::clone(&config))
-                .with_builtins()
-                .with_extensions()
+            let b = RegistryBuilder::new(Arc::clone(&config)).extend(toolslot::builtin::enabled(&config));
+            let mut b = toolslot::extension::add_declared(b, &config)
                 // A child sees every MCP tool known when it is spawned.
                 .extend(intake.tools())
                 .extend(helpers.iter().cloned());

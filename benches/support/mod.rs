@@ -72,7 +72,7 @@ pub fn config(overflow: &std::path::Path, workers: usize) -> Arc<Config> {
 pub fn registry(config: &Arc<Config>) -> Arc<Registry> {
     Arc::new(
         RegistryBuilder::new(Arc::clone(config))
-            .with_builtins()
+            .extend(toolslot::builtin::enabled(config))
             .with_tool(Arc::new(Cost("noop")))
             .with_tool(Arc::new(Cost("sleep1ms")))
             .with_tool(Arc::new(Cost("sleep20ms")))

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::exec_shell::{kill_group, shell_command};
 use super::parse_input;
+use super::shell_process::{kill_group, shell_command};
 use crate::tool::{Capability, ErrorCategory, OutputKind, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
 /// A session's background tasks.
@@ -215,14 +215,16 @@ pub fn task_folder(ctx: &ToolContext) -> PathBuf {
     ctx.config
         .overflow
         .dir_path()
-        .join(crate::registry::sanitize_tool_name(&ctx.session_id))
+        .join(crate::tool_name::sanitize_tool_name(&ctx.session_id))
         .join("tasks")
 }
 
-/// The session's task table, or why there is none.
-pub(super) fn tasks_of(ctx: &ToolContext) -> Result<&TaskTable, ToolError> {
+/// The session's task table (kept in the session's state, so closing the session kills its
+/// tasks), or why there is none.
+pub(super) fn tasks_of(ctx: &ToolContext) -> Result<std::sync::Arc<TaskTable>, ToolError> {
     ctx.services
-        .background_tasks()
+        .state()
+        .map(|s| s.get_or_default::<TaskTable>())
         .ok_or_else(|| ToolError::refused(ErrorCategory::Unavailable, "background tasks need a session that keeps them"))
 }
 

@@ -18,7 +18,7 @@ struct Ws {
 fn ws() -> Ws {
     let dir = tempfile::tempdir().unwrap();
     let cfg = Arc::new(Config::builtin());
-    let registry = Arc::new(RegistryBuilder::new(Arc::clone(&cfg)).with_builtins().build());
+    let registry = Arc::new(RegistryBuilder::new(Arc::clone(&cfg)).extend(super::enabled(&cfg)).build());
     let store = Arc::new(OverflowStore::new(dir.path().join(".overflow")));
     let services = Arc::new(SessionMemory::new("s1".into(), registry, store));
     let ctx = ToolContext {

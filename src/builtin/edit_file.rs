@@ -3,7 +3,8 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{atomic::write_atomic, parse_input, workspace};
+use super::{parse_input, workspace};
+use crate::output::write_atomic;
 use crate::tool::{Capability, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
 /// Replaces `search` with `replace` in one file.

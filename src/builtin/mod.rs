@@ -4,7 +4,6 @@
 //! come from the config, never from constants here.
 
 pub mod address_policy;
-pub(crate) mod atomic;
 pub mod background;
 mod edit_file;
 mod exec_shell;
@@ -14,6 +13,7 @@ mod html_text;
 mod list_dir;
 mod read_file;
 mod retrieve_tool_result;
+mod shell_process;
 mod tool_search;
 pub mod workspace;
 mod write_file;
@@ -35,6 +35,15 @@ pub use read_file::ReadFile;
 pub use retrieve_tool_result::RetrieveToolResult;
 pub use tool_search::ToolSearch;
 pub use write_file::WriteFile;
+
+/// The built-in tools the config leaves enabled (all but those named in `tools.disable`), in
+/// [`all`]'s order: what a host hands its `RegistryBuilder`.
+pub fn enabled(config: &crate::config::Config) -> Vec<Arc<dyn ToolSpec>> {
+    all()
+        .into_iter()
+        .filter(|t| !config.tools.disable.iter().any(|d| d == t.name()))
+        .collect()
+}
 
 /// Every built-in tool, in a fixed order.
 pub fn all() -> Vec<Arc<dyn ToolSpec>> {

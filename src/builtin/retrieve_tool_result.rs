@@ -79,10 +79,7 @@ impl Tool for RetrieveToolResult {
                     return Err(ToolError::invalid("mode", format!("unknown mode `{other}`")));
                 }
             };
-            let text = ctx
-                .services
-                .load_overflow(&input.id)
-                .map_err(|e| ToolError::invalid("ref", e.to_string()))?;
+            let text = ctx.services.load_overflow(&input.id)?;
             let out = slice.apply(&text, max).map_err(|e| ToolError::invalid("pattern", e.to_string()))?;
             Ok(ToolOutput::text(out))
         })

@@ -3,7 +3,8 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{atomic::write_atomic, parse_input, workspace};
+use super::{parse_input, workspace};
+use crate::output::write_atomic;
 use crate::tool::{Capability, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec};
 
 /// Writes a whole file (temp file + rename), creating parent folders.

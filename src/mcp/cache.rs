@@ -30,7 +30,7 @@ impl ToolListCache {
     }
 
     fn file(&self, cfg: &McpServerConfig) -> PathBuf {
-        self.dir.join(format!("{}.json", crate::registry::sanitize_tool_name(&cfg.name)))
+        self.dir.join(format!("{}.json", crate::tool_name::sanitize_tool_name(&cfg.name)))
     }
 
     /// The tools `cfg`'s server listed last time; `None` when there is no listing, it cannot
@@ -51,7 +51,7 @@ impl ToolListCache {
     pub fn store(&self, cfg: &McpServerConfig, tools: &[Value]) -> Result<(), String> {
         let file = self.file(cfg);
         let body = json!({"server": cfg.name, "fingerprint": fingerprint(cfg), "tools": tools});
-        crate::builtin::atomic::write_atomic(&file, body.to_string().as_bytes(), &file.display().to_string())
+        crate::output::write_atomic(&file, body.to_string().as_bytes(), &file.display().to_string())
             .map(|_| ())
             .map_err(|e| e.message)
     }

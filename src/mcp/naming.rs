@@ -1,6 +1,6 @@
 //! `<server>__<tool>` names, valid for every provider, deterministic.
 
-use crate::registry::sanitize_tool_name;
+use crate::tool_name::sanitize_tool_name;
 
 /// The catalog name of `tool` on `server`: `<server>__<tool>`, sanitized to
 /// `^[a-zA-Z0-9_-]{1,64}$`; a name that would be longer is cut and given a short hash of the
@@ -51,6 +51,6 @@ mod tests {
         );
         let other = tool_name("a-very-long-server-name-indeed", "and_an_even_longer_tool_name_that_goes_on_and_ox");
         assert_ne!(long, other, "a one-letter difference past the cut still differs");
-        assert!(crate::registry::is_valid_tool_name(&long));
+        assert!(crate::tool_name::is_valid_tool_name(&long));
     }
 }

@@ -5,11 +5,13 @@
 //! how much was cut; the full text goes to the overflow store, where retrieve_tool_result can
 //! read it back in slices.
 
+mod atomic;
 mod envelope;
 mod finish;
 mod overflow;
 mod truncate;
 
+pub use atomic::write_atomic;
 pub use envelope::{random_hex, wrap_external};
 pub use finish::{FinishContext, Finished, Overflow, counts_as_failure, finish_call, needs_truncation};
 pub use overflow::{OverflowError, OverflowStore, Slice};

@@ -5,35 +5,15 @@
 //! when it fails the call goes on with `{}` so the tool's validation names what is missing,
 //! and the raw text is never kept as the call's input.
 
-use serde::Serialize;
+pub use crate::event::RepairMark;
+use crate::event::RepairStep;
 use serde_json::{Map, Value};
 
 use crate::config::RepairConfig;
 use crate::notice::{Notice, NoticeKind};
-use crate::repair::args::{RepairStep, decode_stringified, repair_arguments};
+use crate::repair::args::{decode_stringified, repair_arguments};
 use crate::stream::RawCall;
 use crate::tool::{ErrorCategory, ToolError};
-
-/// What repair made of a call's arguments (the `repair` field of `call_assembled`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RepairMark {
-    /// Valid as sent.
-    None,
-    /// Fixed by this step.
-    Step(RepairStep),
-    /// Not repairable (or refused because the round was cut).
-    Rejected,
-}
-
-impl Serialize for RepairMark {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::None => s.serialize_none(),
-            Self::Step(step) => s.serialize_str(step.as_str()),
-            Self::Rejected => s.serialize_str("rejected"),
-        }
-    }
-}
 
 /// A call's arguments after the gate and the ladder.
 #[derive(Debug, Clone, PartialEq)]

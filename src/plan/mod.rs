@@ -7,11 +7,10 @@ pub mod approval;
 pub mod arity;
 pub mod batches;
 pub mod call;
-mod canonical;
 pub mod finalize;
 pub mod loop_guard;
 pub mod resolve;
 
+pub use crate::canonical::canonical_json;
 pub use call::{Action, PlanContext, PlannedCall, plan_call};
-pub use canonical::canonical_json;
 pub use finalize::{Finalized, RepairMark, finalize_call, parses_strictly};

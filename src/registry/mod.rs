@@ -11,7 +11,7 @@
 //! ```
 //! use toolslot::{config::Config, registry::RegistryBuilder};
 //! let cfg = std::sync::Arc::new(Config::builtin());
-//! let registry = RegistryBuilder::new(cfg).with_builtins().build();
+//! let registry = RegistryBuilder::new(cfg.clone()).extend(toolslot::builtin::enabled(&cfg)).build();
 //! assert!(registry.get("tool_search").is_some());
 //! ```
 
@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+pub use crate::tool_name::{is_valid_tool_name, sanitize_tool_name};
 pub use catalog::{Catalog, CatalogFormat};
 pub use fail_closed::{FAIL_CLOSED_DESCRIPTION, FailClosedTool};
 pub use live::LiveRegistry;
@@ -93,30 +94,6 @@ impl RegisteredTool {
     }
 }
 
-/// Checks a tool name against `^[a-zA-Z0-9_-]{1,64}$`, the rule every provider accepts.
-pub fn is_valid_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-/// Turns any string into a valid tool name (invalid characters become `_`, cut to 64).
-pub fn sanitize_tool_name(name: &str) -> String {
-    let mut out: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    if out.is_empty() {
-        out.push_str("unnamed_tool");
-    }
-    out
-}
-
 /// Assembles a [`Registry`]. The same builder builds sub-agents' tool surfaces.
 pub struct RegistryBuilder {
     config: Arc<Config>,
@@ -134,16 +111,6 @@ impl RegistryBuilder {
         }
     }
 
-    /// Adds the built-in tools, less those named in `tools.disable`.
-    pub fn with_builtins(mut self) -> Self {
-        for tool in crate::builtin::all() {
-            if !self.config.tools.disable.iter().any(|d| d == tool.name()) {
-                self.tools.push(tool);
-            }
-        }
-        self
-    }
-
     /// Adds one tool from any source.
     pub fn with_tool(mut self, tool: Arc<dyn ToolSpec>) -> Self {
         self.tools.push(tool);
@@ -154,17 +121,6 @@ impl RegistryBuilder {
     /// is listed fail-closed under `name` with `reason`, like any tool that fails admission.
     pub fn with_failed(mut self, name: &str, reason: String, source: crate::tool::ToolSource) -> Self {
         self.failed.push((name.to_string(), reason, source));
-        self
-    }
-
-    /// Adds every `[[extensions]]` tool of the config; a bad declaration fails closed.
-    pub fn with_extensions(mut self) -> Self {
-        for cfg in self.config.extensions.clone() {
-            match crate::extension::ExtensionTool::from_config(&cfg) {
-                Ok(t) => self.tools.push(Arc::new(t)),
-                Err(reason) => self.failed.push((cfg.name.clone(), reason, crate::tool::ToolSource::Extension)),
-            }
-        }
         self
     }
 

@@ -12,16 +12,8 @@
 
 use std::collections::HashMap;
 
-/// One ranked match.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct SearchHit {
-    /// Tool name.
-    pub name: String,
-    /// BM25 score (higher is better).
-    pub score: f64,
-    /// The first sentence of the description.
-    pub summary: String,
-}
+pub use crate::tool::SearchHit;
+use crate::tool::ToolFinder;
 
 struct Doc {
     name: String,
@@ -284,6 +276,12 @@ fn synonyms(term: &str) -> impl Iterator<Item = &'static str> + '_ {
         .iter()
         .filter(move |g| g.iter().any(|w| stem(w) == term))
         .flat_map(|g| g.iter().copied())
+}
+
+impl ToolFinder for SearchIndex {
+    fn search(&self, query: &str, top: usize) -> Vec<SearchHit> {
+        SearchIndex::search(self, query, top)
+    }
 }
 
 #[cfg(test)]

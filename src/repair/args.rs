@@ -22,37 +22,8 @@
 //! assert_eq!(r.step, Some(RepairStep::CloseBrackets));
 //! ```
 
-use serde::Serialize;
+pub use crate::event::RepairStep;
 use serde_json::{Map, Value};
-
-/// The ladder step that made arguments parse (the last one needed when several were).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RepairStep {
-    /// Raw control characters inside strings.
-    ControlChars,
-    /// Trailing commas.
-    TrailingCommas,
-    /// Unclosed strings, literals and brackets.
-    CloseBrackets,
-    /// Closing symbols that matched nothing.
-    ExtraClosers,
-    /// The whole arguments were a JSON string holding the object.
-    DecodedString,
-}
-
-impl RepairStep {
-    /// The step's name in events (`repair` field).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ControlChars => "control_chars",
-            Self::TrailingCommas => "trailing_commas",
-            Self::CloseBrackets => "close_brackets",
-            Self::ExtraClosers => "extra_closers",
-            Self::DecodedString => "decoded_string",
-        }
-    }
-}
 
 /// Arguments that parse, and the step that made them parse (`None`: they were valid).
 #[derive(Debug, Clone, PartialEq)]

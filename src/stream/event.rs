@@ -1,23 +1,6 @@
 //! The normalized stream event every provider dialect decodes into.
 
-use serde::Serialize;
-
-/// Why the model stopped, normalized across providers (docs/CONTRACT.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// It asked for tools.
-    ToolUse,
-    /// It finished its turn.
-    EndTurn,
-    /// It hit its output limit (`length`, `max_output_tokens`, `MAX_TOKENS`).
-    MaxTokens,
-    /// A stop sequence ended it.
-    StopSequence,
-    /// Anything else, or no reason given.
-    #[default]
-    Other,
-}
+pub use crate::event::StopReason;
 
 /// One decoded step of a model's streamed response.
 #[derive(Debug, Clone, PartialEq)]

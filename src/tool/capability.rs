@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::NetworkPolicy;
+pub use crate::event::ApprovalRequirement;
 
 /// Something a tool may do. Approval and scheduling are computed from these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -46,20 +47,6 @@ pub enum ToolSource {
     Extension,
     /// A sub-agent.
     Subagent,
-}
-
-/// What must happen before a call may run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalRequirement {
-    /// Runs without asking.
-    Auto,
-    /// Asks in `ask` mode, runs in `auto-edit` and `full-auto`.
-    Suggest,
-    /// Asks unless `full-auto`.
-    Required,
-    /// Never runs (network tools under `network.policy = "deny"`).
-    Refused,
 }
 
 /// Derives approval from capabilities. The precedence, written once:

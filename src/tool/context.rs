@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::ToolError;
+use super::services::{SessionState, ToolFinder};
 use crate::config::Config;
 
 /// The per-call context handed to [`super::Tool::run`].
@@ -42,13 +44,14 @@ pub trait SessionServices: Send + Sync {
     fn record_file_state(&self, path: &std::path::Path, modified: std::time::SystemTime);
     /// Activates deferred tools for this session (tool_search).
     fn activate_tools(&self, names: &[String]);
-    /// The deferred tools' search index, if any tools are deferred.
-    fn search_index(&self) -> Option<Arc<crate::registry::SearchIndex>>;
+    /// Ranks the deferred tools for tool_search, if any tools are deferred.
+    fn search_index(&self) -> Option<Arc<dyn ToolFinder>>;
     /// Reads back an output this session saved when it was truncated.
     ///
     /// # Errors
-    /// As [`crate::output::OverflowStore::load`].
-    fn load_overflow(&self, id: &str) -> Result<String, crate::output::OverflowError>;
+    /// An `invalid_input` error on the `ref` field saying why (unknown, expired, another
+    /// session's, not a ref).
+    fn load_overflow(&self, id: &str) -> Result<String, ToolError>;
     /// A running call's progress, for the host (no-op where nobody listens).
     fn progress(&self, index: usize, call_id: &str, progress: f64, total: Option<f64>, message: Option<String>) {
         let _ = (index, call_id, progress, total, message);
@@ -57,8 +60,9 @@ pub trait SessionServices: Send + Sync {
     fn relay(&self, event: crate::event::PipelineEvent) {
         let _ = event;
     }
-    /// The session's background shell tasks, where the session keeps them.
-    fn background_tasks(&self) -> Option<&crate::builtin::background::TaskTable> {
+    /// Per-session state tools keep for themselves (background shell tasks), where the
+    /// session keeps any.
+    fn state(&self) -> Option<&SessionState> {
         None
     }
     /// The session's approval mode, where a session has one (a child session inherits it).
@@ -78,10 +82,13 @@ impl SessionServices for NoServices {
     }
     fn record_file_state(&self, _path: &std::path::Path, _modified: std::time::SystemTime) {}
     fn activate_tools(&self, _names: &[String]) {}
-    fn search_index(&self) -> Option<Arc<crate::registry::SearchIndex>> {
+    fn search_index(&self) -> Option<Arc<dyn ToolFinder>> {
         None
     }
-    fn load_overflow(&self, id: &str) -> Result<String, crate::output::OverflowError> {
-        Err(crate::output::OverflowError::NotFound(id.to_string()))
+    fn load_overflow(&self, id: &str) -> Result<String, ToolError> {
+        Err(ToolError::invalid(
+            "ref",
+            format!("no saved output `{id}`: this call has no session"),
+        ))
     }
 }

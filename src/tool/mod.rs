@@ -32,6 +32,7 @@ mod context;
 mod error;
 mod metadata;
 mod output;
+mod services;
 
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -41,6 +42,7 @@ pub use context::{NoServices, SessionServices, ToolContext};
 pub use error::{ErrorCategory, ToolError};
 pub use metadata::ToolMetadata;
 pub use output::{OutputKind, ToolOutput};
+pub use services::{SearchHit, SessionState, ToolFinder};
 
 /// The future a tool's `run` returns.
 pub type ToolFuture<'a> = BoxFuture<'a, Result<ToolOutput, ToolError>>;
@@ -106,7 +108,7 @@ pub trait ToolSpec: Tool {
     /// The loose key an `approved_for_session` decision covers. The default is the tool name
     /// plus the canonical arguments, i.e. an exact match, which is the fail-safe choice.
     fn approval_key(&self, input: &Value) -> String {
-        format!("{}:{}", self.name(), crate::plan::canonical_json(input))
+        format!("{}:{}", self.name(), crate::canonical::canonical_json(input))
     }
 
     /// Renamed fields a model commonly sends (old name → schema name), used to teach the

@@ -176,7 +176,7 @@ impl Bed {
 
     pub fn dispatcher(&self) -> Dispatcher {
         let mut b = RegistryBuilder::new(Arc::clone(&self.config))
-            .with_builtins()
+            .extend(toolslot::builtin::enabled(&self.config))
             .with_tool(Arc::new(Sleepy));
         for name in ["panicky", "failing", "counter"] {
             b = b.with_tool(Arc::new(Odd {

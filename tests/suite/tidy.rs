@@ -42,6 +42,97 @@ fn the_slot_never_imports_actix() {
     }
 }
 
+/// The slot's floors, lowest first: a module may use only modules on lower floors (never one
+/// on its own floor or above), so the layers docs/ARCHITECTURE.md describes are the layers the
+/// code has. Written once, here; ARCHITECTURE.md states the same order.
+const FLOORS: &[&[&str]] = &[
+    // Ground: configuration and pure helpers every layer uses.
+    &["config", "canonical", "tool_name", "schema"],
+    &["notice", "child_env"],
+    // Plain data the contract serializes.
+    &["event"],
+    // The trait layer: what a tool is, and the services it may ask its host for.
+    &["tool"],
+    // Input: what the model sent, made usable.
+    &["forgery", "repair"],
+    &["stream"],
+    &["registry"],
+    // Decisions about calls, and the economics of their results.
+    &["plan", "output"],
+    // Tools of each source.
+    &["builtin", "mcp", "extension"],
+    // What holds a session together.
+    &["session", "observe"],
+];
+
+/// The floor of a top-level slot module.
+fn floor_of(module: &str) -> Option<usize> {
+    FLOORS.iter().position(|floor| floor.contains(&module))
+}
+
+/// The top-level module a file of `src/` belongs to (`src/plan/call.rs` → `plan`).
+fn module_of(file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(root().join("src")).ok()?;
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    Some(first.trim_end_matches(".rs").to_string())
+}
+
+/// Every `crate::<module>` a line names outside comments.
+fn crate_paths(line: &str) -> Vec<String> {
+    let code = line.split("//").next().unwrap_or("");
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        rest = &rest[at + "crate::".len()..];
+        let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        if !name.is_empty() {
+            out.push(name);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_slot_imports_only_downward() {
+    let mut files = Vec::new();
+    rust_files(&root().join("src"), &mut files);
+    let mut upward = Vec::new();
+    for file in &files {
+        let Some(module) = module_of(file) else { continue };
+        // Tests may use anything: they sit above the code they test.
+        if module == "lib" || file.to_string_lossy().ends_with("_tests.rs") {
+            continue;
+        }
+        let floor = floor_of(&module).unwrap_or_else(|| panic!("src/{module} has no floor in tidy.rs FLOORS: give it one"));
+        let text = std::fs::read_to_string(file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            let next = lines.get(n + 1).map_or("", |l| l.trim());
+            if line.trim() == "#[cfg(test)]" && (next.starts_with("mod ") || next.starts_with("#[path")) {
+                break;
+            }
+            for target in crate_paths(line) {
+                if target == module {
+                    continue;
+                }
+                let Some(target_floor) = floor_of(&target) else {
+                    upward.push(format!("{}:{}: `crate::{target}` has no floor in FLOORS", file.display(), n + 1));
+                    continue;
+                };
+                if target_floor >= floor {
+                    upward.push(format!(
+                        "{}:{}: `{module}` (floor {floor}) uses `crate::{target}` (floor {target_floor}): {}",
+                        file.display(),
+                        n + 1,
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(upward.is_empty(), "imports that run upward or sideways:\n{}", upward.join("\n"));
+}
+
 #[test]
 fn the_slot_has_no_actor_dependencies() {
     let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
@@ -119,7 +210,11 @@ fn nothing_reads_outside_the_repository() {
             continue;
         }
         for needle in outside {
-            assert!(!text.contains(needle), "{} names `{needle}`, outside the repository", file.display());
+            assert!(
+                !text.contains(needle),
+                "{} names `{needle}`, outside the repository",
+                file.display()
+            );
         }
     }
 }

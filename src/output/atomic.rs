@@ -16,7 +16,7 @@ pub fn write_atomic(path: &Path, content: &[u8], shown: &str) -> Result<std::tim
         .ok_or_else(|| ToolError::tool(format!("`{shown}` has no parent folder")))?;
     std::fs::create_dir_all(parent).map_err(|e| ToolError::tool(format!("cannot create the folder of `{shown}`: {e}")))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = parent.join(format!(".{name}.toolslot-{}.tmp", super::super::output::random_hex(6)));
+    let tmp = parent.join(format!(".{name}.toolslot-{}.tmp", super::random_hex(6)));
     let result = (|| -> std::io::Result<std::time::SystemTime> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(content)?;

@@ -183,9 +183,10 @@ async fn early(lane: Arc<Lane>, round: RoundNo, calls: Vec<CallHead>, start_afte
     let registry = lane.shared.memory.registry();
     // Early calls are parallel-safe: the group shares the gate, once.
     let mut slot = Some(take_gate(&lane, true).await);
+    let started = Instant::now();
     let lane = &lane;
     let group = async {
-        let mut running: FuturesOrdered<_> = calls.into_iter().map(|head| execute(lane, &registry, head, true)).collect();
+        let mut running: FuturesOrdered<_> = calls.into_iter().map(|head| execute(lane, &registry, head, started, true)).collect();
         let mut held = Vec::new();
         loop {
             let next = match prev.as_mut() {
@@ -269,10 +270,12 @@ async fn round_calls_inner(
         } else {
             None
         };
+        // The batch's calls start together: one reading of the clock for all of them.
+        let started = Instant::now();
         let runs = tickets.into_iter().map(|t| match t.action {
             Action::Refuse(e) => Either::Left(std::future::ready(PostItem::not_run(t.head, e))),
             Action::Run { .. } if paused => Either::Left(std::future::ready(PostItem::not_run(t.head, paused_error()))),
-            Action::Run { .. } => Either::Right(execute(&lane, &registry, t.head, false)),
+            Action::Run { .. } => Either::Right(execute(&lane, &registry, t.head, started, false)),
         });
         // Started in index order, outcomes in index order whatever the completion order;
         // join_all keeps the futures in one vector (no task per call).
@@ -325,12 +328,12 @@ fn traced<F: Future>(span: tracing::Span, fut: F) -> impl Future<Output = F::Out
 ///
 /// # Cancel safety
 /// Dropping the future drops the tool's future, which abandons the call.
-async fn execute(lane: &Lane, registry: &Registry, head: CallHead, speculative: bool) -> PostItem {
+async fn execute(lane: &Lane, registry: &Registry, head: CallHead, started: Instant, speculative: bool) -> PostItem {
     let span = crate::stage::span!("call", session = %lane.shared.id, index = head.index, tool = %head.name, speculative);
-    traced(span, execute_inner(lane, registry, head, speculative)).await
+    traced(span, execute_inner(lane, registry, head, started, speculative)).await
 }
 
-async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, speculative: bool) -> PostItem {
+async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, started: Instant, speculative: bool) -> PostItem {
     let shared = &lane.shared;
     if shared.is_cancelled() {
         return PostItem::not_run(head, cancelled_before());
@@ -355,7 +358,6 @@ async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, specula
         config: Arc::clone(&shared.config),
         services: shared.services.clone(),
     };
-    let started = Instant::now();
     let timeout_ms = shared.config.execution.call_timeout_ms;
     let input = (*head.input).clone();
     let run = AssertUnwindSafe(tool.spec.run(input, &ctx)).catch_unwind();

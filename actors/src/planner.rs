@@ -24,7 +24,13 @@ pub struct PlannerActor {
     approval: Addr<ApprovalActor>,
     executor: Addr<BatchExecutorActor>,
     round: RoundState,
+    /// The tool names of recent calls, shared: a round usually calls few tools, often the
+    /// same one many times, and each call's name is then a reference, not a copy.
+    names: Vec<Arc<str>>,
 }
+
+/// How many names [`PlannerActor::names`] keeps.
+const NAMES_KEPT: usize = 16;
 
 /// What the planner knows of the round in progress.
 struct RoundState {
@@ -67,6 +73,7 @@ impl PlannerActor {
             approval,
             executor,
             round: RoundState::default(),
+            names: Vec::new(),
         }
     }
 
@@ -95,6 +102,7 @@ impl PlannerActor {
         }
         let round = &mut self.round;
         let shared = &self.shared;
+        let names = &mut self.names;
         let catalog = shared.memory.catalog();
         let plan_ctx = PlanContext {
             registry: catalog.registry(),
@@ -108,7 +116,7 @@ impl PlannerActor {
             let planned = plan_call(plan_ctx, call, cut, &mut guard);
             round.next += 1;
             let early = matches!(planned.action, Action::Run { speculative: true, .. }) && stop.is_none() && round.leading_batch_open;
-            let ticket = announce(shared, planned);
+            let ticket = announce(shared, names, planned);
             if early {
                 out.early.push(ticket.head);
             } else {
@@ -191,7 +199,7 @@ impl PlannerActor {
 
 /// Tells the host what was planned for a call (its notices, `call_assembled`) and makes the
 /// call's shared identity.
-fn announce(shared: &SessionShared, planned: PlannedCall) -> Ticket {
+fn announce(shared: &SessionShared, names: &mut Vec<Arc<str>>, planned: PlannedCall) -> Ticket {
     let PlannedCall {
         index,
         id,
@@ -207,7 +215,17 @@ fn announce(shared: &SessionShared, planned: PlannedCall) -> Ticket {
         shared.notice(n);
     }
     let id: Arc<str> = id.into();
-    let name: Arc<str> = name.into();
+    let name: Arc<str> = match names.iter().find(|n| ***n == *name) {
+        Some(n) => Arc::clone(n),
+        None => {
+            let n: Arc<str> = name.into();
+            if names.len() == NAMES_KEPT {
+                names.remove(0);
+            }
+            names.push(Arc::clone(&n));
+            n
+        }
+    };
     let called: Arc<str> = if *called == *name { Arc::clone(&name) } else { called.into() };
     let input = Arc::new(input);
     shared.emit(PipelineEvent::CallAssembled {

@@ -194,6 +194,11 @@ impl Handler<Outcomes> for PostProcessorActor {
             end,
             closes,
         } = msg;
+        // The end first: the round's book is then made at its size, and the round still
+        // completes only below, once the results are in.
+        if let Some(end) = end {
+            self.ledger.end_round(round, end);
+        }
         let mut heavy = Vec::new();
         let done = guarded::<Self, _>(Stage::PostProcessor, &shared, ctx, || {
             shared.trip(Stage::PostProcessor);
@@ -223,9 +228,6 @@ impl Handler<Outcomes> for PostProcessorActor {
                     self.lost(round, &item.head, text);
                 }
             }
-        }
-        if let Some(end) = end {
-            self.ledger.end_round(round, end);
         }
         if closes {
             self.ledger.end_submission();

@@ -109,8 +109,11 @@ pub struct SessionShared {
     sink: EventSink,
     /// Set while a round runs.
     pub round_running: AtomicBool,
-    /// Cancellation of the running round (true = cancelled).
+    /// Cancellation of the running round (true = cancelled), for those that wait on it; set
+    /// through [`SessionShared::set_cancelled`].
     pub cancel: watch::Sender<bool>,
+    /// The same, for those that only look (every call looks, twice): a load, not a lock.
+    cancelled: AtomicBool,
     /// Closed sessions run nothing more.
     pub closed: AtomicBool,
     /// Stages told to panic on their next message (tests of supervision).
@@ -176,6 +179,7 @@ impl SessionShared {
             sink,
             round_running: AtomicBool::new(false),
             cancel,
+            cancelled: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             faults: Mutex::new(Vec::new()),
             faults_armed: AtomicBool::new(false),
@@ -206,7 +210,13 @@ impl SessionShared {
 
     /// Whether the running round was cancelled (or the session closed).
     pub fn is_cancelled(&self) -> bool {
-        *self.cancel.borrow() || self.closed.load(Ordering::SeqCst)
+        self.cancelled.load(Ordering::SeqCst) || self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Cancels the running round (or clears the cancellation for a new one).
+    pub fn set_cancelled(&self, cancelled: bool) {
+        self.cancelled.store(cancelled, Ordering::SeqCst);
+        self.cancel.send_replace(cancelled);
     }
 
     /// Arms a panic in `stage` on its next message.

@@ -49,7 +49,7 @@ pub(crate) fn start(
     }
     let (tx, rx) = mpsc::unbounded_channel();
     shared.set_sink(Some(tx));
-    shared.cancel.send_replace(false);
+    shared.set_cancelled(false);
     // Tools added since the last submission become visible now, never mid-round.
     shared.memory.refresh();
     let added = shared.memory.take_added();
@@ -84,7 +84,7 @@ pub(crate) fn finished(shared: &SessionShared) {
 /// Cancels the running submission: waiting approvals end as rejections, running calls are
 /// stopped with a `cancelled` result, and every round still completes.
 pub(crate) fn cancel(shared: &SessionShared, stages: &Stages) {
-    shared.cancel.send_replace(true);
+    shared.set_cancelled(true);
     stages.approval.do_send(DropPending);
 }
 

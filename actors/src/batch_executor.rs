@@ -57,6 +57,9 @@ struct Lane {
     post: Addr<PostProcessorActor>,
     gate: Arc<RwLock<()>>,
     observers: Vec<Box<dyn ResultObserver>>,
+    /// The session's registry generation, held through a reference of the session's own:
+    /// work clones this one, not the registry's count, which every session shares.
+    registry: std::sync::Mutex<Arc<Arc<Registry>>>,
 }
 
 /// Runs the session's calls.
@@ -75,6 +78,7 @@ impl BatchExecutorActor {
     pub fn new(shared: Arc<SessionShared>, post: Addr<PostProcessorActor>) -> Self {
         Self {
             lane: Arc::new(Lane {
+                registry: std::sync::Mutex::new(Arc::new(shared.memory.registry())),
                 shared,
                 post,
                 gate: Arc::new(RwLock::new(())),
@@ -148,6 +152,15 @@ async fn wait(baton: Option<Baton>) {
 }
 
 impl Lane {
+    /// The registry generation the session's catalog is on now.
+    fn registry(&self) -> Arc<Arc<Registry>> {
+        let mut held = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.shared.memory.with_catalog(|c| Arc::ptr_eq(c.registry(), &held)) {
+            *held = Arc::new(self.shared.memory.registry());
+        }
+        Arc::clone(&held)
+    }
+
     /// Records how calls ended (observers, loop guard), in index order, and sends them on.
     fn hand_on(&self, round: RoundNo, mut items: Vec<PostItem>, end: Option<RoundClose>, closes: bool) {
         for item in &mut items {
@@ -180,13 +193,16 @@ impl Lane {
 /// before it are done, after the group before this one.
 async fn early(lane: Arc<Lane>, round: RoundNo, calls: Vec<CallHead>, start_after: Option<Baton>, mut prev: Option<Baton>) {
     wait(start_after).await;
-    let registry = lane.shared.memory.registry();
+    let registry = lane.registry();
     // Early calls are parallel-safe: the group shares the gate, once.
     let mut slot = Some(take_gate(&lane, true).await);
     let started = Instant::now();
     let lane = &lane;
     let group = async {
-        let mut running: FuturesOrdered<_> = calls.into_iter().map(|head| execute(lane, &registry, head, started, true)).collect();
+        let mut running: FuturesOrdered<_> = calls
+            .into_iter()
+            .map(|head| execute(lane, &registry, head, started, true))
+            .collect();
         let mut held = Vec::new();
         loop {
             let next = match prev.as_mut() {
@@ -251,7 +267,7 @@ async fn round_calls_inner(
     after: Option<Baton>,
 ) {
     wait(after).await;
-    let registry = lane.shared.memory.registry();
+    let registry = lane.registry();
     let mut slots: Vec<Option<Ticket>> = tickets.into_iter().map(Some).collect();
     let count = batches.len();
     for (k, batch) in batches.into_iter().enumerate() {

@@ -103,27 +103,29 @@ impl PlannerActor {
         let round = &mut self.round;
         let shared = &self.shared;
         let names = &mut self.names;
-        let catalog = shared.memory.catalog();
-        let plan_ctx = PlanContext {
-            registry: catalog.registry(),
-            catalog: &catalog,
-            config: &shared.config,
-            mode: shared.mode,
-        };
         let cut = stop == Some(StopReason::MaxTokens);
-        let mut guard = shared.guard();
-        for call in calls {
-            let planned = plan_call(plan_ctx, call, cut, &mut guard);
-            round.next += 1;
-            let early = matches!(planned.action, Action::Run { speculative: true, .. }) && stop.is_none() && round.leading_batch_open;
-            let ticket = announce(shared, names, planned);
-            if early {
-                out.early.push(ticket.head);
-            } else {
-                round.leading_batch_open = false;
-                out.tickets.push(ticket);
+        // The catalog is read in place (a clone would count references every session shares).
+        shared.memory.with_catalog(|catalog| {
+            let plan_ctx = PlanContext {
+                registry: catalog.registry(),
+                catalog,
+                config: &shared.config,
+                mode: shared.mode,
+            };
+            let mut guard = shared.guard();
+            for call in calls {
+                let planned = plan_call(plan_ctx, call, cut, &mut guard);
+                round.next += 1;
+                let early = matches!(planned.action, Action::Run { speculative: true, .. }) && stop.is_none() && round.leading_batch_open;
+                let ticket = announce(shared, names, planned);
+                if early {
+                    out.early.push(ticket.head);
+                } else {
+                    round.leading_batch_open = false;
+                    out.tickets.push(ticket);
+                }
             }
-        }
+        });
     }
 
     /// The round's end: everything left is planned; an index the assembler never reported (a

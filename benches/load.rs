@@ -68,6 +68,17 @@ fn rss_kib() -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// CPU time of the whole process so far (user + system), every thread.
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -159,9 +170,17 @@ fn main() {
         let total_rounds = args.sessions * args.rounds;
         let (tx, mut finished) = tokio::sync::mpsc::unbounded_channel::<(Vec<Duration>, usize)>();
         let start = Instant::now();
+        let cpu_start = cpu_time();
         let mut bad = 0usize;
         for s in &sessions {
-            let driver = drive(dispatcher.clone(), s.clone(), Arc::clone(&body), args.rounds, args.calls, tx.clone());
+            let driver = drive(
+                dispatcher.clone(),
+                s.clone(),
+                Arc::clone(&body),
+                args.rounds,
+                args.calls,
+                tx.clone(),
+            );
             if dispatcher.run_beside(s, driver).is_err() {
                 bad += args.rounds;
             }
@@ -181,6 +200,7 @@ fn main() {
             }
         }
         let elapsed = start.elapsed();
+        let cpu = cpu_time().saturating_sub(cpu_start);
         // A driver that never reported lost all its rounds.
         bad += (args.sessions - drivers.min(args.sessions)) * args.rounds;
         latencies.sort();
@@ -196,6 +216,15 @@ fn main() {
             calls as f64 / elapsed.as_secs_f64(),
             total_rounds as f64 / elapsed.as_secs_f64(),
             elapsed
+        );
+        // On a machine shared with other work the wall-clock rate depends on how much of each
+        // core this process got; the rate per CPU-second does not, and a pipeline that scales
+        // keeps it as workers are added.
+        println!(
+            "cpu={:.2?} ({:.2} cores busy) calls per cpu-second={:.0}",
+            cpu,
+            cpu.as_secs_f64() / elapsed.as_secs_f64(),
+            calls as f64 / cpu.as_secs_f64().max(1e-9)
         );
         println!(
             "round latency p50={:.2?} p99={:.2?} max={:.2?}",

@@ -57,9 +57,20 @@ struct Lane {
     post: Addr<PostProcessorActor>,
     gate: Arc<RwLock<()>>,
     observers: Vec<Box<dyn ResultObserver>>,
-    /// The session's registry generation, held through a reference of the session's own:
-    /// work clones this one, not the registry's count, which every session shares.
-    registry: std::sync::Mutex<Arc<Arc<Registry>>>,
+    /// The session's registry generation (see [`Held`]).
+    registry: std::sync::Mutex<Arc<Held>>,
+}
+
+/// A registry generation held through a reference count of the session's own: work clones
+/// this one, not the registry's, which every session on every thread shares (a cache line all
+/// cores would write twice per round).
+struct Held(Arc<Registry>);
+
+impl std::ops::Deref for Held {
+    type Target = Registry;
+    fn deref(&self) -> &Registry {
+        &self.0
+    }
 }
 
 /// Runs the session's calls.
@@ -78,7 +89,7 @@ impl BatchExecutorActor {
     pub fn new(shared: Arc<SessionShared>, post: Addr<PostProcessorActor>) -> Self {
         Self {
             lane: Arc::new(Lane {
-                registry: std::sync::Mutex::new(Arc::new(shared.memory.registry())),
+                registry: std::sync::Mutex::new(Arc::new(Held(shared.memory.registry()))),
                 shared,
                 post,
                 gate: Arc::new(RwLock::new(())),
@@ -153,10 +164,10 @@ async fn wait(baton: Option<Baton>) {
 
 impl Lane {
     /// The registry generation the session's catalog is on now.
-    fn registry(&self) -> Arc<Arc<Registry>> {
+    fn registry(&self) -> Arc<Held> {
         let mut held = self.registry.lock().unwrap_or_else(|p| p.into_inner());
-        if !self.shared.memory.with_catalog(|c| Arc::ptr_eq(c.registry(), &held)) {
-            *held = Arc::new(self.shared.memory.registry());
+        if !self.shared.memory.with_catalog(|c| Arc::ptr_eq(c.registry(), &held.0)) {
+            *held = Arc::new(Held(self.shared.memory.registry()));
         }
         Arc::clone(&held)
     }

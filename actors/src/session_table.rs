@@ -12,9 +12,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// How many shards: well above the number of threads that may look up at once.
 const SHARDS: usize = 64;
 
+/// One shard: the sessions whose ids fall in it.
+type Shard<T> = Mutex<HashMap<String, Arc<T>>>;
+
 /// Open sessions by id.
 pub struct SessionTable<T> {
-    shards: Box<[Mutex<HashMap<String, Arc<T>>>]>,
+    shards: Box<[Shard<T>]>,
 }
 
 impl<T> Default for SessionTable<T> {

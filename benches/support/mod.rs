@@ -91,6 +91,9 @@ pub fn round(tool: &str, k: usize, args: impl Fn(usize) -> Value) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// A call's id, name and arguments, shared by the events about it.
+type Head = (Arc<str>, Arc<str>, Arc<Value>);
+
 /// The pipeline's logic as plain calls in one task: assemble, plan each call in order, batch,
 /// run each batch (concurrently where the pipeline would), post-process in order.
 pub async fn direct_round(
@@ -138,7 +141,7 @@ pub async fn direct_round(
         .collect();
     // With a host, each call's identity is made shareable once and handed to every event
     // about it, as the pipeline does.
-    let heads: Vec<Option<(Arc<str>, Arc<str>, Arc<Value>)>> = planned
+    let heads: Vec<Option<Head>> = planned
         .iter()
         .map(|p| host.map(|_| (Arc::from(p.id.as_str()), Arc::from(p.name.as_str()), Arc::new(p.input.clone()))))
         .collect();

@@ -6,6 +6,17 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 deps="$root/.test-deps"
 marker="$deps/.installed-v3"
+# The sandbox's first backend (shell.sandbox = "auto"): the sandbox tests and the attack set run
+# every command under it, and fail rather than skip without it. Debian's package, as for Chromium;
+# checked before the marker, so a machine installed before it was needed gets it too.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    echo "bubblewrap is missing and this user cannot install it (apt-get install bubblewrap)" >&2
+    exit 1
+  fi
+fi
 [ -f "$marker" ] && exit 0
 mkdir -p "$deps"
 echo "installing MCP servers into $deps (npm and PyPI)"

@@ -19,6 +19,7 @@
 pub mod builtin;
 pub mod canonical;
 pub mod child_env;
+pub mod child_group;
 pub mod config;
 pub mod event;
 pub mod extension;
@@ -30,8 +31,10 @@ pub mod output;
 pub mod plan;
 pub mod registry;
 pub mod repair;
+pub mod sandbox;
 pub mod schema;
 pub mod session;
+pub mod shell;
 pub mod stream;
 pub mod tool;
 pub mod tool_name;

@@ -33,7 +33,7 @@ use toolslot::plan::Action;
 use toolslot::plan::batches::{Batch, plan_batches};
 use toolslot::plan::loop_guard::paused_error;
 use toolslot::registry::Registry;
-use toolslot::tool::{Capability, ErrorCategory, ToolContext, ToolError, ToolSource};
+use toolslot::tool::{ErrorCategory, Grant, ToolContext, ToolError};
 use tracing::Instrument;
 
 use crate::chain::{CallHead, Outcomes, Planned, PostItem, RoundClose, RoundNo, Speculate, Ticket};
@@ -202,7 +202,7 @@ impl Lane {
 /// Calls started before the stream ended: they run at once (once every earlier round has been
 /// handed on), and their outcomes go on in index order, each as soon as it and every call
 /// before it are done, after the group before this one.
-async fn early(lane: Arc<Lane>, round: RoundNo, calls: Vec<CallHead>, start_after: Option<Baton>, mut prev: Option<Baton>) {
+async fn early(lane: Arc<Lane>, round: RoundNo, calls: Vec<Ticket>, start_after: Option<Baton>, mut prev: Option<Baton>) {
     wait(start_after).await;
     let registry = lane.registry();
     // Early calls are parallel-safe: the group shares the gate, once.
@@ -212,7 +212,7 @@ async fn early(lane: Arc<Lane>, round: RoundNo, calls: Vec<CallHead>, start_afte
     let group = async {
         let mut running: FuturesOrdered<_> = calls
             .into_iter()
-            .map(|head| execute(lane, &registry, head, started, true))
+            .map(|t| execute(lane, &registry, t.head, grant_of(&t.action), started, true))
             .collect();
         let mut held = Vec::new();
         loop {
@@ -302,7 +302,7 @@ async fn round_calls_inner(
         let runs = tickets.into_iter().map(|t| match t.action {
             Action::Refuse(e) => Either::Left(std::future::ready(PostItem::not_run(t.head, e))),
             Action::Run { .. } if paused => Either::Left(std::future::ready(PostItem::not_run(t.head, paused_error()))),
-            Action::Run { .. } => Either::Right(execute(&lane, &registry, t.head, started, false)),
+            Action::Run { grant, .. } => Either::Right(execute(&lane, &registry, t.head, grant, started, false)),
         });
         // Started in index order, outcomes in index order whatever the completion order;
         // join_all keeps the futures in one vector (no task per call).
@@ -355,12 +355,20 @@ fn traced<F: Future>(span: tracing::Span, fut: F) -> impl Future<Output = F::Out
 ///
 /// # Cancel safety
 /// Dropping the future drops the tool's future, which abandons the call.
-async fn execute(lane: &Lane, registry: &Registry, head: CallHead, started: Instant, speculative: bool) -> PostItem {
+async fn execute(lane: &Lane, registry: &Registry, head: CallHead, grant: Grant, started: Instant, speculative: bool) -> PostItem {
     let span = crate::stage::span!("call", session = %lane.shared.id, index = head.index, tool = %head.name, speculative);
-    traced(span, execute_inner(lane, registry, head, started, speculative)).await
+    traced(span, execute_inner(lane, registry, head, grant, started, speculative)).await
 }
 
-async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, started: Instant, speculative: bool) -> PostItem {
+/// What the approval gate cleared a call to do (the sandbox enforces it).
+fn grant_of(action: &Action) -> Grant {
+    match action {
+        Action::Run { grant, .. } => *grant,
+        Action::Refuse(_) => Grant::default(),
+    }
+}
+
+async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, grant: Grant, started: Instant, speculative: bool) -> PostItem {
     let shared = &lane.shared;
     if shared.is_cancelled() {
         return PostItem::not_run(head, cancelled_before());
@@ -369,7 +377,9 @@ async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, started
         let e = ToolError::refused(ErrorCategory::UnknownTool, format!("Unknown tool `{}`.", head.name));
         return PostItem::not_run(head, e);
     };
-    let external = tool.meta.source == ToolSource::Mcp || tool.spec.capabilities().contains(&Capability::Network);
+    // The content comes from outside when the tool's metadata says so (an MCP server, an
+    // extension program, the network).
+    let external = tool.meta.external;
     shared.emit(PipelineEvent::CallStarted {
         index: head.index,
         id: Arc::clone(&head.id),
@@ -384,6 +394,7 @@ async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, started
         index: head.index,
         config: Arc::clone(&shared.config),
         services: shared.services.clone(),
+        grant,
     };
     let timeout_ms = shared.config.execution.call_timeout_ms;
     let input = (*head.input).clone();
@@ -480,7 +491,8 @@ impl Handler<Speculate> for BatchExecutorActor {
     fn handle(&mut self, msg: Speculate, ctx: &mut Context<Self>) {
         let shared = Arc::clone(&self.lane.shared);
         if guarded::<Self, _>(Stage::BatchExecutor, &shared, ctx, || shared.trip(Stage::BatchExecutor)).is_err() {
-            return self.failed(msg.round, msg.calls, None, false);
+            let calls = msg.calls.into_iter().map(|t| t.head).collect();
+            return self.failed(msg.round, calls, None, false);
         }
         let work = early(
             Arc::clone(&self.lane),

@@ -88,8 +88,8 @@ pub struct Assembled {
 pub struct Speculate {
     /// The round.
     pub round: RoundNo,
-    /// The calls, in index order.
-    pub calls: Vec<CallHead>,
+    /// The calls, in index order (each one's action is a run).
+    pub calls: Vec<Ticket>,
 }
 
 /// Planner → approval and approval → executor: planned calls in index order (none of them

@@ -55,4 +55,4 @@ pub use session::{SessionOptions, Stage};
 pub use stage::StageError;
 pub use subagent::{AgentRunner, RecordedRunner, Turn};
 pub use submission::RoundInput;
-pub use toolset::{Toolset, build_toolset};
+pub use toolset::{Toolset, build_toolset, shutdown_servers};

@@ -60,7 +60,7 @@ impl Default for RoundState {
 /// What planning one message decided, ready to be sent on.
 #[derive(Default)]
 struct Decided {
-    early: Vec<CallHead>,
+    early: Vec<Ticket>,
     tickets: Vec<Ticket>,
 }
 
@@ -119,7 +119,7 @@ impl PlannerActor {
                 let early = matches!(planned.action, Action::Run { speculative: true, .. }) && stop.is_none() && round.leading_batch_open;
                 let ticket = announce(shared, names, planned);
                 if early {
-                    out.early.push(ticket.head);
+                    out.early.push(ticket);
                 } else {
                     round.leading_batch_open = false;
                     out.tickets.push(ticket);
@@ -166,8 +166,8 @@ impl PlannerActor {
         let mut tickets: Vec<Ticket> = out
             .early
             .into_iter()
-            .chain(out.tickets.into_iter().map(|t| t.head))
-            .map(|head| Ticket::refused(head, refusal()))
+            .chain(out.tickets)
+            .map(|t| Ticket::refused(t.head, refusal()))
             .collect();
         let raw = std::mem::take(&mut self.round.ready)
             .into_values()

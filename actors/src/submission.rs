@@ -52,6 +52,9 @@ pub(crate) fn start(
     shared.set_cancelled(false);
     // Tools added since the last submission become visible now, never mid-round.
     shared.memory.refresh();
+    for notice in shared.memory.take_session_notices() {
+        shared.notice(notice);
+    }
     let added = shared.memory.take_added();
     if !added.is_empty() {
         shared.notice(Notice::new(

@@ -21,6 +21,12 @@ pub struct Toolset {
     dispatcher_slot: Arc<Mutex<Weak<Dispatcher>>>,
 }
 
+/// Stops every server of `servers` at once (see [`McpServerHandle::shutdown`]): what a host
+/// does before it exits, so no server process outlives it.
+pub async fn shutdown_servers(servers: &[McpServerHandle]) {
+    futures::future::join_all(servers.iter().map(McpServerHandle::shutdown)).await;
+}
+
 impl Toolset {
     /// Connects spawn_agent to the dispatcher its children run beside. Keep the returned
     /// `Arc` alive as long as the dispatcher is used.
@@ -52,7 +58,8 @@ pub async fn build_toolset(config: Arc<Config>, runner: Option<Arc<dyn AgentRunn
             let mut b = toolslot::extension::add_declared(b, &config)
                 // A child sees every MCP tool known when it is spawned.
                 .extend(intake.tools())
-                .extend(helpers.iter().cloned());
+                // Our own tools: their names are reserved like the built-ins'.
+                .reserve(helpers.iter().cloned());
             if let Some(runner) = &runner
                 && depth < config.subagents.max_depth
             {

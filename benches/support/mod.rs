@@ -170,7 +170,7 @@ pub async fn direct_round(
             async move {
                 match &p.action {
                     Action::Refuse(e) => Err(e.clone()),
-                    Action::Run { .. } => {
+                    Action::Run { grant, .. } => {
                         let tool = registry.get(&p.name).expect("planned tools exist");
                         if let Some((id, name, input)) = &heads[i] {
                             emit(&|| PipelineEvent::CallStarted {
@@ -188,6 +188,7 @@ pub async fn direct_round(
                             index: p.index,
                             config: Arc::clone(config),
                             services: memory.clone(),
+                            grant: *grant,
                         };
                         tool.spec.run(p.input.clone(), &tctx).await
                     }

@@ -48,6 +48,8 @@ pub struct Config {
     pub execution: ExecutionConfig,
     /// exec_shell limits.
     pub shell: ShellConfig,
+    /// Confinement of file tools to the workspace.
+    pub workspace: WorkspaceConfig,
     /// read_file limits.
     pub read_file: ReadFileConfig,
     /// list_dir limits.
@@ -133,6 +135,9 @@ pub struct NetworkConfig {
 pub struct ToolsConfig {
     /// Built-in tools left out.
     pub disable: Vec<String>,
+    /// Files the write tools refuse to write: globs relative to the workspace root (`*` within
+    /// one path component, `**` across any number).
+    pub protected: Vec<String>,
 }
 
 /// `[catalog]`.
@@ -220,6 +225,56 @@ pub struct ShellConfig {
     pub background_stale_secs: u64,
     /// Bytes one shell_output call reads.
     pub background_poll_max_bytes: u64,
+    /// Variables passed to commands the model drives when they match none of `env_exclude`:
+    /// case-insensitive globs (the core set: PATH, HOME, LANG, LC_*, …).
+    pub env_core: Vec<String>,
+    /// Variables passed to commands the model drives although no core glob names them, and
+    /// even if `env_exclude` matches them: case-insensitive globs.
+    pub env_passthrough: Vec<String>,
+    /// Which OS sandbox commands and extension programs run in.
+    pub sandbox: SandboxMode,
+    /// Folders, besides the workspace and a private temporary folder, that commands approved to
+    /// write may write (`~/` is the home folder).
+    pub writable_paths: Vec<String>,
+    /// CPU seconds each process of a command may use (0 = no limit).
+    pub limit_cpu_secs: u64,
+    /// Bytes of data (heap and private writable memory) each process may hold (0 = no limit).
+    pub limit_memory_bytes: u64,
+    /// Processes and threads the host's user may have while a command starts more (0 = no
+    /// limit; the kernel does not apply it to root).
+    pub limit_processes: u64,
+    /// Largest file a command may write, in bytes (0 = no limit).
+    pub limit_file_bytes: u64,
+    /// Bytes of one command's output saved for retrieve_tool_result at most.
+    pub max_saved_bytes: u64,
+    /// Bytes a background task's log may reach before the task is killed.
+    pub background_max_log_bytes: u64,
+    /// Seconds a background task may run before it is killed (0 = no limit).
+    pub background_max_secs: u64,
+}
+
+/// `shell.sandbox`: the OS sandbox of commands and extension programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// The strongest one available: bubblewrap, else Landlock, else none.
+    Auto,
+    /// bubblewrap: mount, process and network namespaces.
+    Bwrap,
+    /// Landlock: the kernel's access control of files, TCP and signals, in the process itself.
+    Landlock,
+    /// No sandbox: exec_shell then asks before every command.
+    None,
+}
+
+/// `[workspace]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceConfig {
+    /// Longest path a file tool accepts (bytes).
+    pub max_path_bytes: usize,
+    /// Most components a path a file tool accepts may have.
+    pub max_path_components: usize,
 }
 
 /// `[read_file]`.
@@ -252,6 +307,8 @@ pub struct GrepConfig {
     pub max_matches: usize,
     /// Longest matched line kept (characters).
     pub max_line_chars: usize,
+    /// Files larger than this are skipped (bytes).
+    pub max_file_bytes: u64,
 }
 
 /// `[fetch_url]`.
@@ -284,6 +341,8 @@ pub struct OutputConfig {
     pub other_tail_bytes: usize,
     /// Share of the head budget for rescued lines (percent).
     pub rescue_percent: usize,
+    /// A program's answer (an extension's stdout) kept whole up to this size (bytes).
+    pub program_whole_bytes: usize,
 }
 
 /// `[overflow]`.
@@ -364,6 +423,16 @@ pub struct McpConfig {
     /// Where each server's last tool listing is kept ("" keeps none: every server starts at
     /// start-up to list its tools).
     pub tool_cache_dir: String,
+    /// Longest JSON-RPC message read from a stdio server (bytes).
+    pub max_message_bytes: usize,
+    /// Deepest JSON nesting kept from a server's message.
+    pub max_json_depth: usize,
+    /// Largest input schema of one server tool (bytes, serialized).
+    pub max_schema_bytes: usize,
+    /// Tools one server may list at most.
+    pub max_tools_per_server: usize,
+    /// How long stopping a stdio server waits at each step (ms).
+    pub shutdown_grace_ms: u64,
     /// Declared servers.
     pub servers: Vec<McpServerConfig>,
 }

@@ -48,17 +48,17 @@ fn the_slot_never_imports_actix() {
 const FLOORS: &[&[&str]] = &[
     // Ground: configuration and pure helpers every layer uses.
     &["config", "canonical", "tool_name", "schema"],
-    &["notice", "child_env"],
+    &["notice", "child_env", "child_group"],
     // Plain data the contract serializes.
     &["event"],
     // The trait layer: what a tool is, and the services it may ask its host for.
     &["tool"],
     // Input: what the model sent, made usable.
-    &["forgery", "repair"],
+    &["forgery", "repair", "shell"],
     &["stream"],
     &["registry"],
-    // Decisions about calls, and the economics of their results.
-    &["plan", "output"],
+    // Decisions about calls, the economics of their results, and the OS sandbox programs run in.
+    &["plan", "output", "sandbox"],
     // Tools of each source.
     &["builtin", "mcp", "extension"],
     // What holds a session together.

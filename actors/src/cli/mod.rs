@@ -154,7 +154,11 @@ pub fn with_toolset<T>(
         for notice in toolset.notices.iter().chain(toolset.registry.current().notices()) {
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
-        f(cfg, toolset).await
+        let servers = toolset.mcp.clone();
+        let result = f(cfg, toolset).await;
+        // No server process outlives the command, whatever it does with stdin's end.
+        toolslot_actors::shutdown_servers(&servers).await;
+        result
     })
 }
 
@@ -177,9 +181,11 @@ fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
         let dispatcher = toolset.attach(toolslot_actors::Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
-        toolslot_actors::server::serve(cfg, dispatcher, toolset.mcp.clone())
+        let served = toolslot_actors::server::serve(cfg, dispatcher, toolset.mcp.clone())
             .await
-            .map_err(|e| CliError::Io(format!("server: {e}")))
+            .map_err(|e| CliError::Io(format!("server: {e}")));
+        toolslot_actors::shutdown_servers(&toolset.mcp).await;
+        served
     })
 }
 

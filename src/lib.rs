@@ -30,6 +30,7 @@ pub mod observe;
 pub mod output;
 pub mod plan;
 pub mod registry;
+pub mod remote;
 pub mod repair;
 pub mod sandbox;
 pub mod schema;

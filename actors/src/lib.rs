@@ -38,6 +38,7 @@ pub mod ledger;
 pub mod mcp;
 pub mod planner;
 pub mod post_processor;
+pub mod remote;
 pub mod server;
 pub mod session;
 mod session_table;

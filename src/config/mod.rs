@@ -68,6 +68,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// MCP servers.
     pub mcp: McpConfig,
+    /// Remote tool workers over NATS JetStream.
+    pub remote: RemoteConfig,
 }
 
 /// How calls that need approval are treated (docs/CONTRACT.md, "Approval modes").
@@ -402,6 +404,45 @@ pub struct ServerConfig {
     pub workspace_root: String,
 }
 
+/// `[remote]`: tools that run on worker processes, reached through NATS JetStream.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteConfig {
+    /// The NATS server ("" = every tool runs in-process).
+    pub nats_url: String,
+    /// Tool-name globs → the pool of workers that runs them.
+    pub routes: std::collections::BTreeMap<String, String>,
+    /// How long a worker may stay silent on a call before its delivery counts as lost (ms).
+    pub ack_wait_ms: u64,
+    /// Deliveries of a read-only call at most (a lost worker's read-only call goes to another).
+    pub read_only_max_deliveries: i64,
+    /// A worker not heard from for this long is gone (ms).
+    pub announce_ttl_ms: u64,
+    /// How often the dispatcher's watchdog looks at each remote call in flight (ms).
+    pub watchdog_interval_ms: u64,
+    /// Results larger than this travel through the object store (bytes).
+    pub inline_result_max_bytes: usize,
+    /// How long call records and stored results are kept (s).
+    pub record_ttl_secs: u64,
+    /// Window in which a repeated publish of the same call is dropped as a duplicate (s).
+    pub dedup_window_secs: u64,
+    /// A queued call nobody took within this long is dropped (s).
+    pub job_max_age_secs: u64,
+    /// Calls one worker runs at once, unless `--slots` says otherwise.
+    pub worker_slots: usize,
+    /// How often an idle worker looks at its queues when no publish woke it (ms).
+    pub worker_poll_ms: u64,
+    /// How long a stopping worker lets its running calls finish (s).
+    pub worker_shutdown_grace_secs: u64,
+}
+
+impl RemoteConfig {
+    /// Whether remote execution is on.
+    pub fn enabled(&self) -> bool {
+        !self.nats_url.trim().is_empty()
+    }
+}
+
 /// `[mcp]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -598,6 +639,23 @@ impl Config {
                 reason: format!("{} is not a percentage (0..=100)", o.rescue_percent),
             });
         }
+        for (pattern, pool) in &self.remote.routes {
+            if pool.is_empty() || !pool.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+                return Err(ConfigError::Invalid {
+                    key: format!("remote.routes.\"{pattern}\""),
+                    reason: format!("pool `{pool}` must be letters, digits, `_` or `-` (it names a NATS subject token)"),
+                });
+            }
+        }
+        let r = &self.remote;
+        if r.enabled()
+            && (r.ack_wait_ms < 1000 || r.announce_ttl_ms < 1000 || r.watchdog_interval_ms == 0 || r.read_only_max_deliveries < 1)
+        {
+            return Err(ConfigError::Invalid {
+                key: "remote.ack_wait_ms / announce_ttl_ms / watchdog_interval_ms / read_only_max_deliveries".into(),
+                reason: "ack_wait_ms and announce_ttl_ms must be at least 1000 (JetStream counts in seconds and whole heartbeats), the watchdog interval above 0, and deliveries at least 1".into(),
+            });
+        }
         if self.loop_guard.repeat_block < 2 {
             return Err(ConfigError::Invalid {
                 key: "loop_guard.repeat_block".into(),
@@ -649,6 +707,22 @@ mod tests {
             (30_000, 22_000, 8_000)
         );
         assert_eq!(c.loop_guard.repeat_block, 3);
+    }
+
+    #[test]
+    fn remote_routes_name_pools_nats_accepts() {
+        let f = file_with("[remote]\nroutes = { \"exec_shell\" = \"shell\", \"git__*\" = \"mcp-pool_2\" }\n");
+        let c = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap();
+        assert_eq!(c.remote.routes.get("git__*").map(String::as_str), Some("mcp-pool_2"));
+        assert!(!c.remote.enabled(), "routes alone route nothing: no NATS server is named");
+        for bad in ["a.b", "a b", "", "x>"] {
+            let f = file_with(&format!("[remote]\nroutes = {{ \"exec_shell\" = \"{bad}\" }}\n"));
+            let err = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap_err().to_string();
+            assert!(err.contains("remote.routes"), "{bad:?}: {err}");
+        }
+        let f = file_with("[remote]\nnats_url = \"nats://127.0.0.1:4222\"\nack_wait_ms = 10\n");
+        let err = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap_err().to_string();
+        assert!(err.contains("ack_wait_ms"), "{err}");
     }
 
     #[test]

@@ -145,6 +145,15 @@ impl RegistryBuilder {
         tools.into_iter().fold(self, Self::with_tool)
     }
 
+    /// Replaces the tools added so far by what `f` makes of them: a host that runs some tools
+    /// elsewhere wraps them, keeping their definitions.
+    /// Reserved names stay reserved.
+    pub fn map_tools(mut self, mut f: impl FnMut(Vec<Arc<dyn ToolSpec>>) -> Vec<Arc<dyn ToolSpec>>) -> Self {
+        self.reserved = f(std::mem::take(&mut self.reserved));
+        self.tools = f(std::mem::take(&mut self.tools));
+        self
+    }
+
     /// Admits every tool and builds the registry. Never fails: a bad tool fails closed.
     pub fn build(self) -> Registry {
         let mut admission = Admission::new(&self.config, Vec::new(), NameMap::default());

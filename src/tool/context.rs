@@ -33,7 +33,7 @@ pub struct ToolContext {
 /// read-only view of the files and no network, so a judgement that missed something still
 /// cannot write or send. A call that needed approval and got it (or whose mode runs such
 /// calls) may write the workspace, and reach the network unless `network.policy` is deny.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Grant {
     /// May write the workspace (and a private temporary folder).
     pub write: bool,

@@ -31,7 +31,7 @@ pub struct ToolOutput {
 }
 
 /// How a tool cut an output while it streamed.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct CutReport {
     /// Bytes left out of `content`.
     pub omitted_bytes: u64,

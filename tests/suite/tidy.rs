@@ -60,7 +60,7 @@ const FLOORS: &[&[&str]] = &[
     // Decisions about calls, the economics of their results, and the OS sandbox programs run in.
     &["plan", "output", "sandbox"],
     // Tools of each source.
-    &["builtin", "mcp", "extension"],
+    &["builtin", "mcp", "extension", "remote"],
     // What holds a session together.
     &["session", "observe"],
 ];

@@ -418,3 +418,5 @@ pub fn eventually(secs: u64, mut done: impl FnMut() -> bool) -> bool {
     }
     done()
 }
+
+pub mod nats;

@@ -110,8 +110,8 @@ impl BatchExecutorActor {
 
     /// The stage failed on a message: its calls (and this round's queued ones) are answered
     /// with a clear error, in the lane's order, and the round's end goes on behind them.
-    fn failed(&mut self, round: RoundNo, calls: Vec<CallHead>, end: Option<RoundClose>, closes: bool) {
-        let calls: Vec<CallHead> = std::mem::take(&mut self.queued).into_iter().map(|t| t.head).chain(calls).collect();
+    fn failed(&mut self, round: RoundNo, calls: Vec<Ticket>, end: Option<RoundClose>, closes: bool) {
+        let calls: Vec<Ticket> = std::mem::take(&mut self.queued).into_iter().chain(calls).collect();
         let lane = Arc::clone(&self.lane);
         let after = self.tail.take();
         let ends = end.is_some() || closes;
@@ -119,15 +119,19 @@ impl BatchExecutorActor {
             wait(after).await;
             let outcomes = calls
                 .into_iter()
-                .map(|head| {
-                    let e = ToolError::refused(
-                        ErrorCategory::Unavailable,
-                        format!(
-                            "Not run: the executor failed and was restarted before `{}` started; nothing was run. You may send the call again.",
-                            head.name
-                        ),
-                    );
-                    PostItem::not_run(head, e)
+                .map(|t| match t.action {
+                    // A refusal keeps its own reason: it was never going to run.
+                    Action::Refuse(e) => PostItem::not_run(t.head, e),
+                    Action::Run { .. } => {
+                        let e = ToolError::refused(
+                            ErrorCategory::Unavailable,
+                            format!(
+                                "Not run: the executor failed and was restarted before `{}` started; nothing was run. You may send the call again.",
+                                t.head.name
+                            ),
+                        );
+                        PostItem::not_run(t.head, e)
+                    }
                 })
                 .collect();
             lane.hand_on(round, outcomes, end, closes);
@@ -491,8 +495,7 @@ impl Handler<Speculate> for BatchExecutorActor {
     fn handle(&mut self, msg: Speculate, ctx: &mut Context<Self>) {
         let shared = Arc::clone(&self.lane.shared);
         if guarded::<Self, _>(Stage::BatchExecutor, &shared, ctx, || shared.trip(Stage::BatchExecutor)).is_err() {
-            let calls = msg.calls.into_iter().map(|t| t.head).collect();
-            return self.failed(msg.round, calls, None, false);
+            return self.failed(msg.round, msg.calls, None, false);
         }
         let work = early(
             Arc::clone(&self.lane),
@@ -527,8 +530,7 @@ impl Handler<Planned> for BatchExecutorActor {
         let batches = match batches {
             Ok(b) => b,
             Err(_) => {
-                let calls = msg.calls.into_iter().map(|t| t.head).collect();
-                return self.failed(msg.round, calls, msg.end, msg.closes);
+                return self.failed(msg.round, msg.calls, msg.end, msg.closes);
             }
         };
         if let Some(batches) = batches {

@@ -167,7 +167,11 @@ impl PlannerActor {
             .early
             .into_iter()
             .chain(out.tickets)
-            .map(|t| Ticket::refused(t.head, refusal()))
+            .map(|t| match t.action {
+                // A refusal decided before the failure keeps its own reason.
+                Action::Refuse(_) => t,
+                Action::Run { .. } => Ticket::refused(t.head, refusal()),
+            })
             .collect();
         let raw = std::mem::take(&mut self.round.ready)
             .into_values()

@@ -9,13 +9,13 @@
 //!
 //! Prints calls/s, round latency p50/p99/max, peak RSS and RSS per idle session, and checks
 //! that every round produced exactly one result per call, in order: a lost or duplicated
-//! result fails the run with exit status 1.
+//! result fails the run with exit status 1. `--workers N` spreads the sessions over N worker
+//! threads (0: the harness's own thread); each session is driven from its own thread.
 
 mod support;
 
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -88,11 +88,60 @@ fn rss_kib() -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// CPU time of the whole process so far (user + system), every thread.
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// One session's driver: its rounds one after the other, each checked for exactly one result
+/// per call, in order. Sends back the rounds' latencies and how many were bad.
+async fn drive(
+    dispatcher: Dispatcher,
+    session: String,
+    body: Arc<Vec<u8>>,
+    rounds: usize,
+    calls: usize,
+    done: tokio::sync::mpsc::UnboundedSender<(Vec<Duration>, usize)>,
+) {
+    let mut latencies = Vec::with_capacity(rounds);
+    let mut bad = 0;
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let input = RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body.as_ref().clone())])));
+        let Ok(mut rx) = dispatcher.submit_round(&session, input) else {
+            bad += 1;
+            continue;
+        };
+        let mut completes = 0;
+        let mut ok = false;
+        while let Some(e) = rx.recv().await {
+            if let PipelineEvent::RoundComplete { results, .. } = e {
+                completes += 1;
+                ok = results.len() == calls
+                    && results.iter().enumerate().all(|(i, r)| {
+                        r.index == i && r.tool_use_id.strip_prefix("call_").and_then(|n| n.parse().ok()) == Some(i) && !r.is_error
+                    });
+            }
+        }
+        latencies.push(t.elapsed());
+        if !(ok && completes == 1) {
+            bad += 1;
+        }
+    }
+    let _ = done.send((latencies, bad));
 }
 
 fn main() {
@@ -156,60 +205,45 @@ fn main() {
             "opened {} sessions in {open_time:.2?}; RSS {} KiB → {} KiB ({per_session:.1} KiB per idle session)",
             args.sessions, rss_before, rss_idle
         );
-        let done = Arc::new(AtomicUsize::new(0));
-        let bad = Arc::new(AtomicUsize::new(0));
+        // Each session's driver runs on the session's own worker thread (`run_beside`), so
+        // the drivers spread over the threads as the sessions do and the harness measures the
+        // pipeline, not one thread reading every event of every session.
         let total_rounds = args.sessions * args.rounds;
-        let progress = {
-            let done = Arc::clone(&done);
-            actix_rt::spawn(async move {
-                loop {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    eprint!("\r{}/{} rounds", done.load(Ordering::Relaxed), total_rounds);
-                    let _ = std::io::stderr().flush();
-                }
-            })
-        };
+        let (tx, mut finished) = tokio::sync::mpsc::unbounded_channel::<(Vec<Duration>, usize)>();
         let start = Instant::now();
-        let runs = sessions.iter().map(|s| {
-            let dispatcher = dispatcher.clone();
-            let body = Arc::clone(&body);
-            let done = Arc::clone(&done);
-            let bad = Arc::clone(&bad);
-            let calls = args.calls;
-            let rounds = args.rounds;
-            async move {
-                let mut latencies = Vec::with_capacity(rounds);
-                for _ in 0..rounds {
-                    let t = Instant::now();
-                    let input = RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body.as_ref().clone())])));
-                    let Ok(mut rx) = dispatcher.submit_round(s, input) else {
-                        bad.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    };
-                    let mut completes = 0;
-                    let mut ok = false;
-                    while let Some(e) = rx.recv().await {
-                        if let PipelineEvent::RoundComplete { results, .. } = e {
-                            completes += 1;
-                            ok = results.len() == calls
-                                && results
-                                    .iter()
-                                    .enumerate()
-                                    .all(|(i, r)| r.index == i && r.tool_use_id == format!("call_{i}") && !r.is_error);
-                        }
-                    }
-                    latencies.push(t.elapsed());
-                    if !(ok && completes == 1) {
-                        bad.fetch_add(1, Ordering::Relaxed);
-                    }
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-                latencies
+        let cpu_start = cpu_time();
+        let mut bad = 0usize;
+        for s in &sessions {
+            let driver = drive(
+                dispatcher.clone(),
+                s.clone(),
+                Arc::clone(&body),
+                args.rounds,
+                args.calls,
+                tx.clone(),
+            );
+            if dispatcher.run_beside(s, driver).is_err() {
+                bad += args.rounds;
             }
-        });
-        let mut latencies: Vec<Duration> = futures::future::join_all(runs).await.into_iter().flatten().collect();
+        }
+        drop(tx);
+        let mut latencies: Vec<Duration> = Vec::with_capacity(total_rounds);
+        let mut last_report = Instant::now();
+        let mut drivers = 0;
+        while let Some((l, b)) = finished.recv().await {
+            drivers += 1;
+            latencies.extend(l);
+            bad += b;
+            if last_report.elapsed() >= Duration::from_secs(1) {
+                eprint!("\r{}/{} rounds", latencies.len(), total_rounds);
+                let _ = std::io::stderr().flush();
+                last_report = Instant::now();
+            }
+        }
         let elapsed = start.elapsed();
-        progress.abort();
+        let cpu = cpu_time().saturating_sub(cpu_start);
+        // A driver that never reported lost all its rounds.
+        bad += (args.sessions - drivers.min(args.sessions)) * args.rounds;
         latencies.sort();
         let (_, peak) = rss_kib();
         let calls = total_rounds * args.calls;
@@ -224,6 +258,15 @@ fn main() {
             total_rounds as f64 / elapsed.as_secs_f64(),
             elapsed
         );
+        // On a machine shared with other work the wall-clock rate depends on how much of each
+        // core this process got; the rate per CPU-second does not, and a pipeline that scales
+        // keeps it as workers are added.
+        println!(
+            "cpu={:.2?} ({:.2} cores busy) calls per cpu-second={:.0}",
+            cpu,
+            cpu.as_secs_f64() / elapsed.as_secs_f64(),
+            calls as f64 / cpu.as_secs_f64().max(1e-9)
+        );
         println!(
             "round latency p50={:.2?} p99={:.2?} max={:.2?}",
             percentile(&latencies, 0.5),
@@ -231,7 +274,6 @@ fn main() {
             latencies.last().copied().unwrap_or_default()
         );
         println!("rss idle per session={per_session:.1} KiB peak={peak} KiB");
-        let bad = bad.load(Ordering::Relaxed);
         println!("rounds with a lost, duplicated or misordered result: {bad}");
         bad
     });

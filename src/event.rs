@@ -1,5 +1,7 @@
 //! Pipeline events: what a host sees of a round (docs/CONTRACT.md, "Events").
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -118,6 +120,9 @@ pub struct ToolResult {
 }
 
 /// An event of the pipeline, serialized with a `"type"` tag.
+///
+/// Ids, names and arguments are shared (`Arc`): the pipeline hands the same call's identity to
+/// every event about it without copying it per event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum PipelineEvent {
@@ -128,11 +133,11 @@ pub enum PipelineEvent {
         /// Index in the response.
         index: usize,
         /// Provider id.
-        id: String,
+        id: Arc<str>,
         /// Name as the model sent it.
-        name: String,
+        name: Arc<str>,
         /// Arguments after repair (`{}` when rejected).
-        input: Value,
+        input: Arc<Value>,
         /// What repair did.
         repair: RepairMark,
         /// Gemini's thought signature, to send back with the call (absent elsewhere).
@@ -144,11 +149,11 @@ pub enum PipelineEvent {
         /// Index in the response.
         index: usize,
         /// Provider id.
-        id: String,
+        id: Arc<str>,
         /// Resolved name.
-        name: String,
+        name: Arc<str>,
         /// Arguments.
-        input: Value,
+        input: Arc<Value>,
         /// Started before the stream ended.
         speculative: bool,
     },
@@ -157,13 +162,13 @@ pub enum PipelineEvent {
         /// Index in the response.
         index: usize,
         /// Provider id.
-        id: String,
+        id: Arc<str>,
         /// Resolved name.
-        name: String,
+        name: Arc<str>,
         /// `required` or `suggest`.
         requirement: ApprovalRequirement,
         /// Arguments.
-        input: Value,
+        input: Arc<Value>,
     },
     /// An event of a sub-agent's session, which call `index` (spawn_agent) started: its
     /// approval requests and decisions, so the host can answer them at `session` (the child's
@@ -172,7 +177,7 @@ pub enum PipelineEvent {
         /// Index of the spawn_agent call in this session's response.
         index: usize,
         /// That call's provider id.
-        id: String,
+        id: Arc<str>,
         /// The session the event belongs to: answer its approvals there.
         session: String,
         /// The event (`approval_required` or `approval_decided`).
@@ -183,7 +188,7 @@ pub enum PipelineEvent {
         /// Index in the response.
         index: usize,
         /// Provider id.
-        id: String,
+        id: Arc<str>,
         /// The decision.
         decision: ApprovalDecision,
     },
@@ -192,9 +197,9 @@ pub enum PipelineEvent {
         /// Index in the response.
         index: usize,
         /// Provider id.
-        id: String,
+        id: Arc<str>,
         /// Resolved name.
-        name: String,
+        name: Arc<str>,
         /// Whether the result is an error.
         is_error: bool,
         /// Wall time of the execution (0 for refusals).
@@ -205,7 +210,7 @@ pub enum PipelineEvent {
         /// Index in the response.
         index: usize,
         /// Provider id.
-        id: String,
+        id: Arc<str>,
         /// Progress so far.
         progress: f64,
         /// Total, when known.

@@ -65,6 +65,11 @@ impl SessionMemory {
     /// generation throughout. The names that became visible are kept for
     /// [`SessionMemory::take_added`].
     pub fn refresh(&self) {
+        // Most submissions find nothing new: a look at a number, not a lock shared by every
+        // session.
+        if lock(&self.catalog).registry().generation() == self.live.generation() {
+            return;
+        }
         let current = self.live.current();
         let mut catalog = lock(&self.catalog);
         if Arc::ptr_eq(catalog.registry(), &current) {
@@ -98,6 +103,12 @@ impl SessionMemory {
     /// The session's current catalog (resident plus activated tools).
     pub fn catalog(&self) -> Catalog {
         lock(&self.catalog).clone()
+    }
+
+    /// Reads the session's current catalog in place: a clone costs reference counts that
+    /// every session shares (the registry's), which the pipeline avoids once per round.
+    pub fn with_catalog<R>(&self, f: impl FnOnce(&Catalog) -> R) -> R {
+        f(&lock(&self.catalog))
     }
 
     /// The overflow store.

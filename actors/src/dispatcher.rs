@@ -1,10 +1,10 @@
 //! The Dispatcher: the one handle a host holds.
 
-use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
-use actix::{Arbiter, Supervisor};
+use actix::Arbiter;
 use actix_rt::ArbiterHandle;
 use tokio::sync::{broadcast, mpsc};
 use toolslot::config::Config;
@@ -13,13 +13,11 @@ use toolslot::output::{OverflowStore, random_hex};
 use toolslot::registry::{Catalog, LiveRegistry, Registry};
 use toolslot::tool::ToolMetadata;
 
-use crate::approval::{Answer, ApprovalActor, DropPending, HostDecision};
-use crate::batch_executor::BatchExecutorActor;
-use crate::planner::PlannerActor;
-use crate::post_processor::PostProcessorActor;
-use crate::round::{RoundInput, Stages, run_submission};
+use crate::approval::{Answer, HostDecision};
 use crate::session::{SessionOptions, SessionShared, Stage};
-use crate::stream_assembler::StreamAssemblerActor;
+use crate::session_table::SessionTable;
+use crate::stages::Stages;
+use crate::submission::{self, NotStarted, RoundInput};
 
 /// Why a Dispatcher call was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -56,13 +54,14 @@ struct Inner {
     config: Arc<Config>,
     registry: LiveRegistry,
     overflow: Arc<OverflowStore>,
-    workers: Vec<ArbiterHandle>,
-    /// With no worker threads, the thread whose arbiter runs every session.
-    home: Option<std::thread::ThreadId>,
+    /// The worker threads' arbiters, each with its own copy of the configuration: every call
+    /// hands its tool the configuration (a reference count), and one count shared by all
+    /// threads would be a cache line every core writes.
+    workers: Vec<(ArbiterHandle, Arc<Config>)>,
     /// Kept so worker threads live as long as the Dispatcher.
     _arbiters: Vec<Arbiter>,
     next_worker: AtomicUsize,
-    sessions: Mutex<HashMap<String, Arc<SessionHandle>>>,
+    sessions: SessionTable<SessionHandle>,
 }
 
 impl Drop for Inner {
@@ -105,20 +104,19 @@ impl Dispatcher {
         // threads, for a server whose sessions should use every core.
         let arbiters: Vec<Arbiter> = (0..config.execution.workers).map(|_| Arbiter::new()).collect();
         let workers = if arbiters.is_empty() {
-            vec![Arbiter::current()]
+            vec![(Arbiter::current(), Arc::clone(&config))]
         } else {
-            arbiters.iter().map(Arbiter::handle).collect()
+            arbiters.iter().map(|a| (a.handle(), Arc::new(Config::clone(&config)))).collect()
         };
         Self {
             inner: Arc::new(Inner {
                 config,
                 registry,
                 overflow,
-                home: arbiters.is_empty().then(|| std::thread::current().id()),
                 workers,
                 _arbiters: arbiters,
                 next_worker: AtomicUsize::new(0),
-                sessions: Mutex::new(HashMap::new()),
+                sessions: SessionTable::default(),
             }),
         }
     }
@@ -140,29 +138,25 @@ impl Dispatcher {
 
     /// Number of open sessions.
     pub fn session_count(&self) -> usize {
-        self.sessions().len()
+        self.inner.sessions.len()
     }
 
     /// Ids of the open sessions.
     pub fn session_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.sessions().keys().cloned().collect();
+        let mut ids = self.inner.sessions.ids();
         ids.sort();
         ids
     }
 
-    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<SessionHandle>>> {
-        self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn session(&self, id: &str) -> Result<Arc<SessionHandle>, DispatchError> {
-        self.sessions()
+        self.inner
+            .sessions
             .get(id)
-            .cloned()
             .ok_or_else(|| DispatchError::UnknownSession(id.to_string()))
     }
 
     /// Opens a session with an unguessable id (128 random bits) and starts its five stages,
-    /// each under a supervisor, on one worker thread.
+    /// each under a supervisor and wired into a chain, on one worker thread.
     pub fn open_session(&self, options: SessionOptions) -> String {
         self.open_session_on(options, self.inner.registry.clone())
     }
@@ -172,33 +166,12 @@ impl Dispatcher {
     /// its approvals through this dispatcher.
     pub fn open_session_on(&self, options: SessionOptions, registry: impl Into<LiveRegistry>) -> String {
         let id = random_hex(16);
-        let shared = SessionShared::new(
-            id.clone(),
-            registry.into(),
-            Arc::clone(&self.inner.config),
-            options,
-            Arc::clone(&self.inner.overflow),
-        );
         let i = self.inner.next_worker.fetch_add(1, Ordering::Relaxed) % self.inner.workers.len();
-        let arbiter = self.inner.workers[i].clone();
-        let s = Arc::clone(&shared);
-        let assembler = Supervisor::start_in_arbiter(&arbiter, move |_| StreamAssemblerActor::new(s));
-        let s = Arc::clone(&shared);
-        let planner = Supervisor::start_in_arbiter(&arbiter, move |_| PlannerActor::new(s));
-        let s = Arc::clone(&shared);
-        let approval = Supervisor::start_in_arbiter(&arbiter, move |_| ApprovalActor::new(s));
-        let s = Arc::clone(&shared);
-        let executor = Supervisor::start_in_arbiter(&arbiter, move |_| BatchExecutorActor::new(s));
-        let s = Arc::clone(&shared);
-        let post = Supervisor::start_in_arbiter(&arbiter, move |_| PostProcessorActor::new(s));
-        let stages = Stages {
-            assembler,
-            planner,
-            approval,
-            executor,
-            post,
-        };
-        self.sessions()
+        let (arbiter, config) = self.inner.workers[i].clone();
+        let shared = SessionShared::new(id.clone(), registry.into(), config, options, Arc::clone(&self.inner.overflow));
+        let stages = Stages::start(&arbiter, &shared);
+        self.inner
+            .sessions
             .insert(id.clone(), Arc::new(SessionHandle { shared, stages, arbiter }));
         id
     }
@@ -220,17 +193,17 @@ impl Dispatcher {
     /// [`DispatchError::UnknownSession`].
     pub fn close_session(&self, id: &str) -> Result<(), DispatchError> {
         let handle = self
-            .sessions()
+            .inner
+            .sessions
             .remove(id)
             .ok_or_else(|| DispatchError::UnknownSession(id.to_string()))?;
-        handle.shared.closed.store(true, Ordering::SeqCst);
-        handle.shared.cancel.send_replace(true);
-        handle.stages.approval.do_send(DropPending);
+        submission::close(&handle.shared, &handle.stages);
         Ok(())
     }
 
-    /// Submits a round. Events stream on the returned receiver, the last being
-    /// `round_complete` (one per message in the submission); the receiver ends after it.
+    /// Submits a round: the input goes to the head of the session's chain. Events stream on
+    /// the returned receiver, the last being `round_complete` (one per message in the
+    /// submission); the receiver ends after it.
     ///
     /// # Errors
     /// [`DispatchError::UnknownSession`], or [`DispatchError::RoundRunning`] while a round
@@ -254,52 +227,27 @@ impl Dispatcher {
         dialect: Option<toolslot::stream::Dialect>,
     ) -> Result<mpsc::UnboundedReceiver<PipelineEvent>, DispatchError> {
         let handle = self.session(id)?;
-        let waits = take_turn(&handle.shared).ok_or_else(|| DispatchError::RoundRunning(id.to_string()))?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        if !waits {
-            handle.shared.settled.store(false, Ordering::SeqCst);
-            handle.shared.set_sink(Some(tx.clone()));
-            handle.shared.cancel.send_replace(false);
-        }
-        let shared = Arc::clone(&handle.shared);
-        let stages = handle.stages.clone();
-        let turn = Arc::clone(&handle.shared.turn);
-        let submission = async move {
-            let held = turn.lock_owned().await;
-            if waits {
-                // The submission before this one has ended: its cancellation is not ours.
-                shared.set_sink(Some(tx));
-                if !shared.closed.load(Ordering::SeqCst) {
-                    shared.cancel.send_replace(false);
-                }
-            } else {
-                drop(tx);
-            }
-            shared.settled.store(false, Ordering::SeqCst);
-            run_submission(stages, Arc::clone(&shared), input, dialect).await;
-            // Free the session before the receiver ends, so a host that submits the next
-            // round as soon as it sees the end is not refused.
-            shared.set_sink(None);
-            shared.submissions.fetch_sub(1, Ordering::SeqCst);
-            drop(held);
-        };
-        // On the session's own thread, inside its running system, the submission is spawned
-        // right here, not posted through the arbiter's queue (one hop less per round).
-        let at_home = self.inner.home == Some(std::thread::current().id()) && tokio::runtime::Handle::try_current().is_ok();
-        let spawned = if at_home {
-            actix::spawn(submission);
-            true
+        submission::start(&handle.shared, &handle.stages, &handle.arbiter, input, dialect).map_err(|e| match e {
+            NotStarted::Running => DispatchError::RoundRunning(id.to_string()),
+            NotStarted::Gone => DispatchError::Gone(id.to_string()),
+        })
+    }
+
+    /// Runs `future` on the worker thread of session `id`. A host that drives many sessions
+    /// (a load generator, a server's per-session task) can drive each from its own session's
+    /// thread: its events then arrive without a wake-up of another thread, and the driving
+    /// spreads over the workers as the sessions do.
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`], or [`DispatchError::Gone`] when the worker has
+    /// stopped.
+    pub fn run_beside(&self, id: &str, future: impl Future<Output = ()> + Send + 'static) -> Result<(), DispatchError> {
+        let handle = self.session(id)?;
+        if handle.arbiter.spawn(future) {
+            Ok(())
         } else {
-            handle.arbiter.spawn(submission)
-        };
-        if !spawned {
-            if !waits {
-                handle.shared.set_sink(None);
-            }
-            handle.shared.submissions.fetch_sub(1, Ordering::SeqCst);
-            return Err(DispatchError::Gone(id.to_string()));
+            Err(DispatchError::Gone(id.to_string()))
         }
-        Ok(rx)
     }
 
     /// Answers the approval request of call `index`.
@@ -328,8 +276,7 @@ impl Dispatcher {
     /// [`DispatchError::UnknownSession`].
     pub fn cancel_round(&self, id: &str) -> Result<(), DispatchError> {
         let handle = self.session(id)?;
-        handle.shared.cancel.send_replace(true);
-        handle.stages.approval.do_send(DropPending);
+        submission::cancel(&handle.shared, &handle.stages);
         Ok(())
     }
 
@@ -380,26 +327,5 @@ impl Dispatcher {
     pub fn inject_fault(&self, id: &str, stage: Stage) -> Result<(), DispatchError> {
         self.session(id)?.shared.inject_fault(stage);
         Ok(())
-    }
-}
-
-/// A place for a new submission: `Some(false)` runs now, `Some(true)` waits behind a
-/// submission whose last round has completed (its stream has not quite ended), `None` is
-/// refused (a round is running, or one already waits).
-fn take_turn(shared: &SessionShared) -> Option<bool> {
-    loop {
-        let now = shared.submissions.load(Ordering::SeqCst);
-        let next = match now {
-            0 => 1,
-            1 if shared.settled.load(Ordering::SeqCst) => 2,
-            _ => return None,
-        };
-        if shared
-            .submissions
-            .compare_exchange(now, next, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
-            return Some(next == 2);
-        }
     }
 }

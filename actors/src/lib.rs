@@ -3,8 +3,10 @@
 //! The slot crate (`toolslot`) holds every decision as a plain function; this crate owns
 //! state, ordering and lifecycle. Each session has five stages — [`stream_assembler`],
 //! [`planner`], [`approval`], [`batch_executor`], [`post_processor`] — each an actor under a
-//! supervisor, driven round by round by [`round::run_submission`] behind the
-//! [`Dispatcher`] handle a host holds.
+//! supervisor, wired into a chain ([`stages`]): each stage forwards typed messages
+//! ([`chain`]) to the next one's mailbox, and the tail's [`ledger`] completes each round.
+//! A host holds the [`Dispatcher`]; a submission's start and cancellation are in
+//! [`submission`].
 //!
 //! # Example
 //! ```no_run
@@ -30,23 +32,28 @@
 
 pub mod approval;
 pub mod batch_executor;
+pub mod chain;
 pub mod dispatcher;
+pub mod ledger;
 pub mod mcp;
 pub mod planner;
 pub mod post_processor;
 pub mod remote;
-pub mod round;
 pub mod server;
 pub mod session;
+mod session_table;
+pub mod sink;
 mod stage;
+pub mod stages;
 pub mod stream_assembler;
 pub mod subagent;
+pub mod submission;
 pub mod toolset;
 
 pub use approval::HostDecision;
 pub use dispatcher::{DispatchError, Dispatcher};
-pub use round::RoundInput;
 pub use session::{SessionOptions, Stage};
 pub use stage::StageError;
 pub use subagent::{AgentRunner, RecordedRunner, Turn};
+pub use submission::RoundInput;
 pub use toolset::{Toolset, build_toolset, shutdown_servers};

@@ -1,56 +1,38 @@
-//! The PostProcessor stage: observers, loop-guard accounting, output economics, envelopes,
-//! `call_finished`. A batch is post-processed before the next batch starts.
+//! The PostProcessor stage, tail of the chain: output economics (truncation, overflow,
+//! envelopes), the loop guard's hint, `call_finished`; then each result is filed in the
+//! round's [`Ledger`], which completes the round (`round_complete`) when every index has its
+//! result, and ends the submission behind its last round.
+//!
+//! Extension point: [`PostProcessorActor::finish_item`] is where a result is made from an
+//! outcome; what else a result should carry (diagnostics, handles) goes there.
 
 use std::sync::Arc;
 
 use actix::prelude::*;
-use serde_json::Value;
-use toolslot::event::{PipelineEvent, ToolResult};
-use toolslot::notice::NoticeKind;
-use toolslot::observe::{FileReadObserver, ResultObserver};
+use toolslot::event::PipelineEvent;
 use toolslot::output::{FinishContext, Finished, Overflow, finish_call, needs_truncation};
-use toolslot::tool::{ToolError, ToolOutput};
+use toolslot::tool::ToolError;
 
+use crate::chain::{CallHead, Outcomes, PostItem, RoundNo};
+use crate::ledger::{Completed, Ledger};
 use crate::session::{SessionShared, Stage};
-use crate::stage::{StageError, guarded};
+use crate::stage::guarded;
 
-/// One call's outcome to post-process.
-#[derive(Debug)]
-pub struct PostItem {
-    /// Index in the response.
-    pub index: usize,
-    /// Provider id.
-    pub id: String,
-    /// Resolved name.
-    pub name: String,
-    /// Arguments.
-    pub input: Value,
-    /// What happened.
-    pub result: Result<ToolOutput, ToolError>,
-    /// Wall time.
-    pub duration_ms: u64,
-    /// `Some(source)` when the content comes from outside (network and MCP tools).
-    pub external: Option<String>,
-}
-
-/// Post-process one batch, in index order.
+/// A result finished on the blocking pool (one that had to be cut and saved).
 #[derive(Message)]
-#[rtype(result = "Result<Processed, StageError>")]
-pub struct Process(pub Vec<PostItem>);
-
-/// A post-processed batch.
-#[derive(Debug)]
-pub struct Processed {
-    /// One result per item, in order.
-    pub results: Vec<ToolResult>,
-    /// The loop guard paused the session during this batch.
-    pub paused: bool,
+#[rtype(result = "()")]
+struct Heavy {
+    round: RoundNo,
+    head: CallHead,
+    guard: (Vec<toolslot::notice::Notice>, Option<String>),
+    duration_ms: u64,
+    finished: Result<Finished, String>,
 }
 
-/// Owns the observers; tells the session's loop guard how calls ended.
+/// Finishes results and keeps the ledger.
 pub struct PostProcessorActor {
     shared: Arc<SessionShared>,
-    observers: Arc<Vec<Box<dyn ResultObserver>>>,
+    ledger: Ledger,
 }
 
 impl PostProcessorActor {
@@ -58,9 +40,137 @@ impl PostProcessorActor {
     pub fn new(shared: Arc<SessionShared>) -> Self {
         Self {
             shared,
-            observers: Arc::new(vec![Box::new(FileReadObserver)]),
+            ledger: Ledger::default(),
         }
     }
+
+    /// Finishes an item here; returns false, touching nothing, when its output must be cut and
+    /// saved first (see [`PostProcessorActor::finish_heavy`]).
+    fn finish_item(&mut self, round: RoundNo, item: &mut PostItem) -> bool {
+        if needs_truncation(&item.result, &self.shared.config.output) {
+            return false;
+        }
+        // The outcome moves out; the item keeps the call's identity for a failure report.
+        let result = std::mem::replace(&mut item.result, Err(ToolError::tool(String::new())));
+        let finished = finish(&self.shared, &item.head, item.external, result);
+        let guard = std::mem::take(&mut item.guard);
+        self.file(round, &item.head, finished, guard, item.duration_ms);
+        true
+    }
+
+    /// Finishes an item on the blocking pool, so megabytes of output never stall the other
+    /// sessions on this thread; the result comes back as a message.
+    fn finish_heavy(&mut self, round: RoundNo, item: PostItem, ctx: &mut Context<Self>) {
+        let shared = Arc::clone(&self.shared);
+        let me = ctx.address();
+        let PostItem {
+            head,
+            result,
+            duration_ms,
+            external,
+            guard,
+        } = item;
+        actix::spawn(async move {
+            let pool_head = head.clone();
+            let finished = tokio::task::spawn_blocking(move || finish(&shared, &pool_head, external, result))
+                .await
+                .map_err(|e| e.to_string());
+            me.do_send(Heavy {
+                round,
+                head,
+                guard,
+                duration_ms,
+                finished,
+            });
+        });
+    }
+
+    /// Tells the host how a call ended and files its result.
+    fn file(
+        &mut self,
+        round: RoundNo,
+        head: &CallHead,
+        mut f: Finished,
+        guard: (Vec<toolslot::notice::Notice>, Option<String>),
+        duration_ms: u64,
+    ) {
+        let shared = &self.shared;
+        for n in f.notices.drain(..) {
+            shared.notice(n);
+        }
+        let (notices, hint) = guard;
+        for n in notices {
+            shared.notice(n);
+        }
+        if let Some(h) = hint {
+            f.result.content.push_str("\n\n");
+            f.result.content.push_str(&h);
+        }
+        shared.emit(PipelineEvent::CallFinished {
+            index: head.index,
+            id: Arc::clone(&head.id),
+            name: Arc::clone(&head.name),
+            is_error: f.result.is_error,
+            duration_ms,
+        });
+        if !self.ledger.file(round, f.result) {
+            tracing::error!(session = %shared.id, index = head.index, "a second result for a call was dropped");
+        }
+    }
+
+    /// The result of a call whose post-processing failed: handed back from what is known.
+    fn lost(&mut self, round: RoundNo, head: &CallHead, text: String) {
+        let err = ToolError::tool(text);
+        let f = finish_call(
+            FinishContext {
+                index: head.index,
+                id: &head.id,
+                name: &head.name,
+                external: None,
+                final_view: false,
+            },
+            Err(err),
+            &self.shared.config.output,
+            None,
+        );
+        self.file(round, head, f, (Vec::new(), None), 0);
+    }
+
+    /// Hands the host every round that completed, in order, and ends the submission behind
+    /// its last.
+    fn complete(&mut self) {
+        for done in self.ledger.take_completed() {
+            match done {
+                Completed::Round {
+                    stop_reason,
+                    text,
+                    results,
+                } => self.shared.emit(PipelineEvent::RoundComplete {
+                    stop_reason,
+                    text,
+                    results,
+                }),
+                Completed::Submission => crate::submission::finished(&self.shared),
+            }
+        }
+    }
+}
+
+/// Output economics for one outcome (see [`finish_call`]).
+fn finish(shared: &SessionShared, head: &CallHead, external: bool, result: Result<toolslot::tool::ToolOutput, ToolError>) -> Finished {
+    let fctx = FinishContext {
+        index: head.index,
+        id: &head.id,
+        name: &head.name,
+        external: external.then_some(&*head.name),
+        // A poll of a running task is cut like any output, never saved as the whole of it.
+        final_view: result.as_ref().map_or(true, |o| !o.partial),
+    };
+    let overflow = Overflow {
+        store: shared.memory.overflow(),
+        session: &shared.id,
+    };
+    finish_call(fctx, result, &shared.config.output, Some(overflow))
 }
 
 impl Actor for PostProcessorActor {
@@ -69,121 +179,77 @@ impl Actor for PostProcessorActor {
 
 impl Supervised for PostProcessorActor {
     fn restarting(&mut self, _ctx: &mut Context<Self>) {
-        self.shared.restarted(Stage::PostProcessor);
+        // The ledger is kept: the rounds it holds complete with the results still to come
+        // (results finished on the blocking pool arrive as messages, which a restart keeps).
     }
 }
 
-/// An item finished at once, or one whose output must be cut and saved first.
-enum Staged {
-    Done((Finished, u64)),
-    Heavy(PostItem),
-}
-
-/// Output economics for one item (see [`finish_call`]), with its duration.
-fn finish(shared: &SessionShared, item: PostItem) -> (Finished, u64) {
-    let fctx = FinishContext {
-        index: item.index,
-        id: &item.id,
-        name: &item.name,
-        external: item.external.as_deref(),
-        // A poll of a running task is cut like any output, never saved as the whole of it.
-        final_view: item.result.as_ref().map_or(true, |o| !o.partial),
-    };
-    let overflow = Overflow {
-        store: shared.memory.overflow(),
-        session: &shared.id,
-    };
-    (
-        finish_call(fctx, item.result, &shared.config.output, Some(overflow)),
-        item.duration_ms,
-    )
-}
-
-impl Handler<Process> for PostProcessorActor {
-    type Result = ResponseFuture<Result<Processed, StageError>>;
-    fn handle(&mut self, msg: Process, ctx: &mut Context<Self>) -> Self::Result {
+impl Handler<Outcomes> for PostProcessorActor {
+    type Result = ();
+    fn handle(&mut self, msg: Outcomes, ctx: &mut Context<Self>) {
         let shared = Arc::clone(&self.shared);
-        let observers = Arc::clone(&self.observers);
-        // The synchronous part (observers, small results) runs inside the boundary; a result
-        // that must be cut and saved is finished on the blocking pool, so megabytes of output
-        // never stall the other sessions on this thread.
-        let staged = guarded::<Self, _>(Stage::PostProcessor, ctx, || {
+        let Outcomes {
+            round,
+            mut items,
+            end,
+            closes,
+        } = msg;
+        // The end first: the round's book is then made at its size, and the round still
+        // completes only below, once the results are in.
+        if let Some(end) = end {
+            self.ledger.end_round(round, end);
+        }
+        let mut heavy = Vec::new();
+        let done = guarded::<Self, _>(Stage::PostProcessor, &shared, ctx, || {
             shared.trip(Stage::PostProcessor);
-            msg.0
-                .into_iter()
-                .map(|item| {
-                    if item.result.as_ref().is_ok_and(|o| !o.is_error) {
-                        for o in observers.iter() {
-                            o.observe(&item.name, &item.input, &shared.workspace, shared.memory.as_ref());
-                        }
-                    }
-                    if needs_truncation(&item.result, &shared.config.output) {
-                        Staged::Heavy(item)
-                    } else {
-                        Staged::Done(finish(&shared, item))
-                    }
-                })
-                .collect::<Vec<_>>()
+            for (pos, item) in items.iter_mut().enumerate() {
+                if !self.finish_item(round, item) {
+                    heavy.push(pos);
+                }
+            }
         });
-        Box::pin(async move {
-            let mut finished = Vec::new();
-            for staged in staged? {
-                finished.push(match staged {
-                    Staged::Done(f) => f,
-                    Staged::Heavy(item) => {
-                        let (index, id, name, duration_ms) = (item.index, item.id.clone(), item.name.clone(), item.duration_ms);
-                        let on_pool = Arc::clone(&shared);
-                        match tokio::task::spawn_blocking(move || finish(&on_pool, item)).await {
-                            Ok(f) => f,
-                            Err(e) => {
-                                tracing::error!(session = %shared.id, tool = %name, error = %e, "finishing a large output failed");
-                                let lost = ToolError::tool(format!(
-                                    "`{name}` ran, but its output could not be prepared (post-processing failed: {e}); it is lost. Run it again if you need it."
-                                ));
-                                let fctx = FinishContext {
-                                    index,
-                                    id: &id,
-                                    name: &name,
-                                    external: None,
-                                    final_view: true,
-                                };
-                                (finish_call(fctx, Err(lost), &shared.config.output, None), duration_ms)
-                            }
-                        }
-                    }
-                });
-            }
-            let mut results = Vec::with_capacity(finished.len());
-            let mut paused = false;
-            let guard_says: Vec<_> = {
-                let mut guard = shared.guard();
-                finished.iter().map(|(f, _)| guard.record(f.result.index, f.failed)).collect()
-            };
-            let mut guard_says = guard_says.into_iter();
-            for (mut f, duration_ms) in finished {
-                for n in f.notices.drain(..) {
-                    shared.notice(n);
-                }
-                if let Some((notices, hint)) = guard_says.next() {
-                    for n in notices {
-                        paused |= n.kind == NoticeKind::LoopPaused;
-                        shared.notice(n);
-                    }
-                    if let Some(h) = hint {
-                        f.result.content.push_str("\n\n");
-                        f.result.content.push_str(&h);
+        if done.is_ok() {
+            if !heavy.is_empty() {
+                let mut heavy = heavy.into_iter().peekable();
+                for (pos, item) in items.into_iter().enumerate() {
+                    if heavy.next_if_eq(&pos).is_some() {
+                        self.finish_heavy(round, item, ctx);
                     }
                 }
-                shared.emit(PipelineEvent::CallFinished {
-                    index: f.result.index,
-                    id: f.result.tool_use_id.clone(),
-                    name: f.result.name.clone(),
-                    is_error: f.result.is_error,
-                    duration_ms,
-                });
-                results.push(f.result);
             }
-            Ok(Processed { results, paused })
-        })
+        } else {
+            // Every call of the message without a result gets one, from what is known.
+            for item in &items {
+                if !self.ledger.has(round, item.head.index) {
+                    let text = format!(
+                        "`{}` ran, but its result was lost when the post-processor failed. Its outcome is unknown; check before retrying.",
+                        item.head.name
+                    );
+                    self.lost(round, &item.head, text);
+                }
+            }
+        }
+        if closes {
+            self.ledger.end_submission();
+        }
+        self.complete();
+    }
+}
+
+impl Handler<Heavy> for PostProcessorActor {
+    type Result = ();
+    fn handle(&mut self, msg: Heavy, _ctx: &mut Context<Self>) {
+        match msg.finished {
+            Ok(f) => self.file(msg.round, &msg.head, f, msg.guard, msg.duration_ms),
+            Err(e) => {
+                tracing::error!(session = %self.shared.id, tool = %msg.head.name, error = %e, "finishing a large output failed");
+                let text = format!(
+                    "`{}` ran, but its output could not be prepared (post-processing failed: {e}); it is lost. Run it again if you need it.",
+                    msg.head.name
+                );
+                self.lost(msg.round, &msg.head, text);
+            }
+        }
+        self.complete();
     }
 }

@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{broadcast, mpsc, watch};
+
+use crate::sink::EventSink;
 use toolslot::config::{ApprovalMode, Config};
 use toolslot::event::PipelineEvent;
 use toolslot::notice::{Notice, NoticeKind};
@@ -67,7 +69,7 @@ impl toolslot::tool::SessionServices for PipelineServices {
         if let Some(shared) = self.shared.upgrade() {
             shared.emit(PipelineEvent::Progress {
                 index,
-                id: call_id.to_string(),
+                id: call_id.into(),
                 progress,
                 total,
                 message,
@@ -101,16 +103,6 @@ impl toolslot::tool::SessionServices for PipelineServices {
     }
 }
 
-/// Where a session's events go.
-#[derive(Default)]
-struct Sinks {
-    /// The running round's event stream.
-    round: Option<mpsc::UnboundedSender<PipelineEvent>>,
-    /// Every event of the session, for UIs; made on the first subscription, since most
-    /// sessions never have a watcher and a channel's buffer costs memory per session.
-    live: Option<broadcast::Sender<PipelineEvent>>,
-}
-
 /// State shared by a session's stages and its rounds.
 pub struct SessionShared {
     /// The session id.
@@ -127,9 +119,8 @@ pub struct SessionShared {
     pub mode: ApprovalMode,
     /// Dialect, if fixed.
     pub dialect: Option<Dialect>,
-    /// Where events go: the running round's stream, and live subscribers. One lock for both,
-    /// taken once per event.
-    sinks: Mutex<Sinks>,
+    /// Where events go: the running submission's stream, and live subscribers.
+    sink: EventSink,
     /// Submissions running or waiting for their turn: 0, 1, or 2 when one waits behind a
     /// submission whose last round has completed.
     pub submissions: AtomicUsize,
@@ -137,14 +128,21 @@ pub struct SessionShared {
     /// round at once, and it waits for the rest of this submission (the end of its body)
     /// instead of being refused.
     pub settled: AtomicBool,
-    /// Held by the submission that runs; the one that waits takes it next.
-    pub turn: Arc<tokio::sync::Mutex<()>>,
-    /// Cancellation of the running round (true = cancelled).
+    /// True while a submission holds the session; the one that waits starts when it turns
+    /// false.
+    pub busy: watch::Sender<bool>,
+    /// Cancellation of the running round (true = cancelled), for those that wait on it; set
+    /// through [`SessionShared::set_cancelled`].
     pub cancel: watch::Sender<bool>,
+    /// The same, for those that only look (every call looks, twice): a load, not a lock.
+    cancelled: AtomicBool,
     /// Closed sessions run nothing more.
     pub closed: AtomicBool,
     /// Stages told to panic on their next message (tests of supervision).
     faults: Mutex<Vec<Stage>>,
+    /// Whether `faults` may hold anything: every handler checks, so the lock is only taken
+    /// once a test armed a fault.
+    faults_armed: AtomicBool,
     /// The loop guard: session state read by the Planner (checks) and written by the
     /// PostProcessor (outcomes). A session's stages share one arbiter thread, so the lock is
     /// never contended; it replaces a message round trip per batch.
@@ -191,6 +189,7 @@ impl SessionShared {
     ) -> Self {
         let (cancel, _) = watch::channel(false);
         let guard = LoopGuard::new(config.loop_guard.clone());
+        let sink = EventSink::new(config.execution.live_buffer);
         Self {
             workspace: options.workspace.unwrap_or_else(|| PathBuf::from(".")),
             mode: options.approval_mode.unwrap_or(config.approval.mode),
@@ -199,41 +198,31 @@ impl SessionShared {
             memory,
             services,
             config,
-            sinks: Mutex::new(Sinks::default()),
+            sink,
             submissions: AtomicUsize::new(0),
             settled: AtomicBool::new(false),
-            turn: Arc::new(tokio::sync::Mutex::new(())),
+            busy: watch::channel(false).0,
             cancel,
+            cancelled: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             faults: Mutex::new(Vec::new()),
+            faults_armed: AtomicBool::new(false),
             guard: Mutex::new(guard),
         }
     }
 
-    /// Sends an event to the running round's stream and to live subscribers.
+    /// Sends an event to the running submission's stream and to live subscribers.
     pub fn emit(&self, event: PipelineEvent) {
         // Before the event leaves, so a host that reacts to it finds the session settled.
         self.settled
             .store(matches!(event, PipelineEvent::RoundComplete { .. }), Ordering::SeqCst);
-        let sinks = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(live) = sinks.live.as_ref()
-            && live.receiver_count() > 0
-        {
-            let _ = live.send(event.clone());
-        }
-        if let Some(tx) = sinks.round.as_ref() {
-            let _ = tx.send(event);
-        }
+        self.sink.emit(event);
     }
 
     /// A receiver of every event from now on. Subscribers that fall `execution.live_buffer`
     /// events behind lose the oldest ones; they never slow the pipeline.
     pub fn subscribe(&self) -> broadcast::Receiver<PipelineEvent> {
-        let mut sinks = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
-        sinks
-            .live
-            .get_or_insert_with(|| broadcast::channel(self.config.execution.live_buffer.max(1)).0)
-            .subscribe()
+        self.sink.subscribe()
     }
 
     /// Emits a notice.
@@ -241,24 +230,34 @@ impl SessionShared {
         self.emit(PipelineEvent::Notice(notice));
     }
 
-    /// Points the event sink at a new round's stream.
+    /// Points the event sink at a new submission's stream (`None`: it is over).
     pub fn set_sink(&self, tx: Option<mpsc::UnboundedSender<PipelineEvent>>) {
-        self.sinks.lock().unwrap_or_else(|p| p.into_inner()).round = tx;
+        self.sink.set_round(tx);
     }
 
     /// Whether the running round was cancelled (or the session closed).
     pub fn is_cancelled(&self) -> bool {
-        *self.cancel.borrow() || self.closed.load(Ordering::SeqCst)
+        self.cancelled.load(Ordering::SeqCst) || self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Cancels the running round (or clears the cancellation for a new one).
+    pub fn set_cancelled(&self, cancelled: bool) {
+        self.cancelled.store(cancelled, Ordering::SeqCst);
+        self.cancel.send_replace(cancelled);
     }
 
     /// Arms a panic in `stage` on its next message.
     pub fn inject_fault(&self, stage: Stage) {
         self.faults.lock().unwrap_or_else(|p| p.into_inner()).push(stage);
+        self.faults_armed.store(true, Ordering::SeqCst);
     }
 
     /// Panics if a fault was armed for `stage` (called at the top of each stage handler,
     /// inside its panic boundary).
     pub fn trip(&self, stage: Stage) {
+        if !self.faults_armed.load(Ordering::Relaxed) {
+            return;
+        }
         let mut faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(i) = faults.iter().position(|s| *s == stage) {
             faults.remove(i);
@@ -267,7 +266,7 @@ impl SessionShared {
         }
     }
 
-    /// Reports that a stage was restarted by its supervisor.
+    /// Reports that a stage failed and is being restarted by its supervisor.
     pub fn restarted(&self, stage: Stage) {
         tracing::warn!(session = %self.id, ?stage, "actor restarted");
         self.notice(Notice::new(

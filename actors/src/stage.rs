@@ -1,10 +1,10 @@
-//! What every stage shares: the panic boundary and the error a stage replies with.
+//! What every stage shares: the panic boundary.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::session::Stage;
+use crate::session::{SessionShared, Stage};
 
-/// A stage could not answer.
+/// A stage could not handle a message.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StageError {
     /// The stage panicked; it has been stopped and its supervisor restarts it.
@@ -12,9 +12,12 @@ pub enum StageError {
     Panicked(Stage),
 }
 
-/// Runs a handler body inside the panic boundary. On a panic the actor is stopped (its
-/// supervisor restarts it, keeping its address) and the sender gets [`StageError`].
-pub fn guarded<A, T>(stage: Stage, ctx: &mut A::Context, body: impl FnOnce() -> T) -> Result<T, StageError>
+/// Runs a handler body inside the panic boundary. On a panic the host is told
+/// (`actor_restarted`, before anything the failure leads to, so it lands in the round it hit),
+/// the actor is stopped (its supervisor restarts it at once, keeping its address and mailbox)
+/// and the caller gets [`StageError`]: it then answers the calls the message held, through the
+/// chain.
+pub fn guarded<A, T>(stage: Stage, shared: &SessionShared, ctx: &mut A::Context, body: impl FnOnce() -> T) -> Result<T, StageError>
 where
     A: actix::Actor<Context = actix::Context<A>>,
 {
@@ -22,8 +25,22 @@ where
         Ok(v) => Ok(v),
         Err(_) => {
             use actix::ActorContext;
+            shared.restarted(stage);
             ctx.stop();
             Err(StageError::Panicked(stage))
         }
     }
 }
+
+/// An `info` span, made only when a tracing subscriber is installed: without one nobody reads
+/// spans, and making one per call costs about as much as a call of a tool that does not wait.
+macro_rules! span {
+    ($($arg:tt)*) => {
+        if tracing::dispatcher::has_been_set() {
+            tracing::info_span!($($arg)*)
+        } else {
+            tracing::Span::none()
+        }
+    };
+}
+pub(crate) use span;

@@ -10,8 +10,8 @@ use toolslot::registry::Registry;
 use toolslot::tool::{Capability, ErrorCategory, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec};
 
 use crate::dispatcher::Dispatcher;
-use crate::round::RoundInput;
 use crate::session::SessionOptions;
+use crate::submission::RoundInput;
 
 /// One turn of a child's conversation so far.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,7 +159,7 @@ impl Tool for SpawnAgent {
                         PipelineEvent::ApprovalRequired { .. } | PipelineEvent::ApprovalDecided { .. } => {
                             ctx.services.relay(PipelineEvent::Subagent {
                                 index: ctx.index,
-                                id: ctx.call_id.clone(),
+                                id: ctx.call_id.as_str().into(),
                                 session: session.clone(),
                                 event: Box::new(e),
                             });
@@ -170,7 +170,7 @@ impl Tool for SpawnAgent {
                         } => {
                             ctx.services.relay(PipelineEvent::Subagent {
                                 index: ctx.index,
-                                id: ctx.call_id.clone(),
+                                id: ctx.call_id.as_str().into(),
                                 session: deeper,
                                 event,
                             });

@@ -94,6 +94,9 @@ pub fn round(tool: &str, k: usize, args: impl Fn(usize) -> Value) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// A call's id, name and arguments, shared by the events about it.
+type Head = (Arc<str>, Arc<str>, Arc<Value>);
+
 /// The pipeline's logic as plain calls in one task: assemble, plan each call in order, batch,
 /// run each batch (concurrently where the pipeline would), post-process in order.
 pub async fn direct_round(
@@ -139,15 +142,23 @@ pub async fn direct_round(
         .iter()
         .map(|c| plan_call(ctx, c, stop == StopReason::MaxTokens, guard))
         .collect();
-    for p in &planned {
-        emit(&|| PipelineEvent::CallAssembled {
-            index: p.index,
-            id: p.id.clone(),
-            name: p.called.clone(),
-            input: p.input.clone(),
-            repair: p.repair,
-            thought_signature: p.thought_signature.clone(),
-        });
+    // With a host, each call's identity is made shareable once and handed to every event
+    // about it, as the pipeline does.
+    let heads: Vec<Option<Head>> = planned
+        .iter()
+        .map(|p| host.map(|_| (Arc::from(p.id.as_str()), Arc::from(p.name.as_str()), Arc::new(p.input.clone()))))
+        .collect();
+    for (p, head) in planned.iter().zip(&heads) {
+        if let Some((id, name, input)) = head {
+            emit(&|| PipelineEvent::CallAssembled {
+                index: p.index,
+                id: Arc::clone(id),
+                name: Arc::clone(name),
+                input: Arc::clone(input),
+                repair: p.repair,
+                thought_signature: p.thought_signature.clone(),
+            });
+        }
     }
     let order: Vec<(usize, bool)> = planned
         .iter()
@@ -155,6 +166,7 @@ pub async fn direct_round(
         .collect();
     let mut results = Vec::with_capacity(planned.len());
     let registry = catalog.registry();
+    let heads = &heads;
     for batch in plan_batches(&order) {
         let runs = batch.indices.iter().map(|&i| {
             let p = &planned[i];
@@ -163,13 +175,15 @@ pub async fn direct_round(
                     Action::Refuse(e) => Err(e.clone()),
                     Action::Run { grant, .. } => {
                         let tool = registry.get(&p.name).expect("planned tools exist");
-                        emit(&|| PipelineEvent::CallStarted {
-                            index: p.index,
-                            id: p.id.clone(),
-                            name: p.name.clone(),
-                            input: p.input.clone(),
-                            speculative: false,
-                        });
+                        if let Some((id, name, input)) = &heads[i] {
+                            emit(&|| PipelineEvent::CallStarted {
+                                index: p.index,
+                                id: Arc::clone(id),
+                                name: Arc::clone(name),
+                                input: Arc::clone(input),
+                                speculative: false,
+                            });
+                        }
                         let tctx = ToolContext {
                             session_id: memory.id().to_string(),
                             workspace: workspace.to_path_buf(),
@@ -203,13 +217,15 @@ pub async fn direct_round(
                 }),
             );
             guard.record(i, f.failed);
-            emit(&|| PipelineEvent::CallFinished {
-                index: i,
-                id: f.result.tool_use_id.clone(),
-                name: f.result.name.clone(),
-                is_error: f.result.is_error,
-                duration_ms: 0,
-            });
+            if let Some((id, name, _)) = &heads[i] {
+                emit(&|| PipelineEvent::CallFinished {
+                    index: i,
+                    id: Arc::clone(id),
+                    name: Arc::clone(name),
+                    is_error: f.result.is_error,
+                    duration_ms: 0,
+                });
+            }
             results.push(f.result);
         }
     }

@@ -61,6 +61,19 @@ pub fn needs_truncation(outcome: &Result<ToolOutput, ToolError>, cfg: &OutputCon
     }
 }
 
+/// Whether an outcome counts as a failure for the loop guard: the model's own mistakes and tool
+/// failures do; a user's rejection, a cancellation or a cut round do not. (The pipeline counts
+/// a call when it ends, before its result is finished: [`Finished::failed`] says the same.)
+pub fn counts_as_failure(outcome: &Result<ToolOutput, ToolError>) -> bool {
+    match outcome {
+        Err(e) => !matches!(
+            e.category,
+            ErrorCategory::NotApproved | ErrorCategory::Cancelled | ErrorCategory::TruncatedRound
+        ),
+        Ok(out) => out.is_error,
+    }
+}
+
 /// Applies the output economics to an outcome: truncation with overflow, the trailer that
 /// truncation never cuts (exit code, stderr), the external-content envelope.
 pub fn finish_call(
@@ -70,14 +83,9 @@ pub fn finish_call(
     overflow: Option<Overflow<'_>>,
 ) -> Finished {
     let mut notices = Vec::new();
-    let (content, is_error, failed) = match outcome {
-        Err(e) => {
-            let failed = !matches!(
-                e.category,
-                ErrorCategory::NotApproved | ErrorCategory::Cancelled | ErrorCategory::TruncatedRound
-            );
-            (e.to_model_text(), true, failed)
-        }
+    let failed = counts_as_failure(&outcome);
+    let (content, is_error) = match outcome {
+        Err(e) => (e.to_model_text(), true),
         Ok(out) => {
             let (budget, rescue) = match out.kind {
                 OutputKind::Shell => (Budget::shell(cfg), true),
@@ -141,7 +149,7 @@ pub fn finish_call(
                 }
                 content.push_str(&trailer);
             }
-            (content, out.is_error, out.is_error)
+            (content, out.is_error)
         }
     };
     let content = match ctx.external {

@@ -6,6 +6,7 @@
 //! [`Registry`] generation with the tool appended; each session adopts the newest generation
 //! at the start of its next round ([`crate::registry::Catalog::adopt`]).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::Registry;
@@ -16,11 +17,16 @@ use crate::tool::ToolSpec;
 #[derive(Clone, Debug)]
 pub struct LiveRegistry {
     current: Arc<RwLock<Arc<Registry>>>,
+    /// The newest generation's number, readable without the lock: every session asks at
+    /// every submission, and a lock (or a reference count) written by every worker thread is
+    /// a cache line they all fight over.
+    newest: Arc<AtomicU64>,
 }
 
 impl From<Arc<Registry>> for LiveRegistry {
     fn from(registry: Arc<Registry>) -> Self {
         Self {
+            newest: Arc::new(AtomicU64::new(registry.generation())),
             current: Arc::new(RwLock::new(registry)),
         }
     }
@@ -39,6 +45,11 @@ impl LiveRegistry {
         Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// The newest generation's number.
+    pub fn generation(&self) -> u64 {
+        self.newest.load(Ordering::Acquire)
+    }
+
     /// Appends the tools whose names are new (see [`Registry::appended`]) as the next
     /// generation. Returns the admission notices of the new tools, and whether anything was
     /// added.
@@ -47,7 +58,9 @@ impl LiveRegistry {
         match current.appended(tools) {
             Some((next, notices)) => {
                 tracing::info!(generation = next.generation(), tools = next.names().len(), "registry grew");
+                let generation = next.generation();
                 *current = Arc::new(next);
+                self.newest.store(generation, Ordering::Release);
                 (true, notices)
             }
             None => (false, Vec::new()),

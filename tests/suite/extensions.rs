@@ -136,7 +136,7 @@ fn a_sub_agent_runs_its_own_session_with_the_same_tools() {
         assert_eq!(r[0].content, "The file has 2 words.", "{r:?}");
         assert!(
             ev.iter()
-                .any(|e| matches!(e, PipelineEvent::CallFinished { name, .. } if name == "spawn_agent"))
+                .any(|e| matches!(e, PipelineEvent::CallFinished { name, .. } if &**name == "spawn_agent"))
         );
     });
 }
@@ -204,7 +204,7 @@ async fn ask_mode_spawn(child_decision: toolslot_actors::HostDecision) -> (Vec<P
             PipelineEvent::Subagent { session, event, .. } => {
                 assert_ne!(session, &s, "answers go to the child's session");
                 if let PipelineEvent::ApprovalRequired { index, name, .. } = event.as_ref() {
-                    assert_eq!(name, "write_file");
+                    assert_eq!(&**name, "write_file");
                     d.answer_approval(session, *index, child_decision).await.unwrap();
                 }
             }

@@ -329,6 +329,100 @@ fn every_stage_recovers_from_a_panic() {
     }
 }
 
+/// The blocks of an Anthropic stream after its first ones (no `message_start`), numbered from
+/// `first`.
+fn anthropic_blocks(first: usize, calls: &[(&str, serde_json::Value)]) -> String {
+    let mut out = String::new();
+    for (k, (name, args)) in calls.iter().enumerate() {
+        let i = first + k;
+        let block = |v: serde_json::Value, kind: &str| format!("event: {kind}\ndata: {v}\n\n");
+        out.push_str(&block(
+            json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": format!("toolu_{i}"), "name": name, "input": {}}}),
+            "content_block_start",
+        ));
+        out.push_str(&block(
+            json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": args.to_string()}}),
+            "content_block_delta",
+        ));
+        out.push_str(&block(json!({"type": "content_block_stop", "index": i}), "content_block_stop"));
+    }
+    out
+}
+
+#[test]
+fn a_stage_that_fails_mid_round_answers_what_it_held_and_the_round_completes() {
+    // A call started early is running when the stage fails on the rest of the round: every
+    // call still gets exactly one result, and the session goes on.
+    for stage in [Stage::Planner, Stage::Approval, Stage::BatchExecutor, Stage::PostProcessor] {
+        system(async move {
+            let bed = Bed::new("[approval]\nmode = \"ask\"\n");
+            let d = bed.dispatcher();
+            let s = bed.session(&d);
+            let h = {
+                let d = d.clone();
+                let s = s.clone();
+                let mut live = d.subscribe(&s).unwrap();
+                actix_rt::spawn(async move {
+                    while let Ok(e) = live.recv().await {
+                        if let PipelineEvent::ApprovalRequired { index, .. } = e {
+                            let _ = d.answer_approval(&s, index, HostDecision::Approve).await;
+                        }
+                    }
+                })
+            };
+            let head = anthropic_head(&[("sleepy", json!({"ms": 500, "tag": "early"}))]);
+            let rest = anthropic_blocks(
+                1,
+                &[
+                    ("write_file", json!({"path": "w.txt", "content": "x"})),
+                    ("sleepy", json!({"ms": 0, "tag": "late"})),
+                ],
+            ) + &anthropic_tail("done", "tool_use");
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<Vec<u8>, std::io::Error>>();
+            let mut events = d.submit_round(&s, RoundInput::Bytes(tokio_stream(rx))).unwrap();
+            tx.send(Ok(head.into_bytes())).unwrap();
+            let mut ev = Vec::new();
+            let mut rest = Some((tx, rest));
+            while let Some(e) = events.recv().await {
+                // The fault is armed once the first call is running; then the rest arrives
+                // and the stream ends.
+                let started = matches!(e, PipelineEvent::CallStarted { index: 0, .. });
+                ev.push(e);
+                if started && let Some((tx, rest)) = rest.take() {
+                    d.inject_fault(&s, stage).unwrap();
+                    tx.send(Ok(rest.into_bytes())).unwrap();
+                }
+            }
+            let r = results(&ev);
+            assert_eq!(r.iter().map(|r| r.index).collect::<Vec<_>>(), vec![0, 1, 2], "{stage:?}: {r:?}");
+            let completes = ev.iter().filter(|e| matches!(e, PipelineEvent::RoundComplete { .. })).count();
+            assert_eq!(completes, 1, "{stage:?}");
+            match stage {
+                // The rest of the round was one message for these stages: all of it refused.
+                Stage::Planner | Stage::Approval => assert!(r[1].is_error && r[2].is_error, "{stage:?}: {r:?}"),
+                // The write, approved on its own, was the message the executor failed on; the
+                // call after it came after the restart and ran.
+                Stage::BatchExecutor => assert!(r[1].content.contains("Not run"), "{r:?}"),
+                // The early call's outcome was the first message after the fault: handed back
+                // as lost, not dropped.
+                _ => assert!(r[0].is_error && r[0].content.contains("lost"), "{r:?}"),
+            }
+            if stage != Stage::PostProcessor {
+                assert_eq!(r[0].content, "early", "{stage:?}: the running call keeps its result");
+                assert!(!bed.workspace.path().join("w.txt").exists(), "{stage:?}: a held write never ran");
+            }
+            assert!(
+                notice_kinds(&ev).contains(&"actor_restarted".to_string()),
+                "{stage:?}: {:?}",
+                notice_kinds(&ev)
+            );
+            let again = run_round(&d, &s, openai_chat(&[("sleepy", json!({"ms": 0, "tag": "again"}))], "tool_calls")).await;
+            assert_eq!(results(&again)[0].content, "again", "{stage:?}");
+            h.abort();
+        });
+    }
+}
+
 #[test]
 fn cancelling_a_round_stops_running_calls_and_still_completes_it() {
     system(async {

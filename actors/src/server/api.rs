@@ -16,8 +16,8 @@ use utoipa::ToSchema;
 use super::State;
 use crate::approval::HostDecision;
 use crate::dispatcher::DispatchError;
-use crate::round::RoundInput;
 use crate::session::SessionOptions;
+use crate::submission::RoundInput;
 
 /// A refused request: a status and a one-line reason.
 #[derive(Debug)]

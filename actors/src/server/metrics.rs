@@ -72,7 +72,7 @@ impl Metrics {
                     .calls
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .entry((name.clone(), outcome))
+                    .entry((name.to_string(), outcome))
                     .or_default() += 1;
                 self.call_latency
                     .lock()

@@ -226,6 +226,7 @@ impl Dispatcher {
         handle.shared.closed.store(true, Ordering::SeqCst);
         handle.shared.cancel.send_replace(true);
         handle.stages.approval.do_send(DropPending);
+        handle.shared.lsp.shutdown();
         Ok(())
     }
 

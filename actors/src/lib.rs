@@ -31,6 +31,7 @@
 pub mod approval;
 pub mod batch_executor;
 pub mod dispatcher;
+pub mod lsp;
 pub mod mcp;
 pub mod planner;
 pub mod post_processor;

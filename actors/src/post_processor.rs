@@ -73,10 +73,12 @@ impl Supervised for PostProcessorActor {
     }
 }
 
-/// An item finished at once, or one whose output must be cut and saved first.
+/// An item finished at once, one whose output must be cut and saved first, or an edit whose
+/// result waits for its file's diagnostics.
 enum Staged {
     Done((Finished, u64)),
     Heavy(PostItem),
+    Edited(PostItem),
 }
 
 /// Output economics for one item (see [`finish_call`]), with its duration.
@@ -116,8 +118,11 @@ impl Handler<Process> for PostProcessorActor {
                         for o in observers.iter() {
                             o.observe(&item.name, &item.input, &shared.workspace, shared.memory.as_ref());
                         }
+                        shared.lsp.warm_up(&item.name, &item.input);
                     }
-                    if needs_truncation(&item.result, &shared.config.output) {
+                    if item.result.as_ref().is_ok_and(|o| !o.is_error) && shared.lsp.handles(&item.name, &item.input) {
+                        Staged::Edited(item)
+                    } else if needs_truncation(&item.result, &shared.config.output) {
                         Staged::Heavy(item)
                     } else {
                         Staged::Done(finish(&shared, item))
@@ -128,8 +133,25 @@ impl Handler<Process> for PostProcessorActor {
         Box::pin(async move {
             let mut finished = Vec::new();
             for staged in staged? {
+                let staged = match staged {
+                    Staged::Edited(mut item) => {
+                        if let Ok(out) = &mut item.result
+                            && let Some(text) = shared.lsp.after_edit(&item.name, &item.input, out).await
+                        {
+                            out.content.push_str("\n\n");
+                            out.content.push_str(&text);
+                        }
+                        if needs_truncation(&item.result, &shared.config.output) {
+                            Staged::Heavy(item)
+                        } else {
+                            Staged::Done(finish(&shared, item))
+                        }
+                    }
+                    other => other,
+                };
                 finished.push(match staged {
                     Staged::Done(f) => f,
+                    Staged::Edited(item) => finish(&shared, item),
                     Staged::Heavy(item) => {
                         let (index, id, name, duration_ms) = (item.index, item.id.clone(), item.name.clone(), item.duration_ms);
                         let on_pool = Arc::clone(&shared);

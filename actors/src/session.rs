@@ -113,6 +113,8 @@ pub struct SessionShared {
     pub mode: ApprovalMode,
     /// Dialect, if fixed.
     pub dialect: Option<Dialect>,
+    /// The session's language servers (started on the first edit that needs one).
+    pub lsp: crate::lsp::SessionLsp,
     /// Where events go: the running round's stream, and live subscribers. One lock for both,
     /// taken once per event.
     sinks: Mutex<Sinks>,
@@ -170,8 +172,10 @@ impl SessionShared {
     ) -> Self {
         let (cancel, _) = watch::channel(false);
         let guard = LoopGuard::new(config.loop_guard.clone());
+        let workspace = options.workspace.unwrap_or_else(|| PathBuf::from("."));
         Self {
-            workspace: options.workspace.unwrap_or_else(|| PathBuf::from(".")),
+            lsp: crate::lsp::SessionLsp::new(Arc::clone(&config), workspace.clone()),
+            workspace,
             mode: options.approval_mode.unwrap_or(config.approval.mode),
             dialect: options.dialect,
             id,

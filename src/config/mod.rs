@@ -66,6 +66,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// MCP servers.
     pub mcp: McpConfig,
+    /// Language servers whose diagnostics follow an edit.
+    pub lsp: LspConfig,
 }
 
 /// How calls that need approval are treated (docs/CONTRACT.md, "Approval modes").
@@ -424,6 +426,49 @@ fn default_true() -> bool {
     true
 }
 
+/// `[lsp]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LspConfig {
+    /// How long an edit's result waits for diagnostics (ms), server start included.
+    pub wait_ms: u64,
+    /// Quiet time after which an unversioned publication is taken as final (ms).
+    pub settle_ms: u64,
+    /// Diagnostics appended to one result at most.
+    pub max_diagnostics: usize,
+    /// Start-up (spawn + `initialize`) timeout (ms).
+    pub startup_timeout_ms: u64,
+    /// First restart delay after a server died (ms); doubles up to the maximum.
+    pub restart_backoff_ms: u64,
+    /// Longest restart delay (ms).
+    pub restart_backoff_max_ms: u64,
+    /// Time a server has to shut down when its session closes (ms).
+    pub shutdown_grace_ms: u64,
+    /// How much of a server's stderr (the end) a failure report quotes, in bytes.
+    pub stderr_tail_bytes: usize,
+    /// Declared servers.
+    pub servers: Vec<LspServerConfig>,
+}
+
+/// One `[[lsp.servers]]` table: a language server speaking LSP over stdio.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LspServerConfig {
+    /// Server name, used in results and logs.
+    pub name: String,
+    /// Program and arguments (`["basedpyright-langserver", "--stdio"]`).
+    pub command: Vec<String>,
+    /// File extensions it handles, without the dot (`["py", "pyi"]`).
+    pub extensions: Vec<String>,
+    /// The LSP language id of its documents (default: from the extension: `py` → `python`,
+    /// `ts` → `typescript`, …).
+    #[serde(default)]
+    pub language_id: Option<String>,
+    /// Environment variables set for the server process.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
 /// One `[[extensions]]` table: an out-of-process tool.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -528,6 +573,23 @@ impl Config {
                 key: "output.rescue_percent".into(),
                 reason: format!("{} is not a percentage (0..=100)", o.rescue_percent),
             });
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, server) in self.lsp.servers.iter().enumerate() {
+            let key = format!("lsp.servers[{i}]");
+            let refuse = |reason: String| ConfigError::Invalid { key: key.clone(), reason };
+            if server.name.trim().is_empty() {
+                return Err(refuse("has no name".into()));
+            }
+            if !names.insert(server.name.as_str()) {
+                return Err(refuse(format!("repeats the name `{}`", server.name)));
+            }
+            if server.command.is_empty() {
+                return Err(refuse(format!("`{}` has no command", server.name)));
+            }
+            if server.extensions.iter().all(|e| e.trim_start_matches('.').is_empty()) {
+                return Err(refuse(format!("`{}` handles no file extension", server.name)));
+            }
         }
         if self.loop_guard.repeat_block < 2 {
             return Err(ConfigError::Invalid {

@@ -58,7 +58,7 @@ const FLOORS: &[&[&str]] = &[
     &["stream"],
     &["registry"],
     // Decisions about calls, and the economics of their results.
-    &["plan", "output"],
+    &["plan", "output", "lsp"],
     // Tools of each source.
     &["builtin", "mcp", "extension"],
     // What holds a session together.

@@ -54,6 +54,7 @@ impl Handler<Plan> for PlannerActor {
                 catalog: &catalog,
                 config: &shared.config,
                 mode: shared.mode,
+                services: Some(shared.memory.as_ref()),
             };
             let mut guard = shared.guard();
             msg.calls.iter().map(|c| plan_call(plan_ctx, c, msg.cut, &mut guard)).collect()

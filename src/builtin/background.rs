@@ -168,6 +168,7 @@ impl TaskTable {
                 header
             }),
             partial: running || more,
+            structured: None,
         })
     }
 

@@ -192,6 +192,7 @@ impl Tool for ExecShell {
                 kind: OutputKind::Shell,
                 trailer: Some(trailer),
                 partial: false,
+                structured: None,
             })
         })
     }

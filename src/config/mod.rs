@@ -286,6 +286,12 @@ pub struct OutputConfig {
     pub other_tail_bytes: usize,
     /// Share of the head budget for rescued lines (percent).
     pub rescue_percent: usize,
+    /// Structured results whose JSON is longer are kept under a handle (bytes).
+    pub handle_min_bytes: usize,
+    /// Longest structural summary of a handled result (bytes).
+    pub handle_summary_bytes: usize,
+    /// Array items (and nested keys) a summary shows.
+    pub handle_preview_items: usize,
 }
 
 /// `[overflow]`.

@@ -5,6 +5,7 @@ use crate::event::ToolResult;
 use crate::notice::{Notice, NoticeKind};
 use crate::tool::{ErrorCategory, OutputKind, ToolError, ToolOutput};
 
+use super::handles::{SummaryLimits, example_pointer, handle_marker, summarize};
 use super::{Budget, OverflowStore, truncate, wrap_external};
 
 /// Where a call's full output may be saved when it is truncated.
@@ -46,9 +47,11 @@ pub struct Finished {
 
 /// Whether [`finish_call`] will cut (and save) this outcome's output: the part of
 /// post-processing that costs milliseconds (a head/tail scan of megabytes, a file write), which
-/// a host may want to run off its event loop.
+/// a host may want to run off its event loop. A structured value counts as such work (it is
+/// serialized, and may be saved under a handle).
 pub fn needs_truncation(outcome: &Result<ToolOutput, ToolError>, cfg: &OutputConfig) -> bool {
     match outcome {
+        Ok(out) if out.structured.is_some() => true,
         Ok(out) => {
             let max = match out.kind {
                 OutputKind::Shell => cfg.shell_max_bytes,
@@ -83,6 +86,13 @@ pub fn finish_call(
                 OutputKind::Other => (Budget::other(cfg), false),
             };
             let mut content = out.content;
+            if let Some(value) = out.structured {
+                let body = structured_body(&ctx, &value, cfg, overflow, &mut notices);
+                if !content.is_empty() && !content.ends_with('\n') {
+                    content.push('\n');
+                }
+                content.push_str(&body);
+            }
             if content.len() > budget.max {
                 let mut pointer = None;
                 let mut saved = 0usize;
@@ -142,6 +152,46 @@ pub fn finish_call(
     }
 }
 
+/// A structured value as the model reads it: its JSON when that is at most
+/// `output.handle_min_bytes`, otherwise (when the store can keep it and this is the call's
+/// final view) a structural summary and the handle it is kept under. A value that cannot be
+/// kept is shown as JSON and cut like any output, with an `overflow_failed` notice.
+fn structured_body(
+    ctx: &FinishContext<'_>,
+    value: &serde_json::Value,
+    cfg: &OutputConfig,
+    overflow: Option<Overflow<'_>>,
+    notices: &mut Vec<Notice>,
+) -> String {
+    let json = value.to_string();
+    if json.len() <= cfg.handle_min_bytes || !ctx.final_view {
+        return json;
+    }
+    let Some(o) = overflow else {
+        return json;
+    };
+    // Kept pretty-printed, so that retrieval by lines reads one member per line.
+    let kept = serde_json::to_string_pretty(value).unwrap_or_else(|_| json.clone());
+    match o.store.save_handle(o.session, &kept) {
+        Ok(handle) => {
+            let limits = SummaryLimits {
+                max_bytes: cfg.handle_summary_bytes,
+                preview_items: cfg.handle_preview_items,
+            };
+            format!(
+                "{}\n{}",
+                summarize(value, json.len(), limits),
+                handle_marker(&handle, json.len(), &example_pointer(value))
+            )
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "saving a structured result under a handle failed");
+            notices.push(Notice::for_call(NoticeKind::OverflowFailed, ctx.index, e.to_string()));
+            json
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +211,7 @@ mod tests {
                     kind,
                     trailer: None,
                     partial: false,
+                    structured: None,
                 };
                 let foreseen = needs_truncation(&Ok(out.clone()), &c);
                 assert_eq!(foreseen, len > max, "{kind:?} at {len}");
@@ -193,6 +244,7 @@ mod tests {
             kind: OutputKind::Shell,
             trailer: Some("[exit code: 0]".into()),
             partial: false,
+            structured: None,
         }
     }
 
@@ -266,6 +318,46 @@ mod tests {
         );
         let rejected = finish_call(ctx(true), Err(ToolError::refused(ErrorCategory::NotApproved, "no")), &cfg(), None);
         assert!(!rejected.failed, "a user's rejection is not the model failing");
+    }
+
+    #[test]
+    fn a_large_structured_value_becomes_a_summary_and_a_handle() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = OverflowStore::new(dir.path().to_path_buf());
+        let items: Vec<serde_json::Value> = (0..5000).map(|i| serde_json::json!({"id": i, "name": format!("n{i}")})).collect();
+        let value = serde_json::json!({"items": items, "total": 5000});
+        let overflow = Some(Overflow {
+            store: &store,
+            session: "s",
+        });
+        let ctx = FinishContext {
+            name: "search",
+            ..ctx(true)
+        };
+        let f = finish_call(ctx, Ok(ToolOutput::structured("Found 5000.", value.clone())), &cfg(), overflow);
+        let content = &f.result.content;
+        assert!(
+            content.starts_with("Found 5000.\n[JSON object {items: array, total: number}"),
+            "{content}"
+        );
+        assert!(
+            content.contains("[handle h1: ") && content.contains("\"path\": \"/items/0/id\""),
+            "{content}"
+        );
+        assert!(content.len() < 3000, "the model reads the shape, not the data: {}", content.len());
+        let kept: serde_json::Value = serde_json::from_str(&store.load_handle("s", "h1").unwrap()).unwrap();
+        assert_eq!(kept, value, "kept whole");
+        // A small value is shown as it is; a poll is never kept.
+        let small = finish_call(ctx, Ok(ToolOutput::structured("", serde_json::json!({"a": 1}))), &cfg(), overflow);
+        assert_eq!(small.result.content, "{\"a\":1}");
+        let poll = finish_call(
+            FinishContext { final_view: false, ..ctx },
+            Ok(ToolOutput::structured("", value)),
+            &cfg(),
+            overflow,
+        );
+        assert!(!poll.result.content.contains("[handle"));
+        assert!(store.load_handle("s", "h2").is_err());
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod arity;
 pub mod batches;
 pub mod call;
 pub mod finalize;
+pub mod handles;
 pub mod loop_guard;
 pub mod resolve;
 

@@ -46,7 +46,8 @@ pub trait SessionServices: Send + Sync {
     fn activate_tools(&self, names: &[String]);
     /// Ranks the deferred tools for tool_search, if any tools are deferred.
     fn search_index(&self) -> Option<Arc<dyn ToolFinder>>;
-    /// Reads back an output this session saved when it was truncated.
+    /// Reads back an output this session saved when it was truncated, or the JSON text a
+    /// handle (`h1`, …) of this session holds.
     ///
     /// # Errors
     /// An `invalid_input` error on the `ref` field saying why (unknown, expired, another

@@ -24,6 +24,11 @@ pub struct ToolOutput {
     /// A view of work still going on (a poll of a running task): truncated like any output,
     /// but never saved as "the full output", since there is more to come.
     pub partial: bool,
+    /// A JSON value the result carries (an MCP tool's `structuredContent`, an extension's
+    /// JSON, a JSON response). Post-processing shows it after `content` (which then holds only
+    /// the text that is not this value), as JSON when it is small, or as a structural summary
+    /// and a handle when it is over `output.handle_min_bytes`.
+    pub structured: Option<serde_json::Value>,
 }
 
 impl ToolOutput {
@@ -35,6 +40,16 @@ impl ToolOutput {
             kind: OutputKind::Other,
             trailer: None,
             partial: false,
+            structured: None,
+        }
+    }
+
+    /// A successful result carrying `value`, with `prose` (the text that is not the value,
+    /// possibly empty) before it.
+    pub fn structured(prose: impl Into<String>, value: serde_json::Value) -> Self {
+        Self {
+            structured: Some(value),
+            ..Self::text(prose)
         }
     }
 

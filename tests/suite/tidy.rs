@@ -57,8 +57,10 @@ const FLOORS: &[&[&str]] = &[
     &["forgery", "repair"],
     &["stream"],
     &["registry"],
-    // Decisions about calls, and the economics of their results.
-    &["plan", "output", "lsp"],
+    // The economics of results (and what a language server adds to them), then decisions
+    // about calls, which may read what the results kept (handles).
+    &["output", "lsp"],
+    &["plan"],
     // Tools of each source.
     &["builtin", "mcp", "extension"],
     // What holds a session together.

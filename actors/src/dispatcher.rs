@@ -44,6 +44,17 @@ pub enum DispatchError {
     /// Too many sessions are open.
     #[error("too many open sessions ({0}); close one first")]
     TooManySessions(usize),
+    /// No input request with that number waits.
+    #[error("no input request {n} is waiting in session `{session}`")]
+    InputNotWaiting {
+        /// The session.
+        session: String,
+        /// The request's number.
+        n: u64,
+    },
+    /// An answer that does not match what the server asked for.
+    #[error("{0}")]
+    BadInput(String),
 }
 
 struct SessionHandle {
@@ -63,6 +74,8 @@ struct Inner {
     _arbiters: Vec<Arbiter>,
     next_worker: AtomicUsize,
     sessions: Mutex<HashMap<String, Arc<SessionHandle>>>,
+    /// The host answers `input_required` events (see [`Dispatcher::answering_inputs`]).
+    answers_input: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Inner {
@@ -119,8 +132,17 @@ impl Dispatcher {
                 _arbiters: arbiters,
                 next_worker: AtomicUsize::new(0),
                 sessions: Mutex::new(HashMap::new()),
+                answers_input: std::sync::atomic::AtomicBool::new(false),
             }),
         }
+    }
+
+    /// Says the host answers servers' questions (`input_required` events, through
+    /// [`Dispatcher::answer_input`]); sessions opened from now on put them to it. Without it a
+    /// question is declined at once (nobody would answer), and no event is sent.
+    pub fn answering_inputs(self) -> Self {
+        self.inner.answers_input.store(true, Ordering::SeqCst);
+        self
     }
 
     /// The configuration in force.
@@ -179,6 +201,9 @@ impl Dispatcher {
             options,
             Arc::clone(&self.inner.overflow),
         );
+        shared
+            .answers_input
+            .store(self.inner.answers_input.load(Ordering::SeqCst), Ordering::SeqCst);
         let i = self.inner.next_worker.fetch_add(1, Ordering::Relaxed) % self.inner.workers.len();
         let arbiter = self.inner.workers[i].clone();
         let s = Arc::clone(&shared);
@@ -226,6 +251,7 @@ impl Dispatcher {
         handle.shared.closed.store(true, Ordering::SeqCst);
         handle.shared.cancel.send_replace(true);
         handle.stages.approval.do_send(DropPending);
+        handle.shared.inputs.drop_all();
         handle.shared.lsp.shutdown();
         Ok(())
     }
@@ -306,6 +332,23 @@ impl Dispatcher {
         }
     }
 
+    /// Answers input request `n` of the session (an `input_required` event): accepted with
+    /// content (checked against the requested schema), declined or cancelled.
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`], [`DispatchError::InputNotWaiting`], or
+    /// [`DispatchError::BadInput`] when accepted content does not match the schema (the
+    /// request keeps waiting).
+    pub fn answer_input(&self, id: &str, n: u64, answer: toolslot::tool::InputAnswer) -> Result<(), DispatchError> {
+        self.session(id)?.shared.inputs.answer(n, answer).map_err(|e| match e {
+            crate::inputs::InputError::NotWaiting(n) => DispatchError::InputNotWaiting {
+                session: id.to_string(),
+                n,
+            },
+            crate::inputs::InputError::Invalid(reason) => DispatchError::BadInput(reason),
+        })
+    }
+
     /// Cancels the session's running round: waiting approvals end as rejections, running
     /// calls are stopped with a `cancelled` result, and the round still completes.
     ///
@@ -315,6 +358,7 @@ impl Dispatcher {
         let handle = self.session(id)?;
         handle.shared.cancel.send_replace(true);
         handle.stages.approval.do_send(DropPending);
+        handle.shared.inputs.drop_all();
         Ok(())
     }
 

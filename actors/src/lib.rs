@@ -31,6 +31,7 @@
 pub mod approval;
 pub mod batch_executor;
 pub mod dispatcher;
+pub mod inputs;
 pub mod lsp;
 pub mod mcp;
 pub mod planner;
@@ -49,4 +50,4 @@ pub use round::RoundInput;
 pub use session::{SessionOptions, Stage};
 pub use stage::StageError;
 pub use subagent::{AgentRunner, RecordedRunner, Turn};
-pub use toolset::{Toolset, build_toolset};
+pub use toolset::{Toolset, ToolsetOptions, build_toolset, build_toolset_with};

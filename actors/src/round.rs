@@ -581,6 +581,7 @@ async fn execute_planned(stages: &Stages, shared: &Arc<SessionShared>, round: &m
                     name: p.name.clone(),
                     is_error: true,
                     content: "No result was produced for this call; it may not have run.".into(),
+                    blocks: None,
                 }
             })
         })

@@ -38,7 +38,27 @@ impl Toolset {
 /// # Errors
 /// A one-line reason when a required MCP server does not start.
 pub async fn build_toolset(config: Arc<Config>, runner: Option<Arc<dyn AgentRunner>>) -> Result<Toolset, String> {
-    let mcp = start_servers(&config).await?;
+    build_toolset_with(config, runner, ToolsetOptions::default()).await
+}
+
+/// What the host can do for its tools.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ToolsetOptions {
+    /// The host answers `input_required` events (`Dispatcher::answer_input`): MCP servers are
+    /// told the client supports elicitation. Off, their questions are never asked.
+    pub answers_input: bool,
+}
+
+/// As [`build_toolset`], for a host that can do what `options` says.
+///
+/// # Errors
+/// As [`build_toolset`].
+pub async fn build_toolset_with(
+    config: Arc<Config>,
+    runner: Option<Arc<dyn AgentRunner>>,
+    options: ToolsetOptions,
+) -> Result<Toolset, String> {
+    let mcp = start_servers(&config, options.answers_input).await?;
     let dispatcher_slot: Arc<Mutex<Weak<Dispatcher>>> = Arc::new(Mutex::new(Weak::new()));
     let factory: Arc<Mutex<Option<RegistryFactory>>> = Arc::new(Mutex::new(None));
     let build = {

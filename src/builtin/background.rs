@@ -169,6 +169,7 @@ impl TaskTable {
             }),
             partial: running || more,
             structured: None,
+            blocks: Vec::new(),
         })
     }
 

@@ -193,6 +193,7 @@ impl Tool for ExecShell {
                 trailer: Some(trailer),
                 partial: false,
                 structured: None,
+                blocks: Vec::new(),
             })
         })
     }

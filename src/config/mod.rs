@@ -292,6 +292,8 @@ pub struct OutputConfig {
     pub handle_summary_bytes: usize,
     /// Array items (and nested keys) a summary shows.
     pub handle_preview_items: usize,
+    /// Largest media block passed to the host (base64 bytes).
+    pub block_max_bytes: usize,
 }
 
 /// `[overflow]`.
@@ -369,6 +371,8 @@ pub struct McpConfig {
     pub http_max_redirects: usize,
     /// How much of a stdio server's stderr (the end) a failure report quotes, in bytes.
     pub stderr_tail_bytes: usize,
+    /// How long a server's question waits for the host's answer before it is declined (ms).
+    pub elicitation_timeout_ms: u64,
     /// Where each server's last tool listing is kept ("" keeps none: every server starts at
     /// start-up to list its tools).
     pub tool_cache_dir: String,

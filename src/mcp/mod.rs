@@ -7,6 +7,7 @@
 
 mod cache;
 pub mod client;
+pub mod elicitation;
 mod http;
 mod naming;
 mod policy;
@@ -18,6 +19,6 @@ pub use naming::tool_name;
 pub use policy::capabilities_for;
 pub use result::{describe_content, map_call_result};
 pub use tool::{
-    DISCOVERY_HELPERS, ListMcpResources, McpCallError, McpCaller, McpTool, McpToolDef, ProgressSink, ReadMcpResource, ResourceSource,
-    tools_from_listing,
+    CallHooks, DISCOVERY_HELPERS, InputSink, ListMcpResources, McpCallError, McpCaller, McpTool, McpToolDef, ProgressSink, ReadMcpResource,
+    ResourceSource, tools_from_listing,
 };

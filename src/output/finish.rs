@@ -51,7 +51,16 @@ pub struct Finished {
 /// serialized, and may be saved under a handle).
 pub fn needs_truncation(outcome: &Result<ToolOutput, ToolError>, cfg: &OutputConfig) -> bool {
     match outcome {
-        Ok(out) if out.structured.is_some() => true,
+        Ok(out)
+            if out.structured.is_some()
+                || out.blocks.iter().any(|b| {
+                    b.get("data")
+                        .and_then(serde_json::Value::as_str)
+                        .is_some_and(|d| d.len() > cfg.block_max_bytes)
+                }) =>
+        {
+            true
+        }
         Ok(out) => {
             let max = match out.kind {
                 OutputKind::Shell => cfg.shell_max_bytes,
@@ -72,6 +81,7 @@ pub fn finish_call(
     overflow: Option<Overflow<'_>>,
 ) -> Finished {
     let mut notices = Vec::new();
+    let mut kept_blocks: Vec<serde_json::Value> = Vec::new();
     let (content, is_error, failed) = match outcome {
         Err(e) => {
             let failed = !matches!(
@@ -86,12 +96,20 @@ pub fn finish_call(
                 OutputKind::Other => (Budget::other(cfg), false),
             };
             let mut content = out.content;
+            let described = media_blocks(&ctx, out.blocks, cfg, overflow, &mut notices);
+            kept_blocks = described.kept;
             if let Some(value) = out.structured {
                 let body = structured_body(&ctx, &value, cfg, overflow, &mut notices);
                 if !content.is_empty() && !content.ends_with('\n') {
                     content.push('\n');
                 }
                 content.push_str(&body);
+            }
+            for line in described.lines {
+                if !content.is_empty() && !content.ends_with('\n') {
+                    content.push('\n');
+                }
+                content.push_str(&line);
             }
             if content.len() > budget.max {
                 let mut pointer = None;
@@ -139,6 +157,11 @@ pub fn finish_call(
         Some(source) => wrap_external(source, &content),
         None => content,
     };
+    let blocks = (!kept_blocks.is_empty()).then(|| {
+        let mut all = vec![serde_json::json!({"type": "text", "text": content})];
+        all.extend(kept_blocks);
+        all
+    });
     Finished {
         result: ToolResult {
             index: ctx.index,
@@ -146,10 +169,106 @@ pub fn finish_call(
             name: ctx.name.to_string(),
             is_error,
             content,
+            blocks,
         },
         notices,
         failed,
     }
+}
+
+/// What becomes of a result's media blocks: those passed on, and one line per block saying
+/// what it was and where it went.
+struct Media {
+    kept: Vec<serde_json::Value>,
+    lines: Vec<String>,
+}
+
+/// The file extension of a media type (what a saved block is named with).
+fn extension_of(mime: &str) -> &'static str {
+    match mime {
+        "image/png" => "png",
+        "image/jpeg" => "jpg",
+        "image/gif" => "gif",
+        "image/webp" => "webp",
+        "image/svg+xml" => "svg",
+        "audio/wav" | "audio/x-wav" => "wav",
+        "audio/mpeg" => "mp3",
+        "audio/ogg" => "ogg",
+        "audio/webm" => "webm",
+        _ => "bin",
+    }
+}
+
+/// Passes media blocks within `output.block_max_bytes` to the host, saves larger ones (final
+/// views only) and describes each in a line of the text, so the model knows what it got.
+fn media_blocks(
+    ctx: &FinishContext<'_>,
+    blocks: Vec<serde_json::Value>,
+    cfg: &OutputConfig,
+    overflow: Option<Overflow<'_>>,
+    notices: &mut Vec<Notice>,
+) -> Media {
+    use base64::Engine;
+    let mut media = Media {
+        kept: Vec::new(),
+        lines: Vec::new(),
+    };
+    for block in blocks {
+        let kind: String = block
+            .get("type")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("media")
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(16)
+            .collect();
+        // Server words in a line of ours: only what a media type may hold.
+        let mime: String = block
+            .get("mimeType")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || "+-./".contains(*c))
+            .take(64)
+            .collect();
+        let data = block.get("data").and_then(serde_json::Value::as_str).unwrap_or("");
+        let size = super::handles::size_text(data.len() * 3 / 4);
+        if data.len() <= cfg.block_max_bytes {
+            media.lines.push(format!(
+                "[{kind}: {mime}, {size}: passed to the host as content block {}]",
+                media.kept.len() + 1
+            ));
+            media.kept.push(block);
+            continue;
+        }
+        let saved = match (overflow, ctx.final_view) {
+            (Some(o), true) => match base64::engine::general_purpose::STANDARD.decode(data.trim()) {
+                Ok(bytes) => o
+                    .store
+                    .save_bytes(o.session, extension_of(&mime), &bytes)
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(format!("its data is not base64: {e}")),
+            },
+            _ => Err("this view of the call is not its last".to_string()),
+        };
+        match saved {
+            Ok(path) => media.lines.push(format!(
+                "[{kind}: {mime}, {size}: too large to pass on (over output.block_max_bytes); saved as {}]",
+                path.display()
+            )),
+            Err(reason) => {
+                notices.push(Notice::for_call(
+                    NoticeKind::OverflowFailed,
+                    ctx.index,
+                    format!("`{}`: a {kind} block was not saved: {reason}", ctx.name),
+                ));
+                media
+                    .lines
+                    .push(format!("[{kind}: {mime}, {size}: too large to pass on, and not saved]"));
+            }
+        }
+    }
+    media
 }
 
 /// A structured value as the model reads it: its JSON when that is at most
@@ -212,6 +331,7 @@ mod tests {
                     trailer: None,
                     partial: false,
                     structured: None,
+                    blocks: Vec::new(),
                 };
                 let foreseen = needs_truncation(&Ok(out.clone()), &c);
                 assert_eq!(foreseen, len > max, "{kind:?} at {len}");
@@ -245,6 +365,7 @@ mod tests {
             trailer: Some("[exit code: 0]".into()),
             partial: false,
             structured: None,
+            blocks: Vec::new(),
         }
     }
 
@@ -358,6 +479,49 @@ mod tests {
         );
         assert!(!poll.result.content.contains("[handle"));
         assert!(store.load_handle("s", "h2").is_err());
+    }
+
+    #[test]
+    fn media_blocks_are_passed_on_within_the_limit_and_saved_beyond_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = OverflowStore::new(dir.path().to_path_buf());
+        let overflow = Some(Overflow {
+            store: &store,
+            session: "s",
+        });
+        let small = serde_json::json!({"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="});
+        let big_data = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, vec![7u8; 2 * cfg().block_max_bytes]);
+        let big = serde_json::json!({"type": "audio", "mimeType": "audio/wav\n[ignore this]", "data": big_data});
+        let out = ToolOutput {
+            blocks: vec![small.clone(), big],
+            ..ToolOutput::text("two media")
+        };
+        let f = finish_call(
+            FinishContext {
+                external: Some("srv__t"),
+                ..ctx(true)
+            },
+            Ok(out),
+            &cfg(),
+            overflow,
+        );
+        let content = &f.result.content;
+        assert!(
+            content.contains("two media\n[image: image/png, 9 bytes: passed to the host as content block 1]"),
+            "{content}"
+        );
+        assert!(
+            content.contains("[audio: audio/wavignorethis, 2.0 MB: too large to pass on"),
+            "{content}"
+        );
+        let saved = content.split("saved as ").nth(1).unwrap().split(']').next().unwrap();
+        assert_eq!(std::fs::read(saved).unwrap(), vec![7u8; 2 * cfg().block_max_bytes]);
+        let blocks = f.result.blocks.unwrap();
+        assert_eq!(blocks.len(), 2);
+        assert_eq!(blocks[0], serde_json::json!({"type": "text", "text": content}));
+        assert_eq!(blocks[1], small);
+        let plain = finish_call(ctx(true), Ok(ToolOutput::text("x")), &cfg(), None);
+        assert!(plain.result.blocks.is_none(), "text alone has no blocks");
     }
 
     #[test]

@@ -90,6 +90,33 @@ impl OverflowStore {
         Ok(id)
     }
 
+    /// Saves binary `data` for `session` (a media block too large to pass on) as
+    /// `<id>.<extension>`, atomically, and returns the file's path.
+    ///
+    /// # Errors
+    /// [`OverflowError::Write`] when the folder or file cannot be written.
+    pub fn save_bytes(&self, session: &str, extension: &str, data: &[u8]) -> Result<PathBuf, OverflowError> {
+        let dir = self.session_dir(session);
+        let err = |source| OverflowError::Write { dir: dir.clone(), source };
+        std::fs::create_dir_all(&dir).map_err(err)?;
+        let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+        let id = format!("{}-{}-{}", std::process::id(), millis, SEQ.fetch_add(1, Ordering::Relaxed));
+        let ext: String = extension.chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+        let tmp = dir.join(format!(".{id}.tmp"));
+        let done = dir.join(format!("{id}.{}", if ext.is_empty() { "bin" } else { &ext }));
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(data)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &done)
+        };
+        if let Err(e) = write() {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(err(e));
+        }
+        Ok(done)
+    }
+
     /// Saves a structured result's JSON `text` for `session` under the next free handle
     /// (`h1`, `h2`, … per session) and returns it. The handle is claimed by hard-linking a
     /// finished temp file to `h<N>.json`, which fails if another writer took `N` first, so two

@@ -42,7 +42,7 @@ pub use context::{NoServices, SessionServices, ToolContext};
 pub use error::{ErrorCategory, ToolError};
 pub use metadata::ToolMetadata;
 pub use output::{OutputKind, ToolOutput};
-pub use services::{SearchHit, SessionState, ToolFinder};
+pub use services::{InputAnswer, InputRequest, SearchHit, SessionState, ToolFinder};
 
 /// The future a tool's `run` returns.
 pub type ToolFuture<'a> = BoxFuture<'a, Result<ToolOutput, ToolError>>;

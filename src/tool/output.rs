@@ -29,6 +29,11 @@ pub struct ToolOutput {
     /// the text that is not this value), as JSON when it is small, or as a structural summary
     /// and a handle when it is over `output.handle_min_bytes`.
     pub structured: Option<serde_json::Value>,
+    /// Media the result carries besides its text (MCP image and audio content blocks, as
+    /// `{"type", "mimeType", "data"}`), in order. Post-processing passes those within
+    /// `output.block_max_bytes` to the host as `results[i].blocks`, and saves and describes
+    /// larger ones.
+    pub blocks: Vec<serde_json::Value>,
 }
 
 impl ToolOutput {
@@ -41,6 +46,7 @@ impl ToolOutput {
             trailer: None,
             partial: false,
             structured: None,
+            blocks: Vec::new(),
         }
     }
 

@@ -70,6 +70,8 @@ pub fn run(args: McpCheckArgs) -> Result<(), CliError> {
             max_redirects: cfg.mcp.http_max_redirects,
             stderr_tail_bytes: cfg.mcp.stderr_tail_bytes,
             on_tools_changed: None,
+            // Nobody can answer a server's questions here: it is told so.
+            elicitation: false,
         };
         let client = connect(&server, options).await.map_err(CliError::Startup)?;
         if let Some(mut stderr) = client.take_stderr() {
@@ -93,7 +95,8 @@ pub fn run(args: McpCheckArgs) -> Result<(), CliError> {
                 })
             })
             .collect();
-        writeln!(out, "{}", json!({"server": server.name, "tools": tools})).map_err(io)?;
+        let protocol = client.protocol_version();
+        writeln!(out, "{}", json!({"server": server.name, "protocol": protocol, "tools": tools})).map_err(io)?;
         if args.call_all {
             for t in &listing {
                 let remote = t.get("name").and_then(Value::as_str).unwrap_or("");

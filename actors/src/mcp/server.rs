@@ -37,6 +37,8 @@ pub struct McpServerActor {
     call_timeout: Duration,
     max_redirects: usize,
     stderr_tail_bytes: usize,
+    /// Whether the host can answer the server's questions (elicitation is announced).
+    elicitation: bool,
     /// The end of what the running server wrote on stderr, quoted when it dies.
     stderr_tail: std::collections::VecDeque<String>,
     backoff: Duration,
@@ -56,13 +58,14 @@ pub struct McpServerActor {
 }
 
 impl McpServerActor {
-    pub(super) fn new(cfg: McpServerConfig, global: &Config, intake: Arc<ToolIntake>, idle: bool) -> Self {
+    pub(super) fn new(cfg: McpServerConfig, global: &Config, intake: Arc<ToolIntake>, idle: bool, elicitation: bool) -> Self {
         let m = &global.mcp;
         Self {
             startup: Duration::from_millis(cfg.startup_timeout_ms.unwrap_or(m.startup_timeout_ms)),
             call_timeout: Duration::from_millis(cfg.call_timeout_ms.unwrap_or(m.call_timeout_ms)),
             max_redirects: m.http_max_redirects,
             stderr_tail_bytes: m.stderr_tail_bytes,
+            elicitation,
             stderr_tail: std::collections::VecDeque::new(),
             backoff: Duration::from_millis(m.restart_backoff_ms),
             backoff_max: Duration::from_millis(m.restart_backoff_max_ms),
@@ -176,7 +179,7 @@ impl Handler<GetClient> for McpServerActor {
                 start(
                     self.cfg.clone(),
                     self.startup,
-                    (self.max_redirects, self.stderr_tail_bytes),
+                    (self.max_redirects, self.stderr_tail_bytes, self.elicitation),
                     on_change,
                 )
             })
@@ -226,13 +229,14 @@ impl Handler<GetClient> for McpServerActor {
 }
 
 /// Connects and lists the tools: a server is ready once its tools are known.
-fn start(cfg: McpServerConfig, startup: Duration, limits: (usize, usize), on_change: ToolsChanged) -> Connecting {
+fn start(cfg: McpServerConfig, startup: Duration, limits: (usize, usize, bool), on_change: ToolsChanged) -> Connecting {
     async move {
         let options = ConnectOptions {
             startup,
             max_redirects: limits.0,
             stderr_tail_bytes: limits.1,
             on_tools_changed: Some(on_change),
+            elicitation: limits.2,
         };
         let client = connect(&cfg, options).await?;
         let listing = match tokio::time::timeout(startup, client.list_tools()).await {

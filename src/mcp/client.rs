@@ -320,6 +320,25 @@ fn elicit_result(answer: crate::tool::InputAnswer) -> rmcp::model::ElicitResult 
     }
 }
 
+/// A server's tool-list changes on the newest revisions (a `subscriptions/listen` stream).
+pub struct ToolChanges(rmcp::service::Subscription);
+
+impl ToolChanges {
+    /// Waits for the next change; `false` once the stream has ended (the server went away).
+    ///
+    /// # Cancel safety
+    /// Dropping it may lose a notification in flight; the next listing sees the change.
+    pub async fn next(&mut self) -> bool {
+        loop {
+            match self.0.next().await {
+                Ok(Some(rmcp::model::ServerNotification::ToolListChangedNotification(_))) => return true,
+                Ok(Some(_)) => continue,
+                Ok(None) | Err(_) => return false,
+            }
+        }
+    }
+}
+
 /// Why a request to a server failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RequestFailure {
@@ -569,6 +588,30 @@ impl McpClient {
     /// whose stderr pipe fills up stops).
     pub fn take_stderr(&self) -> Option<tokio::process::ChildStderr> {
         self.stderr.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Where the server says its tool list changed, on the newest revisions (which send such
+    /// notifications only on a `subscriptions/listen` stream): opened when the server offers
+    /// `tools.listChanged`. `None` on older revisions, whose notifications reach
+    /// [`ConnectOptions::on_tools_changed`], or when the server offers none.
+    pub async fn tool_changes(&self) -> Option<ToolChanges> {
+        let info = self.service.peer_info()?;
+        if info.protocol_version.has_initialize() {
+            return None;
+        }
+        let offered = info.capabilities.tools.as_ref().and_then(|t| t.list_changed).unwrap_or(false);
+        if !offered {
+            return None;
+        }
+        let mut filter = rmcp::model::SubscriptionFilter::new();
+        filter.tools_list_changed = Some(true);
+        match self.service.peer().listen(filter).await {
+            Ok(subscription) => Some(ToolChanges(subscription)),
+            Err(e) => {
+                tracing::warn!(server = %self.server, error = %e, "subscribing to tool list changes failed");
+                None
+            }
+        }
     }
 
     /// The protocol revision the server and this client agreed on.

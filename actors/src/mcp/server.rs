@@ -8,7 +8,7 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use serde_json::Value;
 use toolslot::config::{Config, McpServerConfig};
-use toolslot::mcp::client::{ConnectOptions, McpClient, ToolsChanged, connect};
+use toolslot::mcp::client::{ConnectOptions, McpClient, ToolChanges, ToolsChanged, connect};
 use toolslot::mcp::{McpCallError, McpCaller};
 
 use super::handle::McpServerHandle;
@@ -28,7 +28,11 @@ pub enum ServerState {
     Failed(String),
 }
 
-type Connecting = Shared<BoxFuture<'static, Result<(Arc<McpClient>, Vec<Value>), String>>>;
+/// A started connection: the client, its first listing, and (newest revisions) the stream of
+/// its tool-list changes, taken by whoever records the start.
+type Started = (Arc<McpClient>, Vec<Value>, Arc<std::sync::Mutex<Option<ToolChanges>>>);
+
+type Connecting = Shared<BoxFuture<'static, Result<Started, String>>>;
 
 /// One server's supervisor-held state.
 pub struct McpServerActor {
@@ -193,8 +197,12 @@ impl Handler<GetClient> for McpServerActor {
                 act.connecting = None;
             }
             match result {
-                Ok((client, listing)) => {
+                Ok((client, listing, changes)) => {
                     if first {
+                        let changes = changes.lock().unwrap_or_else(|p| p.into_inner()).take();
+                        if let Some(changes) = changes {
+                            ctx.add_stream(tool_changes(changes));
+                        }
                         tracing::info!(server = %act.cfg.name, pid = ?client.pid(), tools = listing.len(), "MCP server ready");
                         act.client = Some(Arc::clone(&client));
                         act.stderr_tail.clear();
@@ -250,7 +258,10 @@ fn start(cfg: McpServerConfig, startup: Duration, limits: (usize, usize, bool), 
                 ));
             }
         };
-        Ok((Arc::new(client), listing))
+        // A server that does not acknowledge the subscription in time still starts; its
+        // later tools then arrive at a restart's listing.
+        let changes = tokio::time::timeout(startup, client.tool_changes()).await.ok().flatten();
+        Ok((Arc::new(client), listing, Arc::new(std::sync::Mutex::new(changes))))
     }
     .boxed()
     .shared()
@@ -280,6 +291,23 @@ impl Handler<Relist> for McpServerActor {
                 ctx.notify(Relist);
             }
         }));
+    }
+}
+
+/// The server said its tools changed (on a `subscriptions/listen` stream).
+pub struct ToolsChangedNote;
+
+fn tool_changes(changes: ToolChanges) -> impl futures::Stream<Item = ToolsChangedNote> {
+    futures::stream::unfold(changes, |mut changes| async move { changes.next().await.then_some((ToolsChangedNote, changes)) })
+}
+
+impl StreamHandler<ToolsChangedNote> for McpServerActor {
+    fn handle(&mut self, _note: ToolsChangedNote, ctx: &mut Context<Self>) {
+        ctx.notify(Relist);
+    }
+
+    fn finished(&mut self, _ctx: &mut Context<Self>) {
+        // The stream ends with its connection; a restart opens a new one.
     }
 }
 

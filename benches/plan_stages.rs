@@ -9,12 +9,12 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use toolslot::config::Config;
 use toolslot::output::{Budget, truncate};
-use toolslot::plan::arity::shell_approval_key;
 use toolslot::plan::canonical_json;
 use toolslot::plan::loop_guard::LoopGuard;
 use toolslot::registry::{CatalogFormat, RegistryBuilder};
 use toolslot::repair::names::{NameIndex, NameLimits, resolve_name};
 use toolslot::schema::{NullableStyle, clean_schema};
+use toolslot::shell::approval_key as shell_approval_key;
 use toolslot::tool::{Capability, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec};
 
 struct Named(String);

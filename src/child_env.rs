@@ -1,31 +1,48 @@
 //! The environment of a process the model drives (exec_shell commands, extension programs):
-//! the host's, less its secrets.
+//! a small core of the host's variables, never its secrets.
 //!
-//! Hosts run with API keys and tokens in their environment, and a command the model wrote
-//! can print them (`env`, `echo $OPENAI_API_KEY`) straight into the conversation. Variables
-//! whose names match `shell.env_exclude` are therefore not passed on; an extension that needs
-//! one names it in its `env_passthrough`. MCP servers are programs the user configured, not
-//! commands the model wrote: they keep the full environment.
+//! Hosts run with API keys, tokens, database URLs and webhook addresses in their environment,
+//! and a command the model wrote can print them (`env`, `echo $DATABASE_URL`) straight into the
+//! conversation. A denylist of secret-looking names always misses one, so a child gets only the
+//! variables `shell.env_core` names (PATH, HOME, LANG, …) that `shell.env_exclude` does not
+//! match, plus those the host passes on purpose (`shell.env_passthrough`, an extension's
+//! `env_passthrough`). MCP servers are programs the user configured, not commands the model
+//! wrote: they keep the full environment.
 
-/// The variables of `vars` a child may see: those whose names match none of `exclude`
-/// (case-insensitive globs, `*` for any run of characters), plus those named in `keep`.
-pub fn filtered(vars: impl IntoIterator<Item = (String, String)>, exclude: &[String], keep: &[String]) -> Vec<(String, String)> {
-    let exclude: Vec<String> = exclude.iter().map(|p| p.to_ascii_uppercase()).collect();
+/// Which of the host's variables a child gets.
+#[derive(Debug, Clone, Copy)]
+pub struct EnvPolicy<'a> {
+    /// Passed when `exclude` matches none (case-insensitive globs).
+    pub core: &'a [String],
+    /// Never passed from the core (case-insensitive globs).
+    pub exclude: &'a [String],
+    /// Passed whatever `exclude` says (case-insensitive globs): the host's explicit choice.
+    pub passthrough: &'a [String],
+    /// Passed as well: the names one program was given (an extension's `env_passthrough`).
+    pub keep: &'a [String],
+}
+
+/// The variables of `vars` a child may see under `policy`.
+pub fn filtered(vars: impl IntoIterator<Item = (String, String)>, policy: EnvPolicy<'_>) -> Vec<(String, String)> {
+    let upper = |globs: &[String]| -> Vec<String> { globs.iter().map(|p| p.to_ascii_uppercase()).collect() };
+    let (core, exclude, passthrough) = (upper(policy.core), upper(policy.exclude), upper(policy.passthrough));
     vars.into_iter()
         .filter(|(name, _)| {
-            let upper = name.to_ascii_uppercase();
-            keep.iter().any(|k| k == name) || !exclude.iter().any(|p| glob(p, &upper))
+            let n = name.to_ascii_uppercase();
+            let any = |globs: &[String]| globs.iter().any(|p| glob(p, &n));
+            policy.keep.iter().any(|k| k == name) || any(&passthrough) || (any(&core) && !any(&exclude))
         })
         .collect()
 }
 
-/// Sets `cmd`'s environment to the host's, filtered (see [`filtered`]).
-pub fn apply(cmd: &mut tokio::process::Command, exclude: &[String], keep: &[String]) {
-    cmd.env_clear().envs(filtered(std::env::vars(), exclude, keep));
+/// The host's variables a child gets under `policy`.
+pub fn for_child(policy: EnvPolicy<'_>) -> Vec<(String, String)> {
+    filtered(std::env::vars(), policy)
 }
 
-/// Whether `text` matches `pattern`, where `*` stands for any run of characters.
-fn glob(pattern: &str, text: &str) -> bool {
+/// Whether `text` matches `pattern`, where `*` stands for any run of characters (case-sensitive;
+/// callers fold case where they want it folded).
+pub fn glob(pattern: &str, text: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
     let (first, rest) = match parts.split_first() {
         Some(p) => p,
@@ -55,25 +72,68 @@ mod tests {
         names.iter().map(|n| (n.to_string(), "v".to_string())).collect()
     }
 
+    fn strings(s: &[&str]) -> Vec<String> {
+        s.iter().map(|s| s.to_string()).collect()
+    }
+
     #[test]
-    fn secrets_are_dropped_and_the_rest_kept() {
-        let exclude: Vec<String> = ["*KEY*", "*TOKEN*", "*SECRET*", "AWS_*"].iter().map(|s| s.to_string()).collect();
+    fn only_the_core_less_secrets_and_the_chosen_pass() {
+        let core = strings(&["PATH", "HOME", "LANG", "LC_*"]);
+        let exclude = strings(&["*KEY*", "*TOKEN*"]);
+        let passthrough = strings(&["SSH_AUTH_SOCK", "MY_*"]);
         let kept = filtered(
             vars(&[
                 "PATH",
                 "HOME",
+                "LC_ALL",
                 "OPENAI_API_KEY",
-                "github_token",
-                "MY_SECRET_THING",
-                "AWS_REGION",
-                "KEYBOARD_LAYOUT",
-                "LANG",
+                "DATABASE_URL",
+                "MYSQL_PWD",
+                "SENTRY_DSN",
+                "SSH_AUTH_SOCK",
+                "MY_TOKEN",
+                "EXT_ONLY",
+                "lang",
             ]),
-            &exclude,
-            &["AWS_REGION".to_string()],
+            EnvPolicy {
+                core: &core,
+                exclude: &exclude,
+                passthrough: &passthrough,
+                keep: &strings(&["EXT_ONLY"]),
+            },
         );
         let names: Vec<&str> = kept.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, vec!["PATH", "HOME", "AWS_REGION", "LANG"]);
+        assert_eq!(
+            names,
+            vec!["PATH", "HOME", "LC_ALL", "SSH_AUTH_SOCK", "MY_TOKEN", "EXT_ONLY", "lang"]
+        );
+    }
+
+    #[test]
+    fn the_built_in_core_lets_no_secret_through() {
+        let cfg = crate::config::Config::builtin();
+        let s = &cfg.shell;
+        let kept = filtered(
+            vars(&[
+                "PATH",
+                "DATABASE_URL",
+                "MYSQL_PWD",
+                "GITHUB_AUTH",
+                "AUTHORIZATION",
+                "SENTRY_DSN",
+                "TLS_PEM",
+                "SLACK_WEBHOOK_URL",
+                "AWS_SECRET_ACCESS_KEY",
+                "LC_PASSWORD",
+            ]),
+            EnvPolicy {
+                core: &s.env_core,
+                exclude: &s.env_exclude,
+                passthrough: &s.env_passthrough,
+                keep: &[],
+            },
+        );
+        assert_eq!(kept, vec![("PATH".to_string(), "v".to_string())]);
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub struct SessionMemory {
     catalog: Mutex<Catalog>,
     /// Tools appended by a refresh and not yet announced.
     added: Mutex<Vec<String>>,
+    /// Whether the tools' once-per-session notices were handed out.
+    told: std::sync::atomic::AtomicBool,
     /// State tools keep per session (background shell tasks); dropping the memory (the
     /// session closed) drops it, which kills those tasks.
     state: SessionState,
@@ -42,6 +44,7 @@ impl SessionMemory {
             files: Mutex::new(HashMap::new()),
             catalog: Mutex::new(catalog),
             added: Mutex::new(Vec::new()),
+            told: std::sync::atomic::AtomicBool::new(false),
             state: SessionState::default(),
             overflow,
         }
@@ -72,6 +75,19 @@ impl SessionMemory {
         let names = catalog.visible_names();
         let added = catalog.generation() - before;
         lock(&self.added).extend_from_slice(&names[names.len() - added..]);
+    }
+
+    /// What the session's tools want it told once (exec_shell without a sandbox), the first
+    /// time this is called; nothing after.
+    pub fn take_session_notices(&self) -> Vec<crate::notice::Notice> {
+        if self.told.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Vec::new();
+        }
+        self.registry()
+            .iter()
+            .filter_map(|t| t.spec.session_notice())
+            .map(|m| crate::notice::Notice::new(crate::notice::NoticeKind::SandboxUnavailable, m))
+            .collect()
     }
 
     /// The tools that became visible since the last call, in catalog order.
@@ -115,5 +131,8 @@ impl SessionServices for SessionMemory {
     }
     fn state(&self) -> Option<&SessionState> {
         Some(&self.state)
+    }
+    fn output_file(&self) -> Option<Box<dyn crate::tool::OutputFile>> {
+        Some(Box::new(self.overflow.writer(&self.id)))
     }
 }

@@ -39,6 +39,8 @@ pub struct ExecCall {
     pub tool: Arc<dyn ToolSpec>,
     /// May share the gate with other parallel calls.
     pub parallel: bool,
+    /// What the approval gate cleared it to do (the sandbox enforces it).
+    pub grant: toolslot::tool::Grant,
 }
 
 /// How a call ended.
@@ -133,7 +135,14 @@ async fn execute_inner(shared: Arc<SessionShared>, gate: Arc<RwLock<()>>, call: 
             duration_ms: 0,
         };
     }
-    let ExecCall { id, name, input, tool, .. } = call;
+    let ExecCall {
+        id,
+        name,
+        input,
+        tool,
+        grant,
+        ..
+    } = call;
     shared.emit(PipelineEvent::CallStarted {
         index,
         id: id.clone(),
@@ -148,6 +157,7 @@ async fn execute_inner(shared: Arc<SessionShared>, gate: Arc<RwLock<()>>, call: 
         index,
         config: Arc::clone(&shared.config),
         services: shared.services.clone(),
+        grant,
     };
     let started = Instant::now();
     let timeout_ms = shared.config.execution.call_timeout_ms;

@@ -8,6 +8,9 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
+    // Before anything runs: commands and extension programs must not read the keys in
+    // toolslot's environment through /proc (the sandbox hides it too, also from root).
+    toolslot::sandbox::hide_host_process();
     cli::init_tracing(&args);
     match cli::run(args) {
         Ok(()) => ExitCode::SUCCESS,

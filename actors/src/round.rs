@@ -17,7 +17,7 @@ use toolslot::plan::loop_guard::paused_error;
 use toolslot::plan::{Action, PlannedCall, RepairMark, parses_strictly};
 use toolslot::registry::Registry;
 use toolslot::stream::{AssemblyEvent, RawCall, RoundEnd, StopReason, StreamEvent};
-use toolslot::tool::{Capability, ErrorCategory, ToolError, ToolSource};
+use toolslot::tool::{ErrorCategory, ToolError};
 use tracing::Instrument;
 
 use crate::approval::{ApprovalActor, Decide};
@@ -86,6 +86,9 @@ pub async fn run_submission(stages: Stages, shared: Arc<SessionShared>, input: R
     async move {
         // Tools added since the last submission become visible now, never mid-round.
         shared.memory.refresh();
+        for notice in shared.memory.take_session_notices() {
+            shared.emit(PipelineEvent::Notice(notice));
+        }
         let added = shared.memory.take_added();
         if !added.is_empty() {
             shared.emit(PipelineEvent::Notice(Notice::new(
@@ -402,6 +405,10 @@ fn lost_result(shared: &SessionShared, p: &PlannedCall) -> ToolResult {
 fn exec_call(registry: &Registry, planned: &PlannedCall) -> Option<ExecCall> {
     let tool = registry.get(&planned.name)?;
     let parallel = matches!(planned.action, Action::Run { parallel_safe: true, .. });
+    let grant = match planned.action {
+        Action::Run { grant, .. } => grant,
+        Action::Refuse(_) => Default::default(),
+    };
     Some(ExecCall {
         index: planned.index,
         id: planned.id.clone(),
@@ -409,14 +416,14 @@ fn exec_call(registry: &Registry, planned: &PlannedCall) -> Option<ExecCall> {
         input: planned.input.clone(),
         tool: Arc::clone(&tool.spec),
         parallel,
+        grant,
     })
 }
 
-/// The content of a tool comes from outside when it reaches the network or is an MCP tool.
+/// The content of a tool comes from outside when its metadata says so (an MCP server, an
+/// extension program, the network).
 fn external_source(registry: &Registry, name: &str) -> Option<String> {
-    let tool = registry.get(name)?;
-    let external = tool.meta.source == ToolSource::Mcp || tool.spec.capabilities().contains(&Capability::Network);
-    external.then(|| name.to_string())
+    registry.get(name)?.meta.external.then(|| name.to_string())
 }
 
 async fn complete_round(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState, end: RoundEnd) {

@@ -28,6 +28,11 @@ fn ws() -> Ws {
         index: 0,
         config: cfg,
         services,
+        // The tools run here as approved calls; the read-only grant has its own tests.
+        grant: crate::tool::Grant {
+            write: true,
+            network: false,
+        },
     };
     Ws { dir, ctx }
 }
@@ -159,7 +164,9 @@ fn edit_file_needs_a_fresh_read_and_a_unique_match() {
 #[test]
 fn exec_shell_reports_exit_code_and_stderr_apart() {
     let w = ws();
-    let out = w.run(&ExecShell, json!({"command": "echo out; echo err >&2; exit 3"})).unwrap();
+    let out = w
+        .run(&ExecShell::new(&w.ctx.config), json!({"command": "echo out; echo err >&2; exit 3"}))
+        .unwrap();
     assert_eq!(out.content, "out\n");
     assert!(out.is_error);
     assert_eq!(out.trailer.as_deref(), Some("[exit code: 3]\n[stderr]\nerr\n"));
@@ -171,7 +178,9 @@ fn exec_shell_timeout_kills_the_whole_group() {
     let marker = w.path().join("survivor");
     // The background child would create the marker after 1 s if it survived the kill.
     let cmd = format!("(sleep 1 && touch {}) & sleep 5", marker.display());
-    let err = w.run(&ExecShell, json!({"command": cmd, "timeout_ms": 200})).unwrap_err();
+    let err = w
+        .run(&ExecShell::new(&w.ctx.config), json!({"command": cmd, "timeout_ms": 200}))
+        .unwrap_err();
     assert_eq!(err.category, ErrorCategory::Timeout);
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(!marker.exists(), "a process of the group survived the timeout");
@@ -181,12 +190,23 @@ fn exec_shell_timeout_kills_the_whole_group() {
 fn exec_shell_approval_depends_on_the_command() {
     use crate::config::NetworkPolicy;
     use crate::tool::ApprovalRequirement;
+    let sandboxed = ExecShell::new(&Config::builtin());
+    assert!(sandboxed.session_notice().is_none(), "this machine has a sandbox");
     assert_eq!(
-        ExecShell.approval_requirement_for_input(&json!({"command": "git status"}), NetworkPolicy::Prompt),
+        sandboxed.approval_requirement_for_input(&json!({"command": "git status"}), NetworkPolicy::Prompt),
         ApprovalRequirement::Auto
     );
     assert_eq!(
-        ExecShell.approval_requirement_for_input(&json!({"command": "rm -rf /"}), NetworkPolicy::Prompt),
+        sandboxed.approval_requirement_for_input(&json!({"command": "rm -rf /"}), NetworkPolicy::Prompt),
+        ApprovalRequirement::Required
+    );
+    // Without a sandbox nothing runs unasked, and the session is told why.
+    let mut cfg = Config::builtin();
+    cfg.shell.sandbox = crate::config::SandboxMode::None;
+    let bare = ExecShell::new(&cfg);
+    assert!(bare.session_notice().is_some_and(|n| n.contains("asks before every command")));
+    assert_eq!(
+        bare.approval_requirement_for_input(&json!({"command": "ls"}), NetworkPolicy::Prompt),
         ApprovalRequirement::Required
     );
 }

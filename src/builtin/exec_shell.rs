@@ -4,20 +4,36 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::io::AsyncReadExt;
 
 use super::parse_input;
 use super::shell_process::{GroupGuard, shell_command};
 use crate::config::NetworkPolicy;
-use crate::output::{Budget, truncate};
-use crate::plan::arity::{has_shell_syntax, shell_approval_key, tokenize};
+use crate::output::{Capture, CaptureLimits, read_both};
 use crate::tool::{
     ApprovalRequirement, Approvals, Capability, ErrorCategory, OutputKind, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec,
 };
 
 /// Runs a shell command; stdout is the result, exit code and stderr are reported apart.
+///
+/// The default has no sandbox, and so no Auto: every command asks.
 #[derive(Debug, Default)]
-pub struct ExecShell;
+pub struct ExecShell {
+    /// Commands run in an OS sandbox here, so a command judged read-only may run unasked.
+    sandboxed: bool,
+    /// Why not, told once per session.
+    notice: Option<String>,
+}
+
+impl ExecShell {
+    /// exec_shell under `config`'s sandbox (detected once per process).
+    pub fn new(config: &crate::config::Config) -> Self {
+        let mode = config.shell.sandbox;
+        Self {
+            sandboxed: crate::sandbox::backend(mode) != crate::sandbox::Backend::None,
+            notice: crate::sandbox::unavailable_notice(mode),
+        }
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -29,75 +45,12 @@ struct Input {
     background: bool,
 }
 
-/// Commands that only read, run without approval when they hold no shell operators or
-/// redirections. Each entry is a program, or a program and its subcommand.
-pub const READ_ONLY_COMMANDS: &[&str] = &[
-    "ls",
-    "cat",
-    "head",
-    "tail",
-    "wc",
-    "pwd",
-    "echo",
-    "grep",
-    "rg",
-    "tree",
-    "stat",
-    "file",
-    "which",
-    "du",
-    "df",
-    "date",
-    "uname",
-    "whoami",
-    "env",
-    "printenv",
-    "git status",
-    "git diff",
-    "git log",
-    "git show",
-    "git blame",
-    "git ls-files",
-    "git rev-parse",
-    "cargo metadata",
-    "cargo tree",
-    "find",
-];
-
-/// Arguments that make an otherwise read-only command write or execute.
-const WRITING_ARGS: &[&str] = &[
-    "-exec", "-execdir", "-delete", "-fprint", "-fprintf", "-fls", "-ok", "-okdir", "--output", "-o",
-];
-
-/// Whether `command` is on the read-only allow-list (and so runs without approval).
-pub fn is_read_only_command(command: &str) -> bool {
-    if has_shell_syntax(command) {
-        return false;
-    }
-    let Some(words) = tokenize(command) else {
-        return false;
-    };
-    let Some(first) = words.first() else {
-        return false;
-    };
-    // `env` with arguments runs a program; only bare `env` reads.
-    if first == "env" && words.len() > 1 {
-        return false;
-    }
-    let plain: Vec<&str> = words.iter().map(String::as_str).filter(|w| !w.starts_with('-')).collect();
-    let listed = READ_ONLY_COMMANDS.iter().any(|entry| {
-        let parts: Vec<&str> = entry.split(' ').collect();
-        parts.len() <= plain.len() && parts.iter().zip(&plain).all(|(a, b)| a == b)
-    });
-    listed && !words.iter().any(|w| WRITING_ARGS.contains(&w.as_str()))
-}
-
 impl Tool for ExecShell {
     fn name(&self) -> &str {
         "exec_shell"
     }
     fn description(&self) -> &str {
-        "Run a shell command (sh -c) in the workspace root. Returns stdout, then the exit code and stderr. Long output is cut in the middle; the full output can be retrieved."
+        "Run a shell command (sh -c) in the workspace root, in a sandbox: a plain command that only reads runs at once but sees only the workspace, read-only, without network; anything else needs approval and may then write the workspace. Returns stdout, then the exit code and stderr. Long output is cut in the middle; the full output can be retrieved."
     }
     fn input_schema(&self) -> Value {
         json!({
@@ -123,32 +76,22 @@ impl Tool for ExecShell {
             }
             let limit = ctx.config.shell.timeout_ms;
             let timeout = Duration::from_millis(input.timeout_ms.map_or(limit, |t| t.min(limit)));
-            let mut cmd = shell_command(&input.command, ctx);
+            let mut sandboxed = shell_command(&input.command, ctx)?;
+            let cmd = &mut sandboxed.command;
             cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
             let mut child = cmd.spawn().map_err(|e| ToolError::tool(format!("cannot start the shell: {e}")))?;
+            sandboxed.guard.spawned();
             let group = GroupGuard(child.id());
-            let mut stdout = child.stdout.take();
-            let mut stderr = child.stderr.take();
-            let read_all = async {
-                let mut out = Vec::new();
-                let mut err = Vec::new();
-                let (a, b) = tokio::join!(
-                    async {
-                        if let Some(s) = stdout.as_mut() {
-                            let _ = s.read_to_end(&mut out).await;
-                        }
-                    },
-                    async {
-                        if let Some(s) = stderr.as_mut() {
-                            let _ = s.read_to_end(&mut err).await;
-                        }
-                    }
-                );
-                let _ = (a, b);
-                let status = child.wait().await;
-                (out, err, status)
+            // Output is read as it streams: head, tail and rescued lines in memory, the
+            // whole saved up to shell.max_saved_bytes, however much the command writes.
+            let mut out = Capture::new(CaptureLimits::shell(&ctx.config), ctx.services.output_file());
+            let mut err = Capture::new(CaptureLimits::stderr(&ctx.config), None);
+            let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+            let run = async {
+                read_both(stdout, stderr, &mut out, &mut err).await;
+                child.wait().await
             };
-            let (out, err, status) = match tokio::time::timeout(timeout, read_all).await {
+            let status = match tokio::time::timeout(timeout, run).await {
                 Ok(r) => r,
                 Err(_) => {
                     drop(group);
@@ -167,31 +110,37 @@ impl Tool for ExecShell {
             group.disarm();
             let status = status.map_err(|e| ToolError::tool(format!("waiting for the shell failed: {e}")))?;
             let code = status.code();
-            let stdout = String::from_utf8_lossy(&out).into_owned();
-            let stderr = String::from_utf8_lossy(&err).into_owned();
+            use std::os::unix::process::ExitStatusExt;
+            // bubblewrap reports a signal death of the command as 128 + the signal.
+            let signal = status.signal().or(code
+                .filter(|c| *c > 128 && sandboxed.backend == crate::sandbox::Backend::Bwrap)
+                .map(|c| c - 128));
             let mut trailer = match code {
                 Some(c) => format!("[exit code: {c}]"),
                 None => "[killed by a signal]".to_string(),
             };
-            if !stderr.is_empty() {
-                // stderr gets its own small budget, tail-heavy: the error is at the end.
-                let o = &ctx.config.output;
-                let budget = Budget {
-                    max: o.shell_tail_bytes,
-                    head: o.shell_tail_bytes / 4,
-                    tail: o.shell_tail_bytes / 2,
-                    rescue_percent: o.rescue_percent,
-                };
-                let shown = truncate(&stderr, &budget, true, None).map_or(stderr, |t| t.text);
-                trailer.push_str("\n[stderr]\n");
-                trailer.push_str(&shown);
+            // The kept part of stderr (head, tail and rescued lines) is what the denial note
+            // reads: a sandbox's refusal is an error line, which rescue keeps.
+            let stderr = err.finish(None).text;
+            if code != Some(0)
+                && let Some(note) = crate::sandbox::denial_note(sandboxed.backend, ctx.grant, &stderr, signal)
+            {
+                trailer.push('\n');
+                trailer.push_str(&note);
             }
+            if !stderr.is_empty() {
+                // stderr has its own small budget, tail-heavy: the error is at the end.
+                trailer.push_str("\n[stderr]\n");
+                trailer.push_str(&stderr);
+            }
+            let stdout = out.finish(Some(&trailer));
             Ok(ToolOutput {
-                content: stdout,
+                content: stdout.text,
                 is_error: code != Some(0),
                 kind: OutputKind::Shell,
                 trailer: Some(trailer),
                 partial: false,
+                cut: stdout.cut,
                 structured: None,
                 blocks: Vec::new(),
             })
@@ -204,50 +153,22 @@ impl ToolSpec for ExecShell {
         &[Capability::ExecutesCode]
     }
     fn approval_requirement_for_input(&self, input: &Value, policy: NetworkPolicy) -> ApprovalRequirement {
+        // Without a sandbox nothing is Auto: a judgement that missed something would run
+        // with the user's full rights.
         match input.get("command").and_then(Value::as_str) {
-            Some(c) if is_read_only_command(c) => ApprovalRequirement::Auto,
+            Some(c) if self.sandboxed && crate::shell::judge_command(c).requirement == ApprovalRequirement::Auto => {
+                ApprovalRequirement::Auto
+            }
             _ => self.approval_requirement(policy),
         }
     }
     fn approval_key(&self, input: &Value) -> String {
-        shell_approval_key(input.get("command").and_then(Value::as_str).unwrap_or(""))
+        crate::shell::approval_key(input.get("command").and_then(Value::as_str).unwrap_or(""))
     }
     fn field_aliases(&self) -> &[(&'static str, &'static str)] {
         &[("cmd", "command"), ("timeout", "timeout_ms")]
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_read_only_allow_list() {
-        for c in [
-            "ls -la",
-            "cat src/main.rs",
-            "git status",
-            "git diff HEAD~1",
-            "grep -rn 'a|b' src",
-            "find . -name '*.rs'",
-            "env",
-        ] {
-            assert!(is_read_only_command(c), "{c}");
-        }
-        for c in [
-            "rm -rf x",
-            "ls > out",
-            "cat a | sh",
-            "git push",
-            "git commit -m x",
-            "find . -delete",
-            "find . -exec rm {} ;",
-            "echo $(rm -rf /)",
-            "env rm -rf /",
-            "ls; rm x",
-            "cargo build",
-        ] {
-            assert!(!is_read_only_command(c), "{c}");
-        }
+    fn session_notice(&self) -> Option<String> {
+        self.notice.clone()
     }
 }

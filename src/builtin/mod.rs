@@ -1,6 +1,7 @@
 //! The built-in tools, each a plain `ToolSpec` in its own file.
 //!
-//! Every file tool is confined to the session's workspace ([`workspace::confine`]); limits
+//! Every file tool is confined to the session's workspace ([`workspace::confine`]), and the write
+//! tools refuse the files that steer what runs next ([`protected::check`]); limits
 //! come from the config, never from constants here.
 
 pub mod address_policy;
@@ -11,6 +12,7 @@ mod fetch_url;
 mod grep_files;
 mod html_text;
 mod list_dir;
+pub mod protected;
 mod read_file;
 mod retrieve_tool_result;
 mod shell_process;
@@ -26,7 +28,7 @@ use serde_json::Value;
 use crate::tool::{ToolError, ToolSpec};
 
 pub use edit_file::EditFile;
-pub use exec_shell::{ExecShell, READ_ONLY_COMMANDS, is_read_only_command};
+pub use exec_shell::ExecShell;
 pub use fetch_url::{FetchUrl, Resolve, SystemResolver};
 pub use grep_files::GrepFiles;
 pub use html_text::html_to_text;
@@ -39,21 +41,21 @@ pub use write_file::WriteFile;
 /// The built-in tools the config leaves enabled (all but those named in `tools.disable`), in
 /// [`all`]'s order: what a host hands its `RegistryBuilder`.
 pub fn enabled(config: &crate::config::Config) -> Vec<Arc<dyn ToolSpec>> {
-    all()
+    all(config)
         .into_iter()
         .filter(|t| !config.tools.disable.iter().any(|d| d == t.name()))
         .collect()
 }
 
-/// Every built-in tool, in a fixed order.
-pub fn all() -> Vec<Arc<dyn ToolSpec>> {
+/// Every built-in tool, in a fixed order, under `config`'s sandbox.
+pub fn all(config: &crate::config::Config) -> Vec<Arc<dyn ToolSpec>> {
     vec![
         Arc::new(ReadFile),
         Arc::new(ListDir),
         Arc::new(GrepFiles),
         Arc::new(WriteFile),
         Arc::new(EditFile),
-        Arc::new(ExecShell),
+        Arc::new(ExecShell::new(config)),
         Arc::new(background::ShellOutput),
         Arc::new(background::KillShell),
         Arc::new(FetchUrl::default()),

@@ -1,48 +1,31 @@
 //! The process every shell command runs as (exec_shell's, and background tasks'): `sh -c` in
-//! the workspace, in its own process group, so whatever ends it ends everything it started.
-//! Shared by both shell tools so that neither imports the other.
+//! the workspace, in the OS sandbox, in its own session and process group, so whatever ends it
+//! ends everything it started. Shared by both shell tools so that neither imports the other.
 
-use crate::tool::ToolContext;
+use crate::sandbox::{Request, Sandboxed, View};
+use crate::tool::{ErrorCategory, ToolContext, ToolError};
 
-/// `sh -c command` in the workspace, as every shell the model drives runs: the host's
-/// environment less its secrets, no stdin, its own process group (so a timeout or a kill
-/// reaches everything it started), killed if its handle is dropped.
-pub(crate) fn shell_command(command: &str, ctx: &ToolContext) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new("sh");
-    crate::child_env::apply(&mut cmd, &ctx.config.shell.env_exclude, &[]);
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(&ctx.workspace)
-        .stdin(std::process::Stdio::null())
-        .process_group(0)
-        .kill_on_drop(true);
-    cmd
+/// `sh -c command` in the workspace, as every shell the model drives runs: sandboxed to what
+/// the call was cleared to do (a call that was not cleared to write sees only the workspace
+/// and the system's folders, read-only), the core of the host's environment, no stdin, its own
+/// session (so a timeout or a kill reaches everything it started), killed if its handle is
+/// dropped.
+///
+/// # Errors
+/// An `unavailable` error, nothing started, when the sandbox cannot be set up.
+pub(crate) fn shell_command(command: &str, ctx: &ToolContext) -> Result<Sandboxed, ToolError> {
+    let args = ["-c".to_string(), command.to_string()];
+    let view = if ctx.grant.write { View::Full } else { View::Confined };
+    crate::sandbox::command(&Request {
+        program: "sh",
+        args: &args,
+        workspace: &ctx.workspace,
+        grant: ctx.grant,
+        view,
+        keep_env: &[],
+        shell: &ctx.config.shell,
+    })
+    .map_err(|e| ToolError::refused(ErrorCategory::Unavailable, e.to_string()))
 }
 
-/// Kills the process group `pid` leads (a command started by [`shell_command`]).
-pub(crate) fn kill_group(pid: Option<u32>) {
-    if let Some(pid) = pid
-        && let Ok(pid) = i32::try_from(pid)
-    {
-        // SAFETY: killpg only sends a signal; the group id is the child's pid, which
-        // `process_group(0)` made a group leader.
-        unsafe {
-            libc::killpg(pid, libc::SIGKILL);
-        }
-    }
-}
-
-/// Kills the command's process group when dropped, unless the command finished.
-pub(crate) struct GroupGuard(pub(crate) Option<u32>);
-
-impl GroupGuard {
-    pub(crate) fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        kill_group(self.0);
-    }
-}
+pub(crate) use crate::child_group::{GroupGuard, kill_group};

@@ -74,10 +74,13 @@ fn repeats(block: &Value, structured: &Value) -> bool {
 
 fn mismatch(server: &str, tool: &str, path: &str, why: String) -> ToolError {
     let at = if path.is_empty() { String::new() } else { format!(" at `{path}`") };
+    // The schema's complaint quotes the server's value: its words, wrapped as they are in
+    // any other answer.
     ToolError {
         category: ErrorCategory::ToolError,
         message: format!(
-            "MCP server `{server}` answered `{tool}` with structured content that does not match the tool's outputSchema{at}: {why}. The call ran; its result was not used."
+            "MCP server `{server}` answered `{tool}` with structured content that does not match the tool's outputSchema{at}. The call ran; its result was not used. What the check found:\n{}",
+            crate::output::wrap_external(&format!("mcp:{server}"), &why)
         ),
         field: Some(if path.is_empty() {
             "structuredContent".into()

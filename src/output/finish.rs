@@ -51,6 +51,7 @@ pub struct Finished {
 /// serialized, and may be saved under a handle).
 pub fn needs_truncation(outcome: &Result<ToolOutput, ToolError>, cfg: &OutputConfig) -> bool {
     match outcome {
+        Ok(out) if out.cut.is_some() => false,
         Ok(out)
             if out.structured.is_some()
                 || out.blocks.iter().any(|b| {
@@ -111,7 +112,25 @@ pub fn finish_call(
                 }
                 content.push_str(&line);
             }
-            if content.len() > budget.max {
+            if let Some(cut) = &out.cut {
+                // Cut (and saved) by the tool while it streamed: reported, not cut again.
+                if let Some(e) = &cut.save_error {
+                    tracing::warn!(error = %e, "overflow save failed");
+                    notices.push(Notice::for_call(
+                        NoticeKind::OverflowFailed,
+                        ctx.index,
+                        format!("could not save the full output: {e}"),
+                    ));
+                }
+                notices.push(Notice::for_call(
+                    NoticeKind::OutputTruncated,
+                    ctx.index,
+                    format!(
+                        "`{}` output cut: {} bytes ({} lines) left out; {} bytes saved",
+                        ctx.name, cut.omitted_bytes, cut.omitted_lines, cut.saved_bytes
+                    ),
+                ));
+            } else if content.len() > budget.max {
                 let mut pointer = None;
                 let mut saved = 0usize;
                 if ctx.final_view
@@ -330,6 +349,7 @@ mod tests {
                     kind,
                     trailer: None,
                     partial: false,
+                    cut: None,
                     structured: None,
                     blocks: Vec::new(),
                 };
@@ -364,6 +384,7 @@ mod tests {
             kind: OutputKind::Shell,
             trailer: Some("[exit code: 0]".into()),
             partial: false,
+            cut: None,
             structured: None,
             blocks: Vec::new(),
         }

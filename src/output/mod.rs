@@ -7,6 +7,7 @@
 //! handle and summarized by its shape (`handles`).
 
 mod atomic;
+mod capture;
 mod envelope;
 mod finish;
 pub mod handles;
@@ -14,7 +15,8 @@ mod overflow;
 mod truncate;
 
 pub use atomic::write_atomic;
+pub use capture::{Capture, CaptureLimits, Captured, Tail, read_both};
 pub use envelope::{random_hex, wrap_external};
 pub use finish::{FinishContext, Finished, Overflow, finish_call, needs_truncation};
-pub use overflow::{OverflowError, OverflowStore, Slice, is_handle};
+pub use overflow::{OverflowError, OverflowStore, OverflowWriter, Slice, is_handle};
 pub use truncate::{Budget, Truncated, truncate};

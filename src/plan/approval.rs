@@ -10,9 +10,9 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::canonical_json;
-use crate::config::ApprovalMode;
+use crate::config::{ApprovalMode, NetworkPolicy};
 use crate::event::ApprovalDecision;
-use crate::tool::ApprovalRequirement;
+use crate::tool::{ApprovalRequirement, Grant};
 
 /// What to do with a call before it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +46,22 @@ pub fn gate(requirement: ApprovalRequirement, mode: ApprovalMode) -> Gate {
         (Suggest, AutoEdit) => Gate::Run,
         (Required, AutoEdit) => Gate::Ask(requirement),
         (Suggest | Required, FullAuto) => Gate::Run,
+    }
+}
+
+/// What a call that passes the gate may do, for the sandbox to enforce.
+///
+/// A call runs at all only when the gate let it: Auto calls always, Suggest and Required calls
+/// once approved (or under a mode that runs them). So a non-Auto requirement that reaches
+/// execution *was* approved to write, and to reach the network unless the policy is deny. An
+/// Auto call gets a read-only view, with the network only for a tool that declares it under
+/// `network.policy = "allow"` (its approval is Auto because the host allowed the network).
+pub fn grant(requirement: ApprovalRequirement, network_tool: bool, policy: NetworkPolicy) -> Grant {
+    let approved = matches!(requirement, ApprovalRequirement::Suggest | ApprovalRequirement::Required);
+    Grant {
+        write: approved,
+        network: policy != NetworkPolicy::Deny
+            && (approved || (requirement == ApprovalRequirement::Auto && network_tool && policy == NetworkPolicy::Allow)),
     }
 }
 
@@ -107,6 +123,22 @@ mod tests {
             assert_eq!([gate(Auto, mode), gate(Suggest, mode), gate(Required, mode)], row, "{mode:?}");
             assert_eq!(gate(Refused, mode), Gate::Refuse);
         }
+    }
+
+    #[test]
+    fn only_an_approved_call_may_write_or_connect() {
+        use NetworkPolicy::*;
+        let g = |r, net, p| {
+            let g = grant(r, net, p);
+            (g.write, g.network)
+        };
+        assert_eq!(g(Auto, false, Prompt), (false, false));
+        assert_eq!(g(Auto, false, Allow), (false, false));
+        assert_eq!(g(Auto, true, Allow), (false, true));
+        assert_eq!(g(Required, false, Prompt), (true, true));
+        assert_eq!(g(Required, false, Deny), (true, false));
+        assert_eq!(g(Suggest, false, Allow), (true, true));
+        assert_eq!(g(Refused, true, Allow), (false, false));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::approval::{Gate, gate};
+use super::approval::{Gate, gate, grant};
 use super::finalize::{RepairMark, finalize_call};
 use super::loop_guard::LoopGuard;
 use super::resolve::resolve_call;
@@ -18,7 +18,7 @@ use crate::registry::{Catalog, Registry};
 use crate::repair::args::decode_stringified;
 use crate::repair::names::NameLimits;
 use crate::stream::RawCall;
-use crate::tool::{ApprovalRequirement, ErrorCategory, SessionServices, ToolError};
+use crate::tool::{ApprovalRequirement, ErrorCategory, Grant, SessionServices, ToolError};
 
 /// What planning decided for a call.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +37,8 @@ pub enum Action {
         parallel_safe: bool,
         /// May start before the stream ends (if every earlier call may too).
         speculative: bool,
+        /// What the call may do once it passes the gate (the sandbox enforces it).
+        grant: Grant,
     },
 }
 
@@ -198,6 +200,7 @@ pub fn plan_call(ctx: PlanContext<'_>, call: &RawCall, cut: bool, guard: &mut Lo
         approval_key,
         parallel_safe,
         speculative,
+        grant: grant(requirement, meta.network, ctx.config.network.policy),
     };
     planned
 }

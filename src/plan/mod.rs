@@ -4,7 +4,6 @@
 //! index order and owns the state they read and update.
 
 pub mod approval;
-pub mod arity;
 pub mod batches;
 pub mod call;
 pub mod finalize;

@@ -104,6 +104,7 @@ fn fail_closed_tool_answers_unavailable() {
         index: 0,
         config: Arc::new(Config::builtin()),
         services: Arc::new(crate::tool::NoServices),
+        grant: Default::default(),
     };
     let tool = reg.get("broken").unwrap();
     let err = futures::executor::block_on(tool.spec.run(json!({}), &ctx)).unwrap_err();

@@ -22,6 +22,23 @@ pub struct ToolContext {
     pub config: Arc<Config>,
     /// Session services shared by tools (read tracking, overflow store, tool search).
     pub services: Arc<dyn SessionServices>,
+    /// What the approval gate cleared this call to do; the OS sandbox holds the programs the
+    /// call starts to it. The default grants nothing beyond reading.
+    pub grant: Grant,
+}
+
+/// What the approval gate cleared a call to do, which the sandbox enforces on what it runs.
+///
+/// A call that ran without approval because it was judged read-only (Auto) gets nothing: a
+/// read-only view of the files and no network, so a judgement that missed something still
+/// cannot write or send. A call that needed approval and got it (or whose mode runs such
+/// calls) may write the workspace, and reach the network unless `network.policy` is deny.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Grant {
+    /// May write the workspace (and a private temporary folder).
+    pub write: bool,
+    /// May reach the network.
+    pub network: bool,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -31,6 +48,7 @@ impl std::fmt::Debug for ToolContext {
             .field("workspace", &self.workspace)
             .field("call_id", &self.call_id)
             .field("index", &self.index)
+            .field("grant", &self.grant)
             .finish_non_exhaustive()
     }
 }
@@ -72,6 +90,19 @@ pub trait SessionServices: Send + Sync {
     /// session keeps any.
     fn state(&self) -> Option<&SessionState> {
         None
+    }
+    /// A file to stream a call's output into as it is produced (saved like a truncated output,
+    /// for retrieve_tool_result), where the session keeps saved outputs.
+    fn output_file(&self) -> Option<Box<dyn super::OutputFile>> {
+        None
+    }
+    /// Runs `work` beside the session's rounds until it ends (the host spawns it on its own
+    /// runtime); hands it back where the host cannot.
+    ///
+    /// # Errors
+    /// The work itself, not started.
+    fn run_detached(&self, work: super::Detached) -> Result<(), super::Detached> {
+        Err(work)
     }
     /// The session's approval mode, where a session has one (a child session inherits it).
     fn approval_mode(&self) -> Option<crate::config::ApprovalMode> {

@@ -34,6 +34,23 @@ pub struct ToolOutput {
     /// `output.block_max_bytes` to the host as `results[i].blocks`, and saves and describes
     /// larger ones.
     pub blocks: Vec<serde_json::Value>,
+    /// Set when the tool cut `content` itself while the output streamed (a command's output
+    /// read with bounded memory): post-processing then neither cuts nor saves it again, and
+    /// reports the cut from here.
+    pub cut: Option<CutReport>,
+}
+
+/// How a tool cut an output while it streamed.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct CutReport {
+    /// Bytes left out of `content`.
+    pub omitted_bytes: u64,
+    /// Lines left out (a partly cut line counts).
+    pub omitted_lines: u64,
+    /// Bytes of the output saved for retrieve_tool_result (all of it, or up to the cap).
+    pub saved_bytes: u64,
+    /// Why saving failed, when it did.
+    pub save_error: Option<String>,
 }
 
 impl ToolOutput {
@@ -45,6 +62,7 @@ impl ToolOutput {
             kind: OutputKind::Other,
             trailer: None,
             partial: false,
+            cut: None,
             structured: None,
             blocks: Vec::new(),
         }

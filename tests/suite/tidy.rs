@@ -48,21 +48,21 @@ fn the_slot_never_imports_actix() {
 const FLOORS: &[&[&str]] = &[
     // Ground: configuration and pure helpers every layer uses.
     &["config", "canonical", "tool_name", "schema"],
-    &["notice", "child_env"],
+    &["notice", "child_env", "child_group"],
     // Plain data the contract serializes.
     &["event"],
     // The trait layer: what a tool is, and the services it may ask its host for.
     &["tool"],
     // Input: what the model sent, made usable.
-    &["forgery", "repair"],
+    &["forgery", "repair", "shell"],
     &["stream"],
     &["registry"],
-    // The economics of results (and what a language server adds to them), then decisions
-    // about calls, which may read what the results kept (handles).
-    &["output", "lsp"],
+    // The economics of results (and what a language server adds to them) and the OS sandbox
+    // programs run in; then decisions about calls, which may read what results kept (handles).
+    &["output", "lsp", "sandbox"],
     &["plan"],
     // Tools of each source.
-    &["builtin", "mcp", "extension"],
+    &["builtin", "mcp", "extension", "remote"],
     // What holds a session together.
     &["session", "observe"],
 ];

@@ -4,6 +4,7 @@ mod catalog;
 mod mcp_check;
 mod replay;
 mod search;
+mod worker;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -57,6 +58,8 @@ pub enum Command {
     },
     /// Connect to one MCP server as toolslot would: list its tools, optionally call each.
     McpCheck(mcp_check::McpCheckArgs),
+    /// Run a pool's tools for dispatchers that route calls to it over NATS JetStream.
+    Worker(worker::WorkerArgs),
     /// Rank deferred tools for a query, as tool_search does.
     Search {
         /// Config file overlaying the built-in defaults.
@@ -113,6 +116,7 @@ pub fn run(args: Cli) -> Result<(), CliError> {
         Command::Serve { config } => serve(config.as_deref()),
         Command::Replay(args) => replay::run(args),
         Command::McpCheck(args) => mcp_check::run(args),
+        Command::Worker(args) => worker::run(args),
         Command::Catalog {
             config,
             format,
@@ -154,7 +158,17 @@ pub fn with_toolset<T>(
         for notice in toolset.notices.iter().chain(toolset.registry.current().notices()) {
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
-        f(cfg, toolset).await
+        let remote = toolset.remote.clone();
+        let servers = toolset.mcp.clone();
+        let result = f(cfg, toolset).await;
+        if let Some(hub) = remote {
+            // Calls given up at the end (a timeout, a cancel) are settled with their workers
+            // before the process goes.
+            hub.drain(std::time::Duration::from_secs(5)).await;
+        }
+        // No server process outlives the command, whatever it does with stdin's end.
+        toolslot_actors::shutdown_servers(&servers).await;
+        result
     })
 }
 
@@ -179,9 +193,14 @@ fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
         let dispatcher = toolset.attach(toolslot_actors::Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()).answering_inputs());
-        toolslot_actors::server::serve(cfg, dispatcher, toolset.mcp.clone())
+        let served = toolslot_actors::server::serve(cfg, dispatcher, toolset.mcp.clone())
             .await
-            .map_err(|e| CliError::Io(format!("server: {e}")))
+            .map_err(|e| CliError::Io(format!("server: {e}")));
+        if let Some(hub) = &toolset.remote {
+            hub.drain(std::time::Duration::from_secs(5)).await;
+        }
+        toolslot_actors::shutdown_servers(&toolset.mcp).await;
+        served
     })
 }
 

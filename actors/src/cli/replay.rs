@@ -25,7 +25,8 @@ pub struct ReplayArgs {
     /// Workspace root for file tools (default: the current folder).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
-    /// Answer every approval request: all (approve) or none (reject).
+    /// Answer approval requests: all (approve), session (approve for the session) or none
+    /// (reject); a comma-separated list answers the requests in order, its last answer the rest.
     #[arg(long)]
     pub approve: Option<String>,
     /// Offer spawn_agent, its children answered by these recorded responses in turn.
@@ -40,11 +41,25 @@ pub struct ReplayArgs {
 }
 
 /// How approval requests are answered.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 enum Answerer {
-    All,
-    None,
+    /// These answers in turn, the last one for every request after.
+    Given(Vec<HostDecision>),
     Prompt,
+}
+
+/// `--approve`'s answers: `all`, `session`, `none`, or a comma-separated list of them.
+fn answers(list: &str) -> Result<Vec<HostDecision>, CliError> {
+    list.split(',')
+        .map(|a| match a.trim() {
+            "all" => Ok(HostDecision::Approve),
+            "session" => Ok(HostDecision::ApproveForSession),
+            "none" => Ok(HostDecision::Reject),
+            other => Err(CliError::Usage(format!(
+                "--approve takes all, session or none (or a comma-separated list of them), not `{other}`"
+            ))),
+        })
+        .collect()
 }
 
 pub fn run(args: ReplayArgs) -> Result<(), CliError> {
@@ -54,11 +69,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         d => Some(d.parse::<Dialect>().map_err(CliError::Usage)?),
     };
     let answerer = match args.approve.as_deref() {
-        Some("all") => Answerer::All,
-        Some("none") => Answerer::None,
-        Some(other) => {
-            return Err(CliError::Usage(format!("--approve takes all or none, not `{other}`")));
-        }
+        Some(list) => Answerer::Given(answers(list)?),
         None => Answerer::Prompt,
     };
     let pretty = match args.format.as_deref() {
@@ -89,9 +100,11 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         for notice in toolset.notices.iter().chain(toolset.registry.current().notices()) {
             print_event(&PipelineEvent::Notice(notice.clone()), pretty)?;
         }
+        let toolset_remote = toolset.remote.clone();
         let dispatcher = toolset.attach(Dispatcher::new(cfg, toolset.registry.clone()));
         let session = dispatcher.open_session(SessionOptions { workspace: Some(workspace), approval_mode: None, dialect });
         let can_prompt = answerer == Answerer::Prompt && std::io::stdin().is_terminal() && !args.files.iter().any(|f| f == "-");
+        let mut asked = 0usize;
         for file in &args.files {
             let input = open_input(file).await?;
             let mut events = dispatcher.submit_round(&session, RoundInput::Bytes(input)).map_err(|e| CliError::Io(e.to_string()))?;
@@ -107,9 +120,11 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
                     _ => None,
                 };
                 if let Some((at, index, name, input)) = ask {
-                    let decision = match answerer {
-                        Answerer::All => HostDecision::Approve,
-                        Answerer::None => HostDecision::Reject,
+                    let decision = match &answerer {
+                        Answerer::Given(list) => {
+                            asked += 1;
+                            list.get(asked - 1).or(list.last()).copied().unwrap_or(HostDecision::Reject)
+                        }
                         Answerer::Prompt if can_prompt => prompt(*index, name, input),
                         Answerer::Prompt => {
                             eprintln!("toolslot: call {index} (`{name}`) needs approval and there is no terminal to ask; rejected (use --approve all|none)");
@@ -122,6 +137,12 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             }
         }
         let _ = dispatcher.close_session(&session);
+        if let Some(hub) = &toolset_remote {
+            // Calls given up at the end (a timeout, a cancel) are settled with their workers
+            // before the process goes.
+            hub.drain(std::time::Duration::from_secs(5)).await;
+        }
+        toolslot_actors::shutdown_servers(&toolset.mcp).await;
         Ok::<(), CliError>(())
     })
 }

@@ -37,10 +37,7 @@ pub struct McpSet {
 /// `answers_input`: the host can put a server's questions (elicitation) to a user; only then
 /// is the capability announced.
 pub async fn start_servers(config: &Config, answers_input: bool) -> Result<McpSet, String> {
-    let intake = Arc::new(ToolIntake::new(
-        config.mcp.description_max_chars,
-        config.mcp.tool_cache_path().map(ToolListCache::new),
-    ));
+    let intake = Arc::new(ToolIntake::new(&config.mcp, config.mcp.tool_cache_path().map(ToolListCache::new)));
     let mut handles = Vec::new();
     let mut now = Vec::new();
     for cfg in &config.mcp.servers {
@@ -74,6 +71,8 @@ pub async fn start_servers(config: &Config, answers_input: bool) -> Result<McpSe
             }
         }
     }
+    // Servers named apart from the configuration, tools renamed, listings cut.
+    notices.extend(intake.take_notices());
     let mut helpers: Vec<Arc<dyn ToolSpec>> = Vec::new();
     if !handles.is_empty() {
         let sources: Vec<Arc<dyn ResourceSource>> = handles.iter().map(|h| Arc::new(h.clone()) as Arc<dyn ResourceSource>).collect();

@@ -1,0 +1,105 @@
+//! bubblewrap: the program runs in its own mount, process, IPC and (unless cleared for the
+//! network) network namespaces, with every capability dropped.
+//!
+//! Its process namespace is why it comes first: toolslot's processes (and their `environ`) are
+//! not there to read or signal, and when the command's first process ends, or toolslot dies
+//! (`--die-with-parent`), the kernel ends every process the command started.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::{Grant, View};
+
+/// The options that wrap a command (the program and its arguments follow `--`).
+pub(super) fn args(workspace: &Path, grant: Grant, view: View, writable: &[PathBuf], confined: &[PathBuf]) -> Vec<OsString> {
+    let mut a: Vec<OsString> = Vec::new();
+    let mut push = |parts: &[&dyn AsRef<std::ffi::OsStr>]| {
+        for p in parts {
+            a.push(p.as_ref().to_os_string());
+        }
+    };
+    push(&[
+        &"--die-with-parent",
+        // A new session: the command cannot push keystrokes into the host's terminal (TIOCSTI).
+        &"--new-session",
+        &"--unshare-pid",
+        &"--unshare-ipc",
+        &"--unshare-uts",
+        &"--unshare-cgroup-try",
+        // Run as root, bubblewrap would keep every capability, and CAP_SYS_ADMIN remounts a
+        // read-only bind read-write: drop them all, whoever runs toolslot.
+        &"--cap-drop",
+        &"ALL",
+    ]);
+    if !grant.network {
+        push(&[&"--unshare-net"]);
+    }
+    match view {
+        View::Full => {
+            push(&[&"--ro-bind", &"/", &"/", &"--dev", &"/dev", &"--proc", &"/proc"]);
+            if grant.write {
+                push(&[&"--tmpfs", &"/tmp", &"--tmpfs", &"/dev/shm"]);
+            }
+        }
+        View::Confined => {
+            for dir in confined {
+                match std::fs::read_link(dir) {
+                    // `/bin -> usr/bin` on a merged /usr: the same link inside.
+                    Ok(target) => push(&[&"--symlink", &target, dir]),
+                    Err(_) if dir.is_dir() => push(&[&"--ro-bind", dir, dir]),
+                    Err(_) => {}
+                }
+            }
+            push(&[&"--dev", &"/dev", &"--proc", &"/proc"]);
+        }
+    }
+    if grant.write {
+        push(&[&"--bind", &workspace, &workspace]);
+        for w in writable {
+            push(&[&"--bind-try", w, w]);
+        }
+    } else {
+        push(&[&"--ro-bind", &workspace, &workspace]);
+    }
+    if view == View::Confined {
+        // The root bubblewrap builds is a tmpfs: make it read-only too, so nothing at all is
+        // writable in a confined view.
+        push(&[&"--remount-ro", &"/"]);
+    }
+    push(&[&"--chdir", &workspace]);
+    a
+}
+
+/// The `bwrap` on the host's PATH, if running it with the namespaces the sandbox uses works.
+pub(super) fn find_working() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    let bwrap = std::env::split_paths(&path).map(|d| d.join("bwrap")).find(|p| p.is_file())?;
+    let probe = std::process::Command::new(&bwrap)
+        .args([
+            "--die-with-parent",
+            "--unshare-pid",
+            "--unshare-net",
+            "--cap-drop",
+            "ALL",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--",
+            "true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    match probe {
+        Ok(s) if s.success() => Some(bwrap),
+        other => {
+            tracing::info!(bwrap = %bwrap.display(), ?other, "bubblewrap is installed but cannot create its namespaces here");
+            None
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! Landlock: the kernel's access control, which the child applies to itself between fork and
+//! exec (see `spawn.rs`), so it needs no extra program.
+//!
+//! The ruleset is built here, in the parent, because building it allocates and opens files,
+//! which a forked child of a threaded process must not do; the child only calls
+//! `landlock_restrict_self` on the ruleset's descriptor. Files are allow-listed: reading and
+//! running beneath the folders of the view, writing beneath the workspace (and the private
+//! temporary folder, and `shell.writable_paths`) only for a call cleared to write. `/proc` is
+//! left out of every view: Landlock does not hide other processes' `environ`, only a path
+//! rule does. TCP bind and connect are refused unless the call may use the network; signals
+//! and abstract unix sockets outside the sandbox are scoped away (kernels with ABI 6).
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    Scope,
+};
+
+use super::{Grant, SandboxError, View};
+
+/// The ABI whose rights the rulesets ask for; older kernels enforce what they know (files and
+/// TCP are required, see [`supported`]).
+const WANTED: ABI = ABI::V6;
+
+/// Devices every program expects to write or read, whatever the view.
+const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
+
+/// Whether this kernel enforces Landlock's file and TCP rules (ABI 4, Linux 6.7).
+pub(super) fn supported() -> bool {
+    let required = || -> Result<(), landlock::RulesetError> {
+        Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(ABI::V4))?
+            .handle_access(AccessNet::from_all(ABI::V4))?
+            .create()?;
+        Ok(())
+    };
+    required().is_ok()
+}
+
+fn err(e: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Landlock(e.to_string())
+}
+
+/// The ruleset for one program, as the descriptor the child restricts itself with.
+pub(super) fn ruleset(
+    workspace: &Path,
+    grant: Grant,
+    view: View,
+    writable: &[PathBuf],
+    temp: Option<&Path>,
+    confined: &[PathBuf],
+) -> Result<OwnedFd, SandboxError> {
+    let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(WANTED)).map_err(err)?;
+    if !grant.network {
+        ruleset = ruleset.handle_access(AccessNet::from_all(WANTED)).map_err(err)?;
+    }
+    let mut created = ruleset.scope(Scope::from_all(WANTED)).map_err(err)?.create().map_err(err)?;
+    let read = AccessFs::from_read(WANTED);
+    let readable: Vec<PathBuf> = match view {
+        View::Confined => confined.iter().cloned().chain([workspace.to_path_buf()]).collect(),
+        View::Full => std::fs::read_dir("/")
+            .map_err(err)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p != Path::new("/proc") && p.is_dir())
+            .collect(),
+    };
+    for dir in readable.iter().filter(|d| d.exists()) {
+        created = created
+            .add_rule(PathBeneath::new(PathFd::new(dir).map_err(err)?, read))
+            .map_err(err)?;
+    }
+    let file_rw: BitFlags<AccessFs> = AccessFs::ReadFile | AccessFs::WriteFile;
+    for dev in DEVICES.iter().filter(|d| Path::new(d).exists()) {
+        created = created
+            .add_rule(PathBeneath::new(PathFd::new(dev).map_err(err)?, file_rw))
+            .map_err(err)?;
+    }
+    if grant.write {
+        let all = AccessFs::from_all(WANTED);
+        for dir in std::iter::once(workspace).chain(writable.iter().map(PathBuf::as_path)).chain(temp) {
+            if dir.exists() {
+                created = created
+                    .add_rule(PathBeneath::new(PathFd::new(dir).map_err(err)?, all))
+                    .map_err(err)?;
+            }
+        }
+    }
+    Option::<OwnedFd>::from(created).ok_or_else(|| err("this kernel does not enforce Landlock"))
+}

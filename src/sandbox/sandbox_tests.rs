@@ -1,0 +1,291 @@
+//! Each backend, on real processes, against what the sandbox promises: what a call may write,
+//! read, reach and see, and the limits. Run as root in CI, which is the hard case: root keeps
+//! no capability inside, and `/proc` of toolslot's processes stays out of reach.
+
+use std::path::Path;
+
+use super::*;
+use crate::config::{Config, SandboxMode, ShellConfig};
+
+const BACKENDS: [(SandboxMode, Backend); 2] = [(SandboxMode::Bwrap, Backend::Bwrap), (SandboxMode::Landlock, Backend::Landlock)];
+
+const READ_ONLY: Grant = Grant {
+    write: false,
+    network: false,
+};
+const WRITE: Grant = Grant {
+    write: true,
+    network: false,
+};
+const WRITE_NET: Grant = Grant {
+    write: true,
+    network: true,
+};
+
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn run_with(mode: SandboxMode, want: Backend, grant: Grant, view: View, ws: &Path, script: &str, tweak: impl Fn(&mut ShellConfig)) -> Out {
+    let mut shell = Config::builtin().shell;
+    shell.sandbox = mode;
+    tweak(&mut shell);
+    let args = ["-c".to_string(), script.to_string()];
+    let mut s = command(&Request {
+        program: "sh",
+        args: &args,
+        workspace: ws,
+        grant,
+        view,
+        keep_env: &[],
+        shell: &shell,
+    })
+    .unwrap();
+    assert_eq!(
+        s.backend, want,
+        "{mode:?} is not available on this machine: install it (scripts/install-test-deps.sh)"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let out = rt.block_on(async {
+        let child = s
+            .command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        s.guard.spawned();
+        child.wait_with_output().await.unwrap()
+    });
+    Out {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn run(mode: SandboxMode, want: Backend, grant: Grant, view: View, ws: &Path, script: &str) -> Out {
+    run_with(mode, want, grant, view, ws, script, |_| {})
+}
+
+#[test]
+fn a_read_only_call_writes_nothing_anywhere() {
+    for (mode, want) in BACKENDS {
+        let ws = tempfile::tempdir().unwrap();
+        for view in [View::Confined, View::Full] {
+            let out = run(
+                mode,
+                want,
+                READ_ONLY,
+                view,
+                ws.path(),
+                "touch inside; touch /tmp/toolslot-sandbox-outside-$$; echo done",
+            );
+            assert!(out.stdout.contains("done"), "{mode:?}: {}", out.stderr);
+            assert!(!ws.path().join("inside").exists(), "{mode:?} {view:?}: wrote the workspace");
+            assert!(
+                out.stderr.contains("Read-only file system") || out.stderr.contains("Permission denied"),
+                "{mode:?}: {}",
+                out.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn a_write_call_writes_the_workspace_and_its_temp_only() {
+    for (mode, want) in BACKENDS {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let script = format!(
+            "touch inside && t=$(mktemp) && echo tmp-ok; touch {}/escaped; cp /dev/null \"$HOME/.toolslot-sandbox-probe\"",
+            outside.path().display()
+        );
+        let out = run(mode, want, WRITE, View::Full, ws.path(), &script);
+        assert!(ws.path().join("inside").exists(), "{mode:?}: {}", out.stderr);
+        assert!(out.stdout.contains("tmp-ok"), "{mode:?}: a private temp folder: {}", out.stderr);
+        assert!(!outside.path().join("escaped").exists(), "{mode:?}: wrote outside the workspace");
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap();
+        assert!(!home.join(".toolslot-sandbox-probe").exists(), "{mode:?}: wrote the home folder");
+        // A folder the host opened: written only there.
+        let extra = tempfile::tempdir().unwrap();
+        let script = format!("touch {}/cache", extra.path().display());
+        let extra_path = extra.path().display().to_string();
+        let out = run_with(mode, want, WRITE, View::Full, ws.path(), &script, |s| {
+            s.writable_paths = vec![extra_path.clone()]
+        });
+        assert!(extra.path().join("cache").exists(), "{mode:?}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn a_confined_view_shows_the_workspace_and_the_system_only() {
+    for (mode, want) in BACKENDS {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("mine.txt"), "workspace bytes").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "outside bytes").unwrap();
+        // A symlink inside the workspace pointing out does not help.
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), ws.path().join("link")).unwrap();
+        let script = format!(
+            "cat mine.txt; cat {}/secret.txt; cat link; ls /usr/bin/env",
+            outside.path().display()
+        );
+        let out = run(mode, want, READ_ONLY, View::Confined, ws.path(), &script);
+        assert!(out.stdout.contains("workspace bytes"), "{mode:?}: {}", out.stderr);
+        assert!(out.stdout.contains("/usr/bin/env"), "{mode:?}: programs stay visible");
+        assert!(!out.stdout.contains("outside bytes"), "{mode:?}: read outside the workspace");
+        // The full view (an approved call) reads everywhere.
+        let out = run(mode, want, READ_ONLY, View::Full, ws.path(), &script);
+        assert!(out.stdout.contains("outside bytes"), "{mode:?}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn toolslots_processes_and_their_environment_stay_hidden() {
+    // A sibling, started by this process with a secret in its environment, as an MCP server is.
+    let mut sibling = std::process::Command::new("sleep")
+        .arg("30")
+        .env("SANDBOX_SIBLING_SECRET", "sibling-secret-value")
+        .spawn()
+        .unwrap();
+    let me = std::process::id();
+    for (mode, want) in BACKENDS {
+        let ws = tempfile::tempdir().unwrap();
+        for (grant, view) in [(READ_ONLY, View::Confined), (WRITE_NET, View::Full)] {
+            let script = format!(
+                "cat /proc/{me}/environ; cat /proc/{}/environ; cat /proc/$PPID/environ; kill -0 {me} && echo signalled",
+                sibling.id()
+            );
+            let out = run(mode, want, grant, view, ws.path(), &script);
+            assert!(!out.stdout.contains("sibling-secret-value"), "{mode:?} {view:?}: {}", out.stdout);
+            // cargo runs tests with CARGO_MANIFEST_DIR set: in toolslot's environment, never
+            // in the command's (`$PPID` is the sandbox's own first process under bubblewrap).
+            assert!(
+                !out.stdout.contains("CARGO_MANIFEST_DIR"),
+                "{mode:?} {view:?}: read toolslot's environment"
+            );
+            assert!(!out.stdout.contains("signalled"), "{mode:?} {view:?}: signalled toolslot");
+        }
+    }
+    let _ = sibling.kill();
+    let _ = sibling.wait();
+}
+
+#[test]
+fn the_network_is_off_unless_granted() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            use std::io::Write;
+            let mut c = conn;
+            let _ = c.write_all(b"hello from the host\n");
+        }
+    });
+    // Python's socket module: present wherever the test dependencies are.
+    let script = format!("python3 -c 'import socket; s=socket.create_connection((\"127.0.0.1\", {port}), 2); print(s.recv(100).decode())'");
+    for (mode, want) in BACKENDS {
+        let ws = tempfile::tempdir().unwrap();
+        for grant in [READ_ONLY, WRITE] {
+            let out = run(mode, want, grant, View::Full, ws.path(), &script);
+            assert!(!out.stdout.contains("hello from the host"), "{mode:?} {grant:?}: connected");
+        }
+        let out = run(mode, want, WRITE_NET, View::Full, ws.path(), &script);
+        assert!(out.stdout.contains("hello from the host"), "{mode:?}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn root_keeps_no_power_inside() {
+    for (mode, want) in BACKENDS {
+        let ws = tempfile::tempdir().unwrap();
+        let out = run(
+            mode,
+            want,
+            WRITE,
+            View::Full,
+            ws.path(),
+            "mount -o remount,rw,bind / 2>&1; mount -t tmpfs none /mnt 2>&1; touch /usr/toolslot-sandbox-probe 2>&1; grep CapEff /proc/self/status",
+        );
+        assert!(!Path::new("/usr/toolslot-sandbox-probe").exists(), "{mode:?}: {}", out.stdout);
+        if let Some(line) = out.stdout.lines().find(|l| l.starts_with("CapEff")) {
+            assert!(line.ends_with("0000000000000000"), "{mode:?}: {line}");
+        }
+    }
+}
+
+#[test]
+fn limits_stop_a_runaway_command() {
+    for (mode, want) in BACKENDS {
+        let ws = tempfile::tempdir().unwrap();
+        let out = run_with(mode, want, WRITE, View::Full, ws.path(), "head -c 100000 /dev/zero > big", |s| {
+            s.limit_file_bytes = 4096
+        });
+        let size = std::fs::metadata(ws.path().join("big")).map(|m| m.len()).unwrap_or(0);
+        assert!(size <= 4096, "{mode:?}: wrote {size} bytes");
+        assert_ne!(out.code, Some(0), "{mode:?}");
+        let out = run_with(mode, want, WRITE, View::Full, ws.path(), "while :; do :; done", |s| {
+            s.limit_cpu_secs = 1
+        });
+        assert_ne!(out.code, Some(0), "{mode:?}: the CPU limit stopped it");
+    }
+}
+
+#[test]
+fn bubblewrap_ends_everything_a_command_started() {
+    let ws = tempfile::tempdir().unwrap();
+    run(
+        SandboxMode::Bwrap,
+        Backend::Bwrap,
+        WRITE,
+        View::Full,
+        ws.path(),
+        "(sleep 1; touch survivor) > /dev/null 2>&1 & exit 0",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(!ws.path().join("survivor").exists(), "a process outlived its command");
+}
+
+#[test]
+fn the_environment_is_the_core_set() {
+    for (mode, want) in BACKENDS {
+        let ws = tempfile::tempdir().unwrap();
+        let out = run(mode, want, READ_ONLY, View::Confined, ws.path(), "env");
+        for line in out.stdout.lines() {
+            let name = line.split('=').next().unwrap_or("");
+            assert!(
+                [
+                    "PATH",
+                    "HOME",
+                    "USER",
+                    "LOGNAME",
+                    "SHELL",
+                    "LANG",
+                    "LANGUAGE",
+                    "TERM",
+                    "COLORTERM",
+                    "NO_COLOR",
+                    "TZ",
+                    "TMPDIR",
+                    "PWD",
+                    "SHLVL",
+                    "_",
+                    "OLDPWD"
+                ]
+                .contains(&name)
+                    || name.starts_with("LC_"),
+                "{mode:?}: `{name}` reached the command"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_none_backend_is_plain_and_auto_picks_the_strongest() {
+    assert_eq!(backend(SandboxMode::None), Backend::None);
+    assert_eq!(backend(SandboxMode::Auto), Backend::Bwrap);
+    assert!(unavailable_notice(SandboxMode::Auto).is_none());
+    assert!(unavailable_notice(SandboxMode::None).is_some());
+}

@@ -1,0 +1,250 @@
+//! Building the process: the program wrapped in the sandbox, its environment, its limits.
+//!
+//! This is where a command is *spawned*; how its output is read belongs to its caller.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::{Backend, Grant, SandboxError, View, backend, bwrap_path, confined_dirs};
+use crate::child_env::{EnvPolicy, for_child};
+use crate::config::{ShellConfig, expand_home};
+
+/// A program to run sandboxed.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    /// The program (looked up on the child's PATH).
+    pub program: &'a str,
+    /// Its arguments.
+    pub args: &'a [String],
+    /// The workspace: its working folder, and the one folder a call cleared to write may write.
+    pub workspace: &'a Path,
+    /// What the call was cleared to do.
+    pub grant: Grant,
+    /// What of the files it sees.
+    pub view: View,
+    /// Variables this program was given besides the shell's (an extension's `env_passthrough`).
+    pub keep_env: &'a [String],
+    /// Sandbox, environment and limits.
+    pub shell: &'a ShellConfig,
+}
+
+/// A command ready to spawn, and what must live while it runs.
+#[derive(Debug)]
+pub struct Sandboxed {
+    /// The command: no stdin, killed if dropped, in its own session and process group; the
+    /// caller sets stdout and stderr (and stdin, if it writes one).
+    pub command: tokio::process::Command,
+    /// Keep it until the process has ended: it holds the private temporary folder.
+    pub guard: Guard,
+    /// The sandbox it runs in.
+    pub backend: Backend,
+}
+
+/// What a sandboxed process needs while it runs: Landlock's ruleset (until spawned) and the
+/// private temporary folder (removed when dropped).
+#[derive(Debug, Default)]
+pub struct Guard {
+    ruleset: Option<std::os::fd::OwnedFd>,
+    temp: Option<PathBuf>,
+}
+
+impl Guard {
+    /// Releases the Landlock ruleset once the child has restricted itself (after spawn).
+    pub fn spawned(&mut self) {
+        self.ruleset = None;
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(t) = self.temp.take() {
+            let _ = std::fs::remove_dir_all(t);
+        }
+    }
+}
+
+/// The resource limits applied to the child (0 = none).
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    cpu_secs: u64,
+    data_bytes: u64,
+    processes: u64,
+    file_bytes: u64,
+}
+
+/// Builds `req`'s process in the configured sandbox.
+///
+/// # Errors
+/// [`SandboxError`] when the workspace cannot be resolved or the sandbox cannot be set up; the
+/// caller reports it as the call's failure (nothing ran).
+pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
+    let workspace = req.workspace.canonicalize().map_err(|e| SandboxError::Workspace {
+        path: req.workspace.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let shell = req.shell;
+    let env = for_child(EnvPolicy {
+        core: &shell.env_core,
+        exclude: &shell.env_exclude,
+        passthrough: &shell.env_passthrough,
+        keep: req.keep_env,
+    });
+    let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone());
+    let writable: Vec<PathBuf> = if req.grant.write {
+        shell
+            .writable_paths
+            .iter()
+            .map(|p| expand_home(p))
+            .filter(|p| p.is_absolute())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let limits = Limits {
+        cpu_secs: shell.limit_cpu_secs,
+        data_bytes: shell.limit_memory_bytes,
+        processes: shell.limit_processes,
+        file_bytes: shell.limit_file_bytes,
+    };
+    let backend = backend(shell.sandbox);
+    let mut guard = Guard::default();
+    let mut cmd = match (backend, bwrap_path()) {
+        (Backend::Bwrap, Some(bwrap)) => {
+            let confined = confined_dirs(path_var.as_deref());
+            let mut cmd = tokio::process::Command::new(bwrap);
+            cmd.args(super::bwrap::args(&workspace, req.grant, req.view, &writable, &confined))
+                .arg("--")
+                .arg(req.program)
+                .args(req.args);
+            cmd.env_clear().envs(env);
+            if req.grant.write && req.view == View::Full {
+                cmd.env("TMPDIR", "/tmp");
+            } else {
+                cmd.env_remove("TMPDIR");
+            }
+            set_up_child(&mut cmd, limits, None, false);
+            cmd
+        }
+        #[cfg(target_os = "linux")]
+        (Backend::Landlock, _) => {
+            let temp = if req.grant.write { Some(private_temp()?) } else { None };
+            guard.temp = temp.clone();
+            let confined = confined_dirs(path_var.as_deref());
+            let ruleset = super::landlock::ruleset(&workspace, req.grant, req.view, &writable, temp.as_deref(), &confined)?;
+            let mut cmd = tokio::process::Command::new(req.program);
+            cmd.args(req.args).env_clear().envs(env);
+            match &temp {
+                Some(t) => cmd.env("TMPDIR", t),
+                None => cmd.env_remove("TMPDIR"),
+            };
+            use std::os::fd::AsRawFd;
+            set_up_child(&mut cmd, limits, Some(ruleset.as_raw_fd()), true);
+            guard.ruleset = Some(ruleset);
+            cmd
+        }
+        _ => {
+            let mut cmd = tokio::process::Command::new(req.program);
+            cmd.args(req.args).env_clear().envs(env);
+            set_up_child(&mut cmd, limits, None, false);
+            cmd
+        }
+    };
+    cmd.current_dir(&workspace).stdin(std::process::Stdio::null()).kill_on_drop(true);
+    Ok(Sandboxed {
+        command: cmd,
+        guard,
+        backend,
+    })
+}
+
+/// A fresh folder only this command may write, for Landlock (bubblewrap mounts its own /tmp).
+fn private_temp() -> Result<PathBuf, SandboxError> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| SandboxError::Temp(e.to_string()))?;
+    let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let dir = std::env::temp_dir().join(format!("toolslot-sandbox-{name}"));
+    std::fs::create_dir(&dir).map_err(|e| SandboxError::Temp(format!("{}: {e}", dir.display())))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| SandboxError::Temp(e.to_string()))?;
+    Ok(dir)
+}
+
+/// What the child does between fork and exec: its own session (so a timeout's group kill
+/// reaches all it started, and it has no terminal to type into), the resource limits, and for
+/// Landlock: no capabilities, no new privileges, the ruleset.
+fn set_up_child(cmd: &mut tokio::process::Command, limits: Limits, landlock: Option<std::os::fd::RawFd>, drop_capabilities: bool) {
+    let setup = move || -> io::Result<()> {
+        // SAFETY: between fork and exec only async-signal-safe system calls run here: no
+        // allocation, no lock (io::Error::last_os_error holds an errno, it allocates nothing).
+        unsafe {
+            if libc::setsid() == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            lower_limit(libc::RLIMIT_CPU, limits.cpu_secs)?;
+            lower_limit(libc::RLIMIT_DATA, limits.data_bytes)?;
+            lower_limit(libc::RLIMIT_NPROC, limits.processes)?;
+            lower_limit(libc::RLIMIT_FSIZE, limits.file_bytes)?;
+            #[cfg(target_os = "linux")]
+            if drop_capabilities {
+                // Root keeps no capability across the exec: an empty bounding set. Without
+                // CAP_SETPCAP (not root) there is nothing to drop, and the call fails harmlessly.
+                for cap in 0..64 {
+                    libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+                }
+            }
+            #[cfg(target_os = "linux")]
+            if let Some(fd) = landlock {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            #[cfg(not(target_os = "linux"))]
+            let _ = (landlock, drop_capabilities);
+        }
+        Ok(())
+    };
+    // SAFETY: the closure only makes async-signal-safe system calls (see above).
+    unsafe {
+        cmd.pre_exec(setup);
+    }
+}
+
+/// Lowers a resource limit to `value` (never raises it; 0 leaves it alone).
+///
+/// # Safety
+/// Async-signal-safe: only getrlimit and setrlimit.
+unsafe fn lower_limit(resource: LimitResource, value: u64) -> io::Result<()> {
+    if value == 0 {
+        return Ok(());
+    }
+    let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: a valid pointer to a local rlimit.
+    if unsafe { libc::getrlimit(resource, &mut current) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let value = value as libc::rlim_t;
+    let soft = value.min(current.rlim_max);
+    // CPU: the hard limit a little above the soft one, so the process first gets SIGXCPU.
+    let hard = if resource == libc::RLIMIT_CPU {
+        value.saturating_add(5).min(current.rlim_max)
+    } else {
+        soft
+    };
+    let new = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: a valid pointer to a local rlimit.
+    if unsafe { libc::setrlimit(resource, &new) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+type LimitResource = libc::__rlimit_resource_t;
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+type LimitResource = libc::c_int;

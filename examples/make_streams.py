@@ -100,3 +100,14 @@ AGENT.mkdir(exist_ok=True)
 (AGENT / "2-answer.sse").write_text(anthropic([
     ("text", ["notes.txt has 6 words on 2 lines (counted with word_count)."]),
 ], stop="end_turn", msg_id="msg_child_2"))
+
+# Diagnostics after an edit (run with examples/lsp.toml: see README, "Diagnostics after an
+# edit"): the first round writes a Python file with a type error, the second fixes it.
+write("lsp-1-write.sse", anthropic([
+    ("text", ["Adding a helper."]),
+    ("tool", "toolu_41", "write_file", ['{"path": "stats.py", "content": "def mean(xs: list[float]) -> float:\\n', '    return sum(xs) / len(xs)\\n\\nlabel: str = mean([1.0, 2.0])\\n"}']),
+], msg_id="msg_lsp_1"))
+write("lsp-2-fix.sse", anthropic([
+    ("text", ["Fixing the type of label."]),
+    ("tool", "toolu_42", "edit_file", ['{"path": "stats.py", "search": "label: str = mean", "replace": "label: float = mean"}']),
+], msg_id="msg_lsp_2"))

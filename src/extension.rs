@@ -151,16 +151,22 @@ impl Tool for ExtensionTool {
                     ..ToolOutput::text(stdout.text)
                 });
             }
-            // `{"content", "is_error"}` when the program speaks JSON; its text otherwise.
-            if let Ok(v) = serde_json::from_str::<Value>(stdout.text.trim())
-                && let Some(content) = v.get("content")
-            {
-                let text = content.as_str().map(str::to_string).unwrap_or_else(|| content.to_string());
-                let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-                return Ok(ToolOutput {
-                    is_error,
-                    ..ToolOutput::text(text)
-                });
+            // `{"content", "is_error"}` when the program speaks JSON; its text otherwise. JSON
+            // data (an object or array as `content`, or as the whole answer) is a structured
+            // result: shown whole when small, summarized under a handle when large.
+            if let Ok(v) = serde_json::from_str::<Value>(stdout.text.trim()) {
+                if let Some(content) = v.get("content") {
+                    let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+                    let out = match content {
+                        Value::String(text) => ToolOutput::text(text.clone()),
+                        Value::Object(_) | Value::Array(_) => ToolOutput::structured("", content.clone()),
+                        other => ToolOutput::text(other.to_string()),
+                    };
+                    return Ok(ToolOutput { is_error, ..out });
+                }
+                if v.is_object() || v.is_array() {
+                    return Ok(ToolOutput::structured("", v));
+                }
             }
             Ok(ToolOutput::text(stdout.text))
         })

@@ -24,6 +24,7 @@ pub mod config;
 pub mod event;
 pub mod extension;
 pub mod forgery;
+pub mod lsp;
 pub mod mcp;
 pub mod notice;
 pub mod observe;

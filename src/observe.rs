@@ -1,6 +1,6 @@
 //! Result observers: hooks that learn from results before the next batch runs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -12,6 +12,19 @@ use crate::tool::SessionServices;
 pub trait ResultObserver: Send + Sync {
     /// Called once per successful call.
     fn observe(&self, tool: &str, input: &Value, workspace: &Path, services: &dyn SessionServices);
+}
+
+/// The built-in tools that write a whole file the model named in `path`.
+pub const FILE_EDITING_TOOLS: &[&str] = &["write_file", "edit_file"];
+
+/// The file a call of a file-editing built-in wrote (`write_file`, `edit_file`), resolved
+/// inside the workspace as the tool resolved it; `None` for any other call.
+pub fn edited_file(tool: &str, input: &Value, ws: &Path) -> Option<PathBuf> {
+    if !FILE_EDITING_TOOLS.contains(&tool) {
+        return None;
+    }
+    let path = input.get("path").and_then(Value::as_str)?;
+    workspace::confine(ws, path, "path").ok()
 }
 
 /// Records the files the session has read (and their modification times), so edit tools can

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use crate::output::OverflowStore;
+use crate::output::{OverflowStore, is_handle};
 use crate::registry::{Catalog, LiveRegistry, Registry};
 use crate::tool::{SessionServices, SessionState, ToolError, ToolFinder};
 
@@ -133,9 +133,12 @@ impl SessionServices for SessionMemory {
         Some(index)
     }
     fn load_overflow(&self, id: &str) -> Result<String, ToolError> {
-        self.overflow
-            .load(&self.id, id)
-            .map_err(|e| ToolError::invalid("ref", e.to_string()))
+        let loaded = if is_handle(id) {
+            self.overflow.load_handle(&self.id, id)
+        } else {
+            self.overflow.load(&self.id, id)
+        };
+        loaded.map_err(|e| ToolError::invalid("ref", e.to_string()))
     }
     fn state(&self) -> Option<&SessionState> {
         Some(&self.state)

@@ -192,6 +192,8 @@ impl Lane {
                 for observer in &self.observers {
                     observer.observe(&o.head.name, &o.head.input, &shared.workspace, shared.memory.as_ref());
                 }
+                // A file just read is likely edited next: its language server starts now.
+                shared.lsp.warm_up(&o.head.name, &o.head.input);
             }
             shared.guard().record(o.head.index, counts_as_failure(&o.result))
         }));

@@ -42,6 +42,17 @@ pub enum DispatchError {
     /// Too many sessions are open.
     #[error("too many open sessions ({0}); close one first")]
     TooManySessions(usize),
+    /// No input request with that number waits.
+    #[error("no input request {n} is waiting in session `{session}`")]
+    InputNotWaiting {
+        /// The session.
+        session: String,
+        /// The request's number.
+        n: u64,
+    },
+    /// An answer that does not match what the server asked for.
+    #[error("{0}")]
+    BadInput(String),
 }
 
 struct SessionHandle {
@@ -62,6 +73,8 @@ struct Inner {
     _arbiters: Vec<Arbiter>,
     next_worker: AtomicUsize,
     sessions: SessionTable<SessionHandle>,
+    /// The host answers `input_required` events (see [`Dispatcher::answering_inputs`]).
+    answers_input: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Inner {
@@ -117,8 +130,17 @@ impl Dispatcher {
                 _arbiters: arbiters,
                 next_worker: AtomicUsize::new(0),
                 sessions: SessionTable::default(),
+                answers_input: std::sync::atomic::AtomicBool::new(false),
             }),
         }
+    }
+
+    /// Says the host answers servers' questions (`input_required` events, through
+    /// [`Dispatcher::answer_input`]); sessions opened from now on put them to it. Without it a
+    /// question is declined at once (nobody would answer), and no event is sent.
+    pub fn answering_inputs(self) -> Self {
+        self.inner.answers_input.store(true, Ordering::SeqCst);
+        self
     }
 
     /// The configuration in force.
@@ -169,6 +191,9 @@ impl Dispatcher {
         let i = self.inner.next_worker.fetch_add(1, Ordering::Relaxed) % self.inner.workers.len();
         let (arbiter, config) = self.inner.workers[i].clone();
         let shared = SessionShared::new(id.clone(), registry.into(), config, options, Arc::clone(&self.inner.overflow));
+        shared
+            .answers_input
+            .store(self.inner.answers_input.load(Ordering::SeqCst), Ordering::SeqCst);
         let stages = Stages::start(&arbiter, &shared);
         self.inner
             .sessions
@@ -267,6 +292,23 @@ impl Dispatcher {
             }),
             Err(_) => Err(DispatchError::Gone(id.to_string())),
         }
+    }
+
+    /// Answers input request `n` of the session (an `input_required` event): accepted with
+    /// content (checked against the requested schema), declined or cancelled.
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`], [`DispatchError::InputNotWaiting`], or
+    /// [`DispatchError::BadInput`] when accepted content does not match the schema (the
+    /// request keeps waiting).
+    pub fn answer_input(&self, id: &str, n: u64, answer: toolslot::tool::InputAnswer) -> Result<(), DispatchError> {
+        self.session(id)?.shared.inputs.answer(n, answer).map_err(|e| match e {
+            crate::inputs::InputError::NotWaiting(n) => DispatchError::InputNotWaiting {
+                session: id.to_string(),
+                n,
+            },
+            crate::inputs::InputError::Invalid(reason) => DispatchError::BadInput(reason),
+        })
     }
 
     /// Cancels the session's running round: waiting approvals end as rejections, running

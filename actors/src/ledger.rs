@@ -156,6 +156,7 @@ mod tests {
             name: "t".into(),
             is_error: false,
             content: content.into(),
+            blocks: None,
         }
     }
 

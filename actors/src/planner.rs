@@ -111,6 +111,7 @@ impl PlannerActor {
                 catalog,
                 config: &shared.config,
                 mode: shared.mode,
+                services: Some(shared.memory.as_ref()),
             };
             let mut guard = shared.guard();
             for call in calls {

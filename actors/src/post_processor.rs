@@ -4,7 +4,8 @@
 //! result, and ends the submission behind its last round.
 //!
 //! Extension point: [`PostProcessorActor::finish_item`] is where a result is made from an
-//! outcome; what else a result should carry (diagnostics, handles) goes there.
+//! outcome; what else a result should carry goes there (a successful edit waits for its
+//! file's diagnostics in [`PostProcessorActor::finish_later`]).
 
 use std::sync::Arc;
 
@@ -18,10 +19,11 @@ use crate::ledger::{Completed, Ledger};
 use crate::session::{SessionShared, Stage};
 use crate::stage::guarded;
 
-/// A result finished on the blocking pool (one that had to be cut and saved).
+/// A result finished off the handler: one that had to be cut and saved (on the blocking
+/// pool), or an edit that waited for its diagnostics.
 #[derive(Message)]
 #[rtype(result = "()")]
-struct Heavy {
+struct Later {
     round: RoundNo,
     head: CallHead,
     guard: (Vec<toolslot::notice::Notice>, Option<String>),
@@ -45,9 +47,9 @@ impl PostProcessorActor {
     }
 
     /// Finishes an item here; returns false, touching nothing, when its output must be cut and
-    /// saved first (see [`PostProcessorActor::finish_heavy`]).
+    /// saved first or it waits for diagnostics (see [`PostProcessorActor::finish_later`]).
     fn finish_item(&mut self, round: RoundNo, item: &mut PostItem) -> bool {
-        if needs_truncation(&item.result, &self.shared.config.output) {
+        if needs_truncation(&item.result, &self.shared.config.output) || awaits_diagnostics(&self.shared, item) {
             return false;
         }
         // The outcome moves out; the item keeps the call's identity for a failure report.
@@ -58,24 +60,39 @@ impl PostProcessorActor {
         true
     }
 
-    /// Finishes an item on the blocking pool, so megabytes of output never stall the other
-    /// sessions on this thread; the result comes back as a message.
-    fn finish_heavy(&mut self, round: RoundNo, item: PostItem, ctx: &mut Context<Self>) {
+    /// Finishes an item off the handler, so the other sessions on this thread never wait: an
+    /// edit first waits (within `lsp.wait_ms`) for the diagnostics of the version it wrote,
+    /// and megabytes of output are cut and saved on the blocking pool. The result comes back
+    /// as a message.
+    fn finish_later(&mut self, round: RoundNo, item: PostItem, ctx: &mut Context<Self>) {
         let shared = Arc::clone(&self.shared);
         let me = ctx.address();
+        let diagnose = awaits_diagnostics(&shared, &item);
         let PostItem {
             head,
-            result,
+            mut result,
             duration_ms,
             external,
             guard,
         } = item;
         actix::spawn(async move {
-            let pool_head = head.clone();
-            let finished = tokio::task::spawn_blocking(move || finish(&shared, &pool_head, external, result))
-                .await
-                .map_err(|e| e.to_string());
-            me.do_send(Heavy {
+            if diagnose
+                && let Ok(out) = &mut result
+                && let Some(text) = shared.lsp.after_edit(&head.name, &head.input, out).await
+            {
+                out.content.push_str("\n\n");
+                out.content.push_str(&text);
+            }
+            let finished = if needs_truncation(&result, &shared.config.output) {
+                let pool_head = head.clone();
+                let pool = Arc::clone(&shared);
+                tokio::task::spawn_blocking(move || finish(&pool, &pool_head, external, result))
+                    .await
+                    .map_err(|e| e.to_string())
+            } else {
+                Ok(finish(&shared, &head, external, result))
+            };
+            me.do_send(Later {
                 round,
                 head,
                 guard,
@@ -156,6 +173,12 @@ impl PostProcessorActor {
     }
 }
 
+/// Whether the item is a successful edit of a file a configured language server handles: its
+/// result carries that file's diagnostics.
+fn awaits_diagnostics(shared: &SessionShared, item: &PostItem) -> bool {
+    item.result.as_ref().is_ok_and(|o| !o.is_error) && shared.lsp.handles(&item.head.name, &item.head.input)
+}
+
 /// Output economics for one outcome (see [`finish_call`]).
 fn finish(shared: &SessionShared, head: &CallHead, external: bool, result: Result<toolslot::tool::ToolOutput, ToolError>) -> Finished {
     let fctx = FinishContext {
@@ -213,7 +236,7 @@ impl Handler<Outcomes> for PostProcessorActor {
                 let mut heavy = heavy.into_iter().peekable();
                 for (pos, item) in items.into_iter().enumerate() {
                     if heavy.next_if_eq(&pos).is_some() {
-                        self.finish_heavy(round, item, ctx);
+                        self.finish_later(round, item, ctx);
                     }
                 }
             }
@@ -236,9 +259,9 @@ impl Handler<Outcomes> for PostProcessorActor {
     }
 }
 
-impl Handler<Heavy> for PostProcessorActor {
+impl Handler<Later> for PostProcessorActor {
     type Result = ();
-    fn handle(&mut self, msg: Heavy, _ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: Later, _ctx: &mut Context<Self>) {
         match msg.finished {
             Ok(f) => self.file(msg.round, &msg.head, f, msg.guard, msg.duration_ms),
             Err(e) => {

@@ -76,6 +76,47 @@ impl toolslot::tool::SessionServices for PipelineServices {
             });
         }
     }
+    fn request_input(
+        &self,
+        index: usize,
+        call_id: &str,
+        request: toolslot::tool::InputRequest,
+    ) -> futures::future::BoxFuture<'static, toolslot::tool::InputAnswer> {
+        use toolslot::tool::InputAnswer;
+        let Some(shared) = self.shared.upgrade().filter(|s| s.answers_input.load(Ordering::SeqCst)) else {
+            return Box::pin(std::future::ready(InputAnswer::Decline));
+        };
+        let (n, rx) = shared.inputs.open(request.schema.clone());
+        tracing::info!(session = %shared.id, index, n, server = %request.server, "input requested");
+        shared.emit(PipelineEvent::InputRequired {
+            n,
+            index,
+            id: call_id.to_string(),
+            server: request.server,
+            message: request.message,
+            requested_schema: request.schema,
+        });
+        let wait = std::time::Duration::from_millis(shared.config.mcp.elicitation_timeout_ms);
+        let weak = self.shared.clone();
+        drop(shared);
+        Box::pin(async move {
+            // Silence, a dropped question (round cancelled, session closed) and a closed
+            // session all decline.
+            let answer = match tokio::time::timeout(wait, rx).await {
+                Ok(Ok(answer)) => answer,
+                _ => InputAnswer::Decline,
+            };
+            if let Some(shared) = weak.upgrade() {
+                shared.inputs.forget(n);
+                shared.emit(PipelineEvent::InputAnswered {
+                    n,
+                    index,
+                    action: answer.action(),
+                });
+            }
+            answer
+        })
+    }
     fn relay(&self, event: PipelineEvent) {
         if let Some(shared) = self.shared.upgrade() {
             shared.emit(event);
@@ -119,6 +160,12 @@ pub struct SessionShared {
     pub mode: ApprovalMode,
     /// Dialect, if fixed.
     pub dialect: Option<Dialect>,
+    /// The session's language servers (started on the first edit that needs one).
+    pub lsp: crate::lsp::SessionLsp,
+    /// Questions of MCP servers waiting for the host's answer.
+    pub inputs: crate::inputs::PendingInputs,
+    /// Whether the host answers them (otherwise they are declined at once).
+    pub answers_input: AtomicBool,
     /// Where events go: the running submission's stream, and live subscribers.
     sink: EventSink,
     /// Submissions running or waiting for their turn: 0, 1, or 2 when one waits behind a
@@ -190,8 +237,12 @@ impl SessionShared {
         let (cancel, _) = watch::channel(false);
         let guard = LoopGuard::new(config.loop_guard.clone());
         let sink = EventSink::new(config.execution.live_buffer);
+        let workspace = options.workspace.unwrap_or_else(|| PathBuf::from("."));
         Self {
-            workspace: options.workspace.unwrap_or_else(|| PathBuf::from(".")),
+            lsp: crate::lsp::SessionLsp::new(Arc::clone(&config), workspace.clone()),
+            inputs: crate::inputs::PendingInputs::default(),
+            answers_input: AtomicBool::new(false),
+            workspace,
             mode: options.approval_mode.unwrap_or(config.approval.mode),
             dialect: options.dialect,
             id,

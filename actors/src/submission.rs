@@ -143,10 +143,12 @@ pub(crate) fn finished(shared: &SessionShared) {
 pub(crate) fn cancel(shared: &SessionShared, stages: &Stages) {
     shared.set_cancelled(true);
     stages.approval.do_send(DropPending);
+    shared.inputs.drop_all();
 }
 
 /// Closes the session: as a cancellation, and nothing runs any more.
 pub(crate) fn close(shared: &Arc<SessionShared>, stages: &Stages) {
     shared.closed.store(true, Ordering::SeqCst);
     cancel(shared, stages);
+    shared.lsp.shutdown();
 }

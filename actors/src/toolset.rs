@@ -50,12 +50,32 @@ impl Toolset {
 /// # Errors
 /// A one-line reason when a required MCP server does not start, or NATS cannot be reached.
 pub async fn build_toolset(config: Arc<Config>, runner: Option<Arc<dyn AgentRunner>>) -> Result<Toolset, String> {
+    build_toolset_with(config, runner, ToolsetOptions::default()).await
+}
+
+/// What the host can do for its tools.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ToolsetOptions {
+    /// The host answers `input_required` events (`Dispatcher::answer_input`): MCP servers are
+    /// told the client supports elicitation. Off, their questions are never asked.
+    pub answers_input: bool,
+}
+
+/// As [`build_toolset`], for a host that can do what `options` says.
+///
+/// # Errors
+/// As [`build_toolset`].
+pub async fn build_toolset_with(
+    config: Arc<Config>,
+    runner: Option<Arc<dyn AgentRunner>>,
+    options: ToolsetOptions,
+) -> Result<Toolset, String> {
     let remote = if config.remote.enabled() {
         Some(RemoteHub::start(&config).await?)
     } else {
         None
     };
-    build(config, runner, remote).await
+    build(config, runner, remote, options).await
 }
 
 /// The toolset of a process that runs every tool itself (`toolslot worker`): as
@@ -64,11 +84,16 @@ pub async fn build_toolset(config: Arc<Config>, runner: Option<Arc<dyn AgentRunn
 /// # Errors
 /// A one-line reason when a required MCP server does not start.
 pub async fn build_local_toolset(config: Arc<Config>) -> Result<Toolset, String> {
-    build(config, None, None).await
+    build(config, None, None, ToolsetOptions::default()).await
 }
 
-async fn build(config: Arc<Config>, runner: Option<Arc<dyn AgentRunner>>, remote: Option<Arc<RemoteHub>>) -> Result<Toolset, String> {
-    let mcp = start_servers(&config).await?;
+async fn build(
+    config: Arc<Config>,
+    runner: Option<Arc<dyn AgentRunner>>,
+    remote: Option<Arc<RemoteHub>>,
+    options: ToolsetOptions,
+) -> Result<Toolset, String> {
+    let mcp = start_servers(&config, options.answers_input).await?;
     let dispatcher_slot: Arc<Mutex<Weak<Dispatcher>>> = Arc::new(Mutex::new(Weak::new()));
     let factory: Arc<Mutex<Option<RegistryFactory>>> = Arc::new(Mutex::new(None));
     let build = {

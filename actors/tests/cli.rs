@@ -340,7 +340,12 @@ fn every_kind_of_tool_sits_side_by_side_in_catalog_and_replay() {
     assert_eq!(results.len(), 4);
     assert!(content(0).contains("TODO: rename add_one"));
     assert!(content(1).starts_with("<external_content source=\"word_count\"") && content(1).contains("\n6 words, 2 lines\n"));
-    assert!(content(2).starts_with("<external_content source=\"time__get_current_time\"") && content(2).contains("\"timezone\": \"UTC\""));
+    // The server's structured content, given once, as JSON.
+    assert!(
+        content(2).starts_with("<external_content source=\"time__get_current_time\"") && content(2).contains("\"timezone\":\"UTC\""),
+        "{}",
+        content(2)
+    );
     assert_eq!(content(3), "notes.txt has 6 words on 2 lines (counted with word_count).");
 
     // A missing recorded response is a one-line usage error, before anything runs.

@@ -137,6 +137,7 @@ pub async fn direct_round(
         catalog: &catalog,
         config,
         mode: config.approval.mode,
+        services: Some(memory.as_ref()),
     };
     let planned: Vec<_> = calls
         .iter()

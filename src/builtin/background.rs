@@ -298,6 +298,8 @@ impl TaskTable {
             }),
             partial: running || more,
             cut: None,
+            structured: None,
+            blocks: Vec::new(),
         })
     }
 

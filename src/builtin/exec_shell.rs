@@ -141,6 +141,8 @@ impl Tool for ExecShell {
                 trailer: Some(trailer),
                 partial: false,
                 cut: stdout.cut,
+                structured: None,
+                blocks: Vec::new(),
             })
         })
     }

@@ -157,6 +157,17 @@ impl Tool for FetchUrl {
                         break;
                     }
                 }
+                // A whole JSON body is a structured result (a large one is kept under a handle
+                // and summarized, instead of being cut mid-value).
+                if !cut
+                    && content_type.contains("json")
+                    && let Ok(value) = serde_json::from_slice::<serde_json::Value>(&body)
+                {
+                    return Ok(ToolOutput {
+                        is_error: !status.is_success(),
+                        ..ToolOutput::structured(format!("{url} ({status}, {content_type})\n\n"), value)
+                    });
+                }
                 let raw = String::from_utf8_lossy(&body);
                 let text = if content_type.contains("html") || raw.trim_start().starts_with('<') {
                     html_to_text(&raw)

@@ -70,6 +70,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// MCP servers.
     pub mcp: McpConfig,
+    /// Language servers whose diagnostics follow an edit.
+    pub lsp: LspConfig,
     /// Remote tool workers over NATS JetStream.
     pub remote: RemoteConfig,
 }
@@ -345,6 +347,14 @@ pub struct OutputConfig {
     pub other_tail_bytes: usize,
     /// Share of the head budget for rescued lines (percent).
     pub rescue_percent: usize,
+    /// Structured results whose JSON is longer are kept under a handle (bytes).
+    pub handle_min_bytes: usize,
+    /// Longest structural summary of a handled result (bytes).
+    pub handle_summary_bytes: usize,
+    /// Array items (and nested keys) a summary shows.
+    pub handle_preview_items: usize,
+    /// Largest media block passed to the host (base64 bytes).
+    pub block_max_bytes: usize,
     /// A program's answer (an extension's stdout) kept whole up to this size (bytes).
     pub program_whole_bytes: usize,
 }
@@ -471,6 +481,8 @@ pub struct McpConfig {
     pub http_max_redirects: usize,
     /// How much of a stdio server's stderr (the end) a failure report quotes, in bytes.
     pub stderr_tail_bytes: usize,
+    /// How long a server's question waits for the host's answer before it is declined (ms).
+    pub elicitation_timeout_ms: u64,
     /// Where each server's last tool listing is kept ("" keeps none: every server starts at
     /// start-up to list its tools).
     pub tool_cache_dir: String,
@@ -542,6 +554,49 @@ pub struct McpServerConfig {
 
 fn default_true() -> bool {
     true
+}
+
+/// `[lsp]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LspConfig {
+    /// How long an edit's result waits for diagnostics (ms), server start included.
+    pub wait_ms: u64,
+    /// Quiet time after which an unversioned publication is taken as final (ms).
+    pub settle_ms: u64,
+    /// Diagnostics appended to one result at most.
+    pub max_diagnostics: usize,
+    /// Start-up (spawn + `initialize`) timeout (ms).
+    pub startup_timeout_ms: u64,
+    /// First restart delay after a server died (ms); doubles up to the maximum.
+    pub restart_backoff_ms: u64,
+    /// Longest restart delay (ms).
+    pub restart_backoff_max_ms: u64,
+    /// Time a server has to shut down when its session closes (ms).
+    pub shutdown_grace_ms: u64,
+    /// How much of a server's stderr (the end) a failure report quotes, in bytes.
+    pub stderr_tail_bytes: usize,
+    /// Declared servers.
+    pub servers: Vec<LspServerConfig>,
+}
+
+/// One `[[lsp.servers]]` table: a language server speaking LSP over stdio.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LspServerConfig {
+    /// Server name, used in results and logs.
+    pub name: String,
+    /// Program and arguments (`["basedpyright-langserver", "--stdio"]`).
+    pub command: Vec<String>,
+    /// File extensions it handles, without the dot (`["py", "pyi"]`).
+    pub extensions: Vec<String>,
+    /// The LSP language id of its documents (default: from the extension: `py` → `python`,
+    /// `ts` → `typescript`, …).
+    #[serde(default)]
+    pub language_id: Option<String>,
+    /// Environment variables set for the server process.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 /// One `[[extensions]]` table: an out-of-process tool.
@@ -650,6 +705,23 @@ impl Config {
                 key: "output.rescue_percent".into(),
                 reason: format!("{} is not a percentage (0..=100)", o.rescue_percent),
             });
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, server) in self.lsp.servers.iter().enumerate() {
+            let key = format!("lsp.servers[{i}]");
+            let refuse = |reason: String| ConfigError::Invalid { key: key.clone(), reason };
+            if server.name.trim().is_empty() {
+                return Err(refuse("has no name".into()));
+            }
+            if !names.insert(server.name.as_str()) {
+                return Err(refuse(format!("repeats the name `{}`", server.name)));
+            }
+            if server.command.is_empty() {
+                return Err(refuse(format!("`{}` has no command", server.name)));
+            }
+            if server.extensions.iter().all(|e| e.trim_start_matches('.').is_empty()) {
+                return Err(refuse(format!("`{}` handles no file extension", server.name)));
+            }
         }
         for (pattern, pool) in &self.remote.routes {
             if pool.is_empty() || !pool.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {

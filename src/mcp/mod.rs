@@ -7,6 +7,7 @@
 
 mod cache;
 pub mod client;
+pub mod elicitation;
 mod frame;
 mod http;
 mod naming;
@@ -21,6 +22,6 @@ pub use naming::{hashed_name, server_prefixes, tool_name};
 pub use policy::capabilities_for;
 pub use result::{describe_content, map_call_result};
 pub use tool::{
-    DISCOVERY_HELPERS, ListMcpResources, ListingLimits, McpCallError, McpCaller, McpTool, McpToolDef, ProgressSink, ReadMcpResource,
-    ResourceSource, entry_name, tool_from_entry, tools_from_listing,
+    CallHooks, DISCOVERY_HELPERS, InputSink, ListMcpResources, ListingLimits, McpCallError, McpCaller, McpTool, McpToolDef, ProgressSink,
+    ReadMcpResource, ResourceSource, entry_name, tool_from_entry, tools_from_listing,
 };

@@ -7,7 +7,9 @@ use serde_json::{Value, json};
 
 use super::result::{describe_content, map_call_result};
 use crate::output::wrap_external;
-use crate::tool::{Capability, ErrorCategory, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec};
+use crate::tool::{
+    Capability, ErrorCategory, InputAnswer, InputRequest, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec,
+};
 
 /// The only MCP tools that are read-only by our own declaration (not a server's word): the
 /// discovery helpers over the connected servers' resources.
@@ -63,20 +65,27 @@ pub enum McpCallError {
 /// Receives a call's progress: (progress, total, message).
 pub type ProgressSink = Arc<dyn Fn(f64, Option<f64>, Option<String>) + Send + Sync>;
 
+/// Receives a question the server asks while a call runs (elicitation) and answers it.
+pub type InputSink = Arc<dyn Fn(InputRequest) -> BoxFuture<'static, InputAnswer> + Send + Sync>;
+
+/// What a call's server may send besides its answer, and where it goes.
+#[derive(Clone, Default)]
+pub struct CallHooks {
+    /// Progress notifications.
+    pub progress: Option<ProgressSink>,
+    /// Questions for the user, with the session the call belongs to (a question is only put
+    /// to a session whose call is in flight).
+    pub input: Option<(String, InputSink)>,
+}
+
 /// Calls tools on one server. Implemented by the actors crate's supervised server actor.
 pub trait McpCaller: Send + Sync {
     /// The server's name.
     fn server(&self) -> &str;
     /// Calls `tool` with `args`; the answer is the `tools/call` result as JSON. `read_only`
-    /// allows one blind retry when the server dies mid-call; progress notifications go to
-    /// `progress`.
-    fn call<'a>(
-        &'a self,
-        tool: &'a str,
-        args: Value,
-        read_only: bool,
-        progress: Option<ProgressSink>,
-    ) -> BoxFuture<'a, Result<Value, McpCallError>>;
+    /// allows one blind retry when the server dies mid-call; progress notifications and
+    /// questions go to `hooks`.
+    fn call<'a>(&'a self, tool: &'a str, args: Value, read_only: bool, hooks: CallHooks) -> BoxFuture<'a, Result<Value, McpCallError>>;
 }
 
 /// What a server says about one of its tools, with the name and capabilities we give it.
@@ -100,6 +109,8 @@ pub struct McpToolDef {
     pub defer: bool,
     /// What was changed to admit it (descriptions trimmed, a name taken), for a notice.
     pub note: Option<String>,
+    /// The server's output schema, when the tool declares one.
+    pub output_schema: Option<Value>,
 }
 
 /// What bounds each tool of a listing.
@@ -181,6 +192,7 @@ pub fn tool_from_entry(
                 capabilities_declared: cfg.trust_annotations && annotations.is_some(),
                 defer: cfg.defer,
                 note: (!notes.is_empty()).then(|| notes.join("; ")),
+                output_schema: entry.get("outputSchema").filter(|s| s.is_object()).cloned(),
             };
             Arc::new(McpTool::new(def, limits.description_max_chars, Arc::clone(caller)))
         }
@@ -272,6 +284,8 @@ pub struct McpTool {
     capabilities_declared: bool,
     defer: bool,
     note: Option<String>,
+    /// The tool's `outputSchema`, compiled: its results' structured content must match it.
+    output: Option<Arc<jsonschema::Validator>>,
     caller: Arc<dyn McpCaller>,
 }
 
@@ -307,6 +321,15 @@ impl McpTool {
             description_max_chars
         };
         let title = def.title.map(|t| t.chars().filter(|c| !c.is_control()).take(cap).collect());
+        // A schema that does not compile cannot be checked against; the results are still
+        // the server's, given as they came.
+        let output = def.output_schema.as_ref().and_then(|schema| match jsonschema::validator_for(schema) {
+            Ok(v) => Some(Arc::new(v)),
+            Err(e) => {
+                tracing::warn!(server = %caller.server(), tool = %def.remote, error = %e, "outputSchema does not compile; results are not checked");
+                None
+            }
+        });
         Self {
             name: def.name,
             remote: def.remote,
@@ -317,6 +340,7 @@ impl McpTool {
             capabilities_declared: def.capabilities_declared,
             defer: def.defer,
             note: def.note,
+            output,
             caller,
         }
     }
@@ -371,15 +395,21 @@ impl Tool for McpTool {
     fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let read_only = crate::tool::is_read_only(&self.capabilities);
-            let services = Arc::clone(&ctx.services);
             let (index, id) = (ctx.index, ctx.call_id.clone());
-            let sink: ProgressSink = Arc::new(move |p, t, m| services.progress(index, &id, p, t, m));
+            let services = Arc::clone(&ctx.services);
+            let progress: ProgressSink = Arc::new(move |p, t, m| services.progress(index, &id, p, t, m));
+            let (services, id) = (Arc::clone(&ctx.services), ctx.call_id.clone());
+            let ask: InputSink = Arc::new(move |request| services.request_input(index, &id, request));
+            let hooks = CallHooks {
+                progress: Some(progress),
+                input: Some((ctx.session_id.clone(), ask)),
+            };
             let result = self
                 .caller
-                .call(&self.remote, input, read_only, Some(sink))
+                .call(&self.remote, input, read_only, hooks)
                 .await
                 .map_err(to_tool_error)?;
-            Ok(map_call_result(&result))
+            map_call_result(&result, self.caller.server(), &self.remote, self.output.as_deref())
         })
     }
 }
@@ -493,7 +523,7 @@ impl Tool for ReadMcpResource {
             let contents = result.get("contents").and_then(Value::as_array).cloned().unwrap_or_default();
             let text: Vec<String> = contents
                 .iter()
-                .map(|c| describe_content(&json!({"type": "resource", "resource": c})))
+                .map(|c| describe_content(&json!({"type": "resource", "resource": c}), source.server()))
                 .collect();
             Ok(ToolOutput::text(text.join("\n")))
         })

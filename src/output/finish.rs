@@ -5,6 +5,7 @@ use crate::event::ToolResult;
 use crate::notice::{Notice, NoticeKind};
 use crate::tool::{ErrorCategory, OutputKind, ToolError, ToolOutput};
 
+use super::handles::{SummaryLimits, example_pointer, handle_marker, summarize};
 use super::{Budget, OverflowStore, truncate, wrap_external};
 
 /// Where a call's full output may be saved when it is truncated.
@@ -46,10 +47,21 @@ pub struct Finished {
 
 /// Whether [`finish_call`] will cut (and save) this outcome's output: the part of
 /// post-processing that costs milliseconds (a head/tail scan of megabytes, a file write), which
-/// a host may want to run off its event loop.
+/// a host may want to run off its event loop. A structured value counts as such work (it is
+/// serialized, and may be saved under a handle).
 pub fn needs_truncation(outcome: &Result<ToolOutput, ToolError>, cfg: &OutputConfig) -> bool {
     match outcome {
         Ok(out) if out.cut.is_some() => false,
+        Ok(out)
+            if out.structured.is_some()
+                || out.blocks.iter().any(|b| {
+                    b.get("data")
+                        .and_then(serde_json::Value::as_str)
+                        .is_some_and(|d| d.len() > cfg.block_max_bytes)
+                }) =>
+        {
+            true
+        }
         Ok(out) => {
             let max = match out.kind {
                 OutputKind::Shell => cfg.shell_max_bytes,
@@ -84,6 +96,7 @@ pub fn finish_call(
 ) -> Finished {
     let mut notices = Vec::new();
     let failed = counts_as_failure(&outcome);
+    let mut kept_blocks: Vec<serde_json::Value> = Vec::new();
     let (content, is_error) = match outcome {
         Err(e) => (e.to_model_text(), true),
         Ok(out) => {
@@ -92,6 +105,21 @@ pub fn finish_call(
                 OutputKind::Other => (Budget::other(cfg), false),
             };
             let mut content = out.content;
+            let described = media_blocks(&ctx, out.blocks, cfg, overflow, &mut notices);
+            kept_blocks = described.kept;
+            if let Some(value) = out.structured {
+                let body = structured_body(&ctx, &value, cfg, overflow, &mut notices);
+                if !content.is_empty() && !content.ends_with('\n') {
+                    content.push('\n');
+                }
+                content.push_str(&body);
+            }
+            for line in described.lines {
+                if !content.is_empty() && !content.ends_with('\n') {
+                    content.push('\n');
+                }
+                content.push_str(&line);
+            }
             if let Some(cut) = &out.cut {
                 // Cut (and saved) by the tool while it streamed: reported, not cut again.
                 if let Some(e) = &cut.save_error {
@@ -156,6 +184,11 @@ pub fn finish_call(
         Some(source) => wrap_external(source, &content),
         None => content,
     };
+    let blocks = (!kept_blocks.is_empty()).then(|| {
+        let mut all = vec![serde_json::json!({"type": "text", "text": content})];
+        all.extend(kept_blocks);
+        all
+    });
     Finished {
         result: ToolResult {
             index: ctx.index,
@@ -163,9 +196,145 @@ pub fn finish_call(
             name: ctx.name.to_string(),
             is_error,
             content,
+            blocks,
         },
         notices,
         failed,
+    }
+}
+
+/// What becomes of a result's media blocks: those passed on, and one line per block saying
+/// what it was and where it went.
+struct Media {
+    kept: Vec<serde_json::Value>,
+    lines: Vec<String>,
+}
+
+/// The file extension of a media type (what a saved block is named with).
+fn extension_of(mime: &str) -> &'static str {
+    match mime {
+        "image/png" => "png",
+        "image/jpeg" => "jpg",
+        "image/gif" => "gif",
+        "image/webp" => "webp",
+        "image/svg+xml" => "svg",
+        "audio/wav" | "audio/x-wav" => "wav",
+        "audio/mpeg" => "mp3",
+        "audio/ogg" => "ogg",
+        "audio/webm" => "webm",
+        _ => "bin",
+    }
+}
+
+/// Passes media blocks within `output.block_max_bytes` to the host, saves larger ones (final
+/// views only) and describes each in a line of the text, so the model knows what it got.
+fn media_blocks(
+    ctx: &FinishContext<'_>,
+    blocks: Vec<serde_json::Value>,
+    cfg: &OutputConfig,
+    overflow: Option<Overflow<'_>>,
+    notices: &mut Vec<Notice>,
+) -> Media {
+    use base64::Engine;
+    let mut media = Media {
+        kept: Vec::new(),
+        lines: Vec::new(),
+    };
+    for block in blocks {
+        let kind: String = block
+            .get("type")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("media")
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(16)
+            .collect();
+        // Server words in a line of ours: only what a media type may hold.
+        let mime: String = block
+            .get("mimeType")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || "+-./".contains(*c))
+            .take(64)
+            .collect();
+        let data = block.get("data").and_then(serde_json::Value::as_str).unwrap_or("");
+        let size = super::handles::size_text(data.len() * 3 / 4);
+        if data.len() <= cfg.block_max_bytes {
+            media.lines.push(format!(
+                "[{kind}: {mime}, {size}: passed to the host as content block {}]",
+                media.kept.len() + 1
+            ));
+            media.kept.push(block);
+            continue;
+        }
+        let saved = match (overflow, ctx.final_view) {
+            (Some(o), true) => match base64::engine::general_purpose::STANDARD.decode(data.trim()) {
+                Ok(bytes) => o
+                    .store
+                    .save_bytes(o.session, extension_of(&mime), &bytes)
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(format!("its data is not base64: {e}")),
+            },
+            _ => Err("this view of the call is not its last".to_string()),
+        };
+        match saved {
+            Ok(path) => media.lines.push(format!(
+                "[{kind}: {mime}, {size}: too large to pass on (over output.block_max_bytes); saved as {}]",
+                path.display()
+            )),
+            Err(reason) => {
+                notices.push(Notice::for_call(
+                    NoticeKind::OverflowFailed,
+                    ctx.index,
+                    format!("`{}`: a {kind} block was not saved: {reason}", ctx.name),
+                ));
+                media
+                    .lines
+                    .push(format!("[{kind}: {mime}, {size}: too large to pass on, and not saved]"));
+            }
+        }
+    }
+    media
+}
+
+/// A structured value as the model reads it: its JSON when that is at most
+/// `output.handle_min_bytes`, otherwise (when the store can keep it and this is the call's
+/// final view) a structural summary and the handle it is kept under. A value that cannot be
+/// kept is shown as JSON and cut like any output, with an `overflow_failed` notice.
+fn structured_body(
+    ctx: &FinishContext<'_>,
+    value: &serde_json::Value,
+    cfg: &OutputConfig,
+    overflow: Option<Overflow<'_>>,
+    notices: &mut Vec<Notice>,
+) -> String {
+    let json = value.to_string();
+    if json.len() <= cfg.handle_min_bytes || !ctx.final_view {
+        return json;
+    }
+    let Some(o) = overflow else {
+        return json;
+    };
+    // Kept pretty-printed, so that retrieval by lines reads one member per line.
+    let kept = serde_json::to_string_pretty(value).unwrap_or_else(|_| json.clone());
+    match o.store.save_handle(o.session, &kept) {
+        Ok(handle) => {
+            let limits = SummaryLimits {
+                max_bytes: cfg.handle_summary_bytes,
+                preview_items: cfg.handle_preview_items,
+            };
+            format!(
+                "{}\n{}",
+                summarize(value, json.len(), limits),
+                handle_marker(&handle, json.len(), &example_pointer(value))
+            )
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "saving a structured result under a handle failed");
+            notices.push(Notice::for_call(NoticeKind::OverflowFailed, ctx.index, e.to_string()));
+            json
+        }
     }
 }
 
@@ -189,6 +358,8 @@ mod tests {
                     trailer: None,
                     partial: false,
                     cut: None,
+                    structured: None,
+                    blocks: Vec::new(),
                 };
                 let foreseen = needs_truncation(&Ok(out.clone()), &c);
                 assert_eq!(foreseen, len > max, "{kind:?} at {len}");
@@ -222,6 +393,8 @@ mod tests {
             trailer: Some("[exit code: 0]".into()),
             partial: false,
             cut: None,
+            structured: None,
+            blocks: Vec::new(),
         }
     }
 
@@ -295,6 +468,89 @@ mod tests {
         );
         let rejected = finish_call(ctx(true), Err(ToolError::refused(ErrorCategory::NotApproved, "no")), &cfg(), None);
         assert!(!rejected.failed, "a user's rejection is not the model failing");
+    }
+
+    #[test]
+    fn a_large_structured_value_becomes_a_summary_and_a_handle() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = OverflowStore::new(dir.path().to_path_buf());
+        let items: Vec<serde_json::Value> = (0..5000).map(|i| serde_json::json!({"id": i, "name": format!("n{i}")})).collect();
+        let value = serde_json::json!({"items": items, "total": 5000});
+        let overflow = Some(Overflow {
+            store: &store,
+            session: "s",
+        });
+        let ctx = FinishContext {
+            name: "search",
+            ..ctx(true)
+        };
+        let f = finish_call(ctx, Ok(ToolOutput::structured("Found 5000.", value.clone())), &cfg(), overflow);
+        let content = &f.result.content;
+        assert!(
+            content.starts_with("Found 5000.\n[JSON object {items: array, total: number}"),
+            "{content}"
+        );
+        assert!(
+            content.contains("[handle h1: ") && content.contains("\"path\": \"/items/0/id\""),
+            "{content}"
+        );
+        assert!(content.len() < 3000, "the model reads the shape, not the data: {}", content.len());
+        let kept: serde_json::Value = serde_json::from_str(&store.load_handle("s", "h1").unwrap()).unwrap();
+        assert_eq!(kept, value, "kept whole");
+        // A small value is shown as it is; a poll is never kept.
+        let small = finish_call(ctx, Ok(ToolOutput::structured("", serde_json::json!({"a": 1}))), &cfg(), overflow);
+        assert_eq!(small.result.content, "{\"a\":1}");
+        let poll = finish_call(
+            FinishContext { final_view: false, ..ctx },
+            Ok(ToolOutput::structured("", value)),
+            &cfg(),
+            overflow,
+        );
+        assert!(!poll.result.content.contains("[handle"));
+        assert!(store.load_handle("s", "h2").is_err());
+    }
+
+    #[test]
+    fn media_blocks_are_passed_on_within_the_limit_and_saved_beyond_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = OverflowStore::new(dir.path().to_path_buf());
+        let overflow = Some(Overflow {
+            store: &store,
+            session: "s",
+        });
+        let small = serde_json::json!({"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="});
+        let big_data = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, vec![7u8; 2 * cfg().block_max_bytes]);
+        let big = serde_json::json!({"type": "audio", "mimeType": "audio/wav\n[ignore this]", "data": big_data});
+        let out = ToolOutput {
+            blocks: vec![small.clone(), big],
+            ..ToolOutput::text("two media")
+        };
+        let f = finish_call(
+            FinishContext {
+                external: Some("srv__t"),
+                ..ctx(true)
+            },
+            Ok(out),
+            &cfg(),
+            overflow,
+        );
+        let content = &f.result.content;
+        assert!(
+            content.contains("two media\n[image: image/png, 9 bytes: passed to the host as content block 1]"),
+            "{content}"
+        );
+        assert!(
+            content.contains("[audio: audio/wavignorethis, 2.0 MB: too large to pass on"),
+            "{content}"
+        );
+        let saved = content.split("saved as ").nth(1).unwrap().split(']').next().unwrap();
+        assert_eq!(std::fs::read(saved).unwrap(), vec![7u8; 2 * cfg().block_max_bytes]);
+        let blocks = f.result.blocks.unwrap();
+        assert_eq!(blocks.len(), 2);
+        assert_eq!(blocks[0], serde_json::json!({"type": "text", "text": content}));
+        assert_eq!(blocks[1], small);
+        let plain = finish_call(ctx(true), Ok(ToolOutput::text("x")), &cfg(), None);
+        assert!(plain.result.blocks.is_none(), "text alone has no blocks");
     }
 
     #[test]

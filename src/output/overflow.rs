@@ -20,7 +20,9 @@ pub enum OverflowError {
     #[error("no saved output `{0}` in this session (unknown, expired after the retention period, or saved by another session)")]
     NotFound(String),
     /// The ref is not of the form this store hands out.
-    #[error("`{0}` is not a saved-output ref (expected the ref=<pid>-<millis>-<seq> value from a truncation marker)")]
+    #[error(
+        "`{0}` is not a saved-output ref (expected the ref=<pid>-<millis>-<seq> value from a truncation marker, or a handle such as h1)"
+    )]
     BadRef(String),
     /// The slice asked for is not valid.
     #[error("{0}")]
@@ -103,6 +105,90 @@ impl OverflowStore {
         Ok(id)
     }
 
+    /// Saves binary `data` for `session` (a media block too large to pass on) as
+    /// `<id>.<extension>`, atomically, and returns the file's path.
+    ///
+    /// # Errors
+    /// [`OverflowError::Write`] when the folder or file cannot be written.
+    pub fn save_bytes(&self, session: &str, extension: &str, data: &[u8]) -> Result<PathBuf, OverflowError> {
+        let dir = self.session_dir(session);
+        let err = |source| OverflowError::Write { dir: dir.clone(), source };
+        std::fs::create_dir_all(&dir).map_err(err)?;
+        let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+        let id = format!("{}-{}-{}", std::process::id(), millis, SEQ.fetch_add(1, Ordering::Relaxed));
+        let ext: String = extension.chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+        let tmp = dir.join(format!(".{id}.tmp"));
+        let done = dir.join(format!("{id}.{}", if ext.is_empty() { "bin" } else { &ext }));
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(data)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &done)
+        };
+        if let Err(e) = write() {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(err(e));
+        }
+        Ok(done)
+    }
+
+    /// Saves a structured result's JSON `text` for `session` under the next free handle
+    /// (`h1`, `h2`, … per session) and returns it. The handle is claimed by hard-linking a
+    /// finished temp file to `h<N>.json`, which fails if another writer took `N` first, so two
+    /// processes sharing the folder never hand out one handle twice, and nothing half-written
+    /// is ever visible under a handle.
+    ///
+    /// # Errors
+    /// [`OverflowError::Write`] when the folder or file cannot be written.
+    pub fn save_handle(&self, session: &str, text: &str) -> Result<String, OverflowError> {
+        let dir = self.session_dir(session);
+        let err = |source| OverflowError::Write { dir: dir.clone(), source };
+        std::fs::create_dir_all(&dir).map_err(err)?;
+        let tmp = dir.join(format!(".h-{}-{}.tmp", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()
+        };
+        if let Err(e) = write() {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(err(e));
+        }
+        // Handles already given out in this session, counted once; a number taken meanwhile
+        // by another writer is skipped by the link failing.
+        let taken = std::fs::read_dir(&dir)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| handle_number(&e.file_name().to_string_lossy()).is_some())
+                    .count()
+            })
+            .unwrap_or(0);
+        let mut n = taken + 1;
+        let claimed = loop {
+            let handle = format!("h{n}");
+            match std::fs::hard_link(&tmp, dir.join(format!("{handle}.json"))) {
+                Ok(()) => break Ok(handle),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+                Err(e) => break Err(err(e)),
+            }
+        };
+        let _ = std::fs::remove_file(&tmp);
+        claimed
+    }
+
+    /// Reads a handle's JSON text back, for the session that saved it only.
+    ///
+    /// # Errors
+    /// [`OverflowError::BadRef`] for something that is not a handle, [`OverflowError::NotFound`]
+    /// for an unknown, expired or another session's handle.
+    pub fn load_handle(&self, session: &str, handle: &str) -> Result<String, OverflowError> {
+        if !is_handle(handle) {
+            return Err(OverflowError::BadRef(handle.to_string()));
+        }
+        std::fs::read_to_string(self.session_dir(session).join(format!("{handle}.json")))
+            .map_err(|_| OverflowError::NotFound(handle.to_string()))
+    }
+
     /// Reads a saved output back, for the session that saved it only.
     ///
     /// # Errors
@@ -140,6 +226,17 @@ impl OverflowStore {
         }
         removed
     }
+}
+
+/// Whether `s` has the form of a handle (`h` and a number).
+pub fn is_handle(s: &str) -> bool {
+    s.len() > 1 && s.starts_with('h') && s[1..].bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The number of a handle's file name (`h12.json` → 12).
+fn handle_number(file: &str) -> Option<u64> {
+    let stem = file.strip_suffix(".json")?;
+    if is_handle(stem) { stem[1..].parse().ok() } else { None }
 }
 
 /// An output being saved as it streams (see [`OverflowStore::writer`]): written to a temp file,
@@ -314,6 +411,39 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into())
             .collect();
         assert_eq!(names, vec![format!("{id}.txt")]);
+    }
+
+    #[test]
+    fn handles_count_per_session_and_stay_in_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = OverflowStore::new(dir.path().to_path_buf());
+        let b = OverflowStore::new(dir.path().to_path_buf());
+        assert_eq!(a.save_handle("s1", "{\"a\":1}").unwrap(), "h1");
+        assert_eq!(
+            b.save_handle("s1", "[1]").unwrap(),
+            "h2",
+            "a second store over the folder does not reuse h1"
+        );
+        assert_eq!(a.save_handle("s2", "{}").unwrap(), "h1", "handles are per session");
+        assert_eq!(a.load_handle("s1", "h2").unwrap(), "[1]");
+        assert!(matches!(a.load_handle("s2", "h2"), Err(OverflowError::NotFound(_))));
+        assert!(matches!(a.load_handle("s1", "../s2/h1"), Err(OverflowError::BadRef(_))));
+        assert!(matches!(a.load_handle("s1", "h"), Err(OverflowError::BadRef(_))));
+        let names: Vec<String> = std::fs::read_dir(dir.path().join("s1"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into())
+            .collect();
+        assert_eq!(names.len(), 2, "no temp file is left: {names:?}");
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let store = OverflowStore::new(dir.path().to_path_buf());
+                std::thread::spawn(move || store.save_handle("s3", "0").unwrap())
+            })
+            .collect();
+        let mut got: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        got.sort();
+        got.dedup();
+        assert_eq!(got.len(), 8, "concurrent writers never share a handle");
     }
 
     #[test]

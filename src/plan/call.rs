@@ -1,6 +1,7 @@
 //! Planning one call: the whole serial decision, from raw call to "refuse" or "run how".
 //!
-//! In order: truncation gate and argument ladder, name resolution, validation, loop guard,
+//! In order: truncation gate and argument ladder, name resolution, `$handle` arguments
+//! replaced by the values they point at, validation, loop guard,
 //! approval requirement for this input under the session's mode, parallel safety, and
 //! eligibility for speculative start. The pipeline's Planner stage calls [`plan_call`] once per
 //! call, in index order; benches call it directly.
@@ -17,7 +18,7 @@ use crate::registry::{Catalog, Registry};
 use crate::repair::args::decode_stringified;
 use crate::repair::names::NameLimits;
 use crate::stream::RawCall;
-use crate::tool::{ApprovalRequirement, ErrorCategory, Grant, ToolError};
+use crate::tool::{ApprovalRequirement, ErrorCategory, Grant, SessionServices, ToolError};
 
 /// What planning decided for a call.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,7 +66,7 @@ pub struct PlannedCall {
 }
 
 /// What planning reads: the session's view of the tools and its policy.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct PlanContext<'a> {
     /// All tools.
     pub registry: &'a Registry,
@@ -75,6 +76,18 @@ pub struct PlanContext<'a> {
     pub config: &'a Config,
     /// The session's approval mode.
     pub mode: ApprovalMode,
+    /// The session, whose handles a `$handle` argument reads (none: such arguments are left
+    /// as they are, and validation judges them).
+    pub services: Option<&'a dyn SessionServices>,
+}
+
+impl std::fmt::Debug for PlanContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlanContext")
+            .field("mode", &self.mode)
+            .field("services", &self.services.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Plans `call`. `cut` is true when the round ended at the output limit.
@@ -115,6 +128,18 @@ pub fn plan_call(ctx: PlanContext<'_>, call: &RawCall, cut: bool, guard: &mut Lo
     };
     if name != call.name {
         decode_stringified(&mut planned.input, &tool.input_schema, ctx.config.repair.string_decode_depth);
+    }
+    // Handle references become the values they point at before anything judges the input.
+    if let Some(services) = ctx.services
+        && let Err(error) = super::handles::substitute_handles(&mut planned.input, services)
+    {
+        planned.notices.push(Notice::for_call(
+            NoticeKind::ValidationFailed,
+            call.index,
+            format!("`{name}`: {}", error.message.lines().next().unwrap_or("")),
+        ));
+        planned.action = Action::Refuse(error);
+        return planned;
     }
     if let Err(error) = tool.validate_input(&planned.input) {
         planned.notices.push(Notice::for_call(

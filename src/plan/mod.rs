@@ -7,6 +7,7 @@ pub mod approval;
 pub mod batches;
 pub mod call;
 pub mod finalize;
+pub mod handles;
 pub mod loop_guard;
 pub mod resolve;
 

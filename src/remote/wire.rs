@@ -93,6 +93,12 @@ pub enum WireOutcome {
         /// [`ToolOutput::cut`]: the tool cut its output itself while it streamed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cut: Option<CutReport>,
+        /// [`ToolOutput::structured`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        structured: Option<serde_json::Value>,
+        /// [`ToolOutput::blocks`].
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        blocks: Vec<serde_json::Value>,
     },
     /// The tool failed or refused.
     Error {
@@ -117,6 +123,8 @@ impl From<Result<ToolOutput, ToolError>> for WireOutcome {
                 trailer: o.trailer,
                 partial: o.partial,
                 cut: o.cut,
+                structured: o.structured,
+                blocks: o.blocks,
             },
             Err(e) => WireOutcome::Error {
                 category: e.category,
@@ -138,6 +146,8 @@ impl From<WireOutcome> for Result<ToolOutput, ToolError> {
                 trailer,
                 partial,
                 cut,
+                structured,
+                blocks,
             } => Ok(ToolOutput {
                 content,
                 is_error,
@@ -145,6 +155,8 @@ impl From<WireOutcome> for Result<ToolOutput, ToolError> {
                 trailer,
                 partial,
                 cut,
+                structured,
+                blocks,
             }),
             WireOutcome::Error {
                 category,
@@ -162,6 +174,39 @@ impl From<WireOutcome> for Result<ToolOutput, ToolError> {
 }
 
 impl WireOutcome {
+    /// Folds a structured value and media blocks larger than `max` bytes into the text, so that
+    /// the record stays small and the text travels through the object store like any large
+    /// output: the value as its JSON, each block described. (A worker's large structured
+    /// result is therefore read as text, not kept under a handle.)
+    pub fn fold_rich(&mut self, max: usize) {
+        let WireOutcome::Output {
+            content,
+            structured,
+            blocks,
+            ..
+        } = self
+        else {
+            return;
+        };
+        let size = structured.as_ref().map_or(0, |v| v.to_string().len()) + blocks.iter().map(|b| b.to_string().len()).sum::<usize>();
+        if size <= max {
+            return;
+        }
+        if let Some(value) = structured.take() {
+            if !content.is_empty() && !content.ends_with('\n') {
+                content.push('\n');
+            }
+            content.push_str(&value.to_string());
+        }
+        for block in std::mem::take(blocks) {
+            let kind = block.get("type").and_then(serde_json::Value::as_str).unwrap_or("media");
+            let bytes = block.get("data").and_then(serde_json::Value::as_str).map_or(0, |d| d.len() * 3 / 4);
+            content.push_str(&format!(
+                "\n[{kind} block of about {bytes} bytes: too large to travel from the worker]"
+            ));
+        }
+    }
+
     /// The content, for outcomes that carry output.
     pub fn content_mut(&mut self) -> Option<&mut String> {
         match self {
@@ -230,6 +275,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_large_structured_value_travels_as_text() {
+        let mut wire = WireOutcome::from(Ok(ToolOutput {
+            blocks: vec![serde_json::json!({"type": "image", "mimeType": "image/png", "data": "A".repeat(400)})],
+            ..ToolOutput::structured("rows:", serde_json::json!({"rows": [1, 2, 3]}))
+        }));
+        let small = wire.clone();
+        wire.fold_rich(10_000);
+        assert_eq!(wire, small, "small ones travel as they are");
+        wire.fold_rich(100);
+        let Ok(out) = Result::<ToolOutput, ToolError>::from(wire) else {
+            panic!()
+        };
+        assert!(out.structured.is_none() && out.blocks.is_empty());
+        assert!(
+            out.content
+                .starts_with("rows:\n{\"rows\":[1,2,3]}\n[image block of about 300 bytes"),
+            "{}",
+            out.content
+        );
+    }
+
+    #[test]
     fn outcomes_survive_the_trip() {
         let out = ToolOutput {
             content: "x".into(),
@@ -241,9 +308,16 @@ mod tests {
                 omitted_bytes: 5,
                 ..Default::default()
             }),
+            structured: None,
+            blocks: Vec::new(),
+        };
+        let rich = ToolOutput {
+            blocks: vec![serde_json::json!({"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="})],
+            ..ToolOutput::structured("the weather", serde_json::json!({"t": 21}))
         };
         for r in [
             Ok(out),
+            Ok(rich),
             Err(ToolError::outcome_unknown("lost")),
             Err(ToolError::invalid("path", "bad")),
         ] {

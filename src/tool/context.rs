@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::ToolError;
-use super::services::{SessionState, ToolFinder};
+use super::services::{InputAnswer, InputRequest, SessionState, ToolFinder};
 use crate::config::Config;
 
 /// The per-call context handed to [`super::Tool::run`].
@@ -64,7 +64,8 @@ pub trait SessionServices: Send + Sync {
     fn activate_tools(&self, names: &[String]);
     /// Ranks the deferred tools for tool_search, if any tools are deferred.
     fn search_index(&self) -> Option<Arc<dyn ToolFinder>>;
-    /// Reads back an output this session saved when it was truncated.
+    /// Reads back an output this session saved when it was truncated, or the JSON text a
+    /// handle (`h1`, …) of this session holds.
     ///
     /// # Errors
     /// An `invalid_input` error on the `ref` field saying why (unknown, expired, another
@@ -73,6 +74,13 @@ pub trait SessionServices: Send + Sync {
     /// A running call's progress, for the host (no-op where nobody listens).
     fn progress(&self, index: usize, call_id: &str, progress: f64, total: Option<f64>, message: Option<String>) {
         let _ = (index, call_id, progress, total, message);
+    }
+    /// Asks the session's user the question a running call's server asked (MCP
+    /// elicitation), and waits for the answer. Where no host can answer, it is declined at
+    /// once.
+    fn request_input(&self, index: usize, call_id: &str, request: InputRequest) -> futures::future::BoxFuture<'static, InputAnswer> {
+        let _ = (index, call_id, request);
+        Box::pin(std::future::ready(InputAnswer::Decline))
     }
     /// Passes an event of a session this call runs (spawn_agent's child) to the host.
     fn relay(&self, event: crate::event::PipelineEvent) {

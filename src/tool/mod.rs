@@ -42,7 +42,7 @@ pub use context::{Grant, NoServices, SessionServices, ToolContext};
 pub use error::{ErrorCategory, ToolError};
 pub use metadata::ToolMetadata;
 pub use output::{CutReport, OutputKind, ToolOutput};
-pub use services::{Detached, OutputFile, SearchHit, SessionState, ToolFinder};
+pub use services::{Detached, InputAnswer, InputRequest, OutputFile, SearchHit, SessionState, ToolFinder};
 
 /// The future a tool's `run` returns.
 pub type ToolFuture<'a> = BoxFuture<'a, Result<ToolOutput, ToolError>>;

@@ -24,6 +24,16 @@ pub struct ToolOutput {
     /// A view of work still going on (a poll of a running task): truncated like any output,
     /// but never saved as "the full output", since there is more to come.
     pub partial: bool,
+    /// A JSON value the result carries (an MCP tool's `structuredContent`, an extension's
+    /// JSON, a JSON response). Post-processing shows it after `content` (which then holds only
+    /// the text that is not this value), as JSON when it is small, or as a structural summary
+    /// and a handle when it is over `output.handle_min_bytes`.
+    pub structured: Option<serde_json::Value>,
+    /// Media the result carries besides its text (MCP image and audio content blocks, as
+    /// `{"type", "mimeType", "data"}`), in order. Post-processing passes those within
+    /// `output.block_max_bytes` to the host as `results[i].blocks`, and saves and describes
+    /// larger ones.
+    pub blocks: Vec<serde_json::Value>,
     /// Set when the tool cut `content` itself while the output streamed (a command's output
     /// read with bounded memory): post-processing then neither cuts nor saves it again, and
     /// reports the cut from here.
@@ -53,6 +63,17 @@ impl ToolOutput {
             trailer: None,
             partial: false,
             cut: None,
+            structured: None,
+            blocks: Vec::new(),
+        }
+    }
+
+    /// A successful result carrying `value`, with `prose` (the text that is not the value,
+    /// possibly empty) before it.
+    pub fn structured(prose: impl Into<String>, value: serde_json::Value) -> Self {
+        Self {
+            structured: Some(value),
+            ..Self::text(prose)
         }
     }
 

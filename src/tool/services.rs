@@ -24,6 +24,39 @@ pub trait ToolFinder: Send + Sync {
     fn search(&self, query: &str, top: usize) -> Vec<SearchHit>;
 }
 
+/// A question an MCP server asks the user while one of its tool calls runs (elicitation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputRequest {
+    /// The server that asks.
+    pub server: String,
+    /// What it asks, for the user.
+    pub message: String,
+    /// The JSON Schema the answer must match (an object of primitive-typed properties).
+    pub schema: serde_json::Value,
+}
+
+/// The user's answer to an [`InputRequest`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputAnswer {
+    /// The answer, matching the requested schema.
+    Accept(serde_json::Value),
+    /// No answer; the call goes on without one.
+    Decline,
+    /// The user dismissed the question.
+    Cancel,
+}
+
+impl InputAnswer {
+    /// The answer's action, for events.
+    pub fn action(&self) -> crate::event::InputAction {
+        match self {
+            Self::Accept(_) => crate::event::InputAction::Accept,
+            Self::Decline => crate::event::InputAction::Decline,
+            Self::Cancel => crate::event::InputAction::Cancel,
+        }
+    }
+}
+
 /// A file the output of a running call is streamed into, for retrieve_tool_result to read
 /// back; the overflow store makes them.
 pub trait OutputFile: Send {

@@ -26,7 +26,11 @@ async def add_tool(name: str, reply: str, ctx: Context) -> str:
         return reply
 
     server.add_tool(answer, name=name, description=f"Answers with a fixed greeting ({reply}).")
-    await ctx.session.send_tool_list_changed()
+    if ctx.protocol_version is not None and ctx.protocol_version >= "2026-07-28":
+        # The newest revision: to the clients listening on `subscriptions/listen`.
+        await ctx.notify_tools_changed()
+    else:
+        await ctx.session.send_tool_list_changed()
     return f"added {name}"
 
 

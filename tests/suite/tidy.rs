@@ -57,8 +57,10 @@ const FLOORS: &[&[&str]] = &[
     &["forgery", "repair", "shell"],
     &["stream"],
     &["registry"],
-    // Decisions about calls, the economics of their results, and the OS sandbox programs run in.
-    &["plan", "output", "sandbox"],
+    // The economics of results (and what a language server adds to them) and the OS sandbox
+    // programs run in; then decisions about calls, which may read what results kept (handles).
+    &["output", "lsp", "sandbox"],
+    &["plan"],
     // Tools of each source.
     &["builtin", "mcp", "extension", "remote"],
     // What holds a session together.

@@ -88,7 +88,8 @@ pub fn run(args: McpCheckArgs) -> Result<(), CliError> {
                 })
             })
             .collect();
-        writeln!(out, "{}", json!({"server": server.name, "tools": tools})).map_err(io)?;
+        let protocol = client.protocol_version();
+        writeln!(out, "{}", json!({"server": server.name, "protocol": protocol, "tools": tools})).map_err(io)?;
         if args.call_all {
             for t in &listing {
                 let remote = t.get("name").and_then(Value::as_str).unwrap_or("");

@@ -185,13 +185,15 @@ fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
     }
     let cfg = Arc::new(cfg);
     actix_rt::System::new().block_on(async move {
-        let toolset = toolslot_actors::build_toolset(Arc::clone(&cfg), None)
+        // The server's clients answer input requests (the inputs endpoint, the console).
+        let options = toolslot_actors::ToolsetOptions { answers_input: true };
+        let toolset = toolslot_actors::build_toolset_with(Arc::clone(&cfg), None, options)
             .await
             .map_err(CliError::Startup)?;
         for notice in toolset.notices.iter().chain(toolset.registry.current().notices()) {
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
-        let dispatcher = toolset.attach(toolslot_actors::Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
+        let dispatcher = toolset.attach(toolslot_actors::Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()).answering_inputs());
         let served = toolslot_actors::server::serve(cfg, dispatcher, toolset.mcp.clone())
             .await
             .map_err(|e| CliError::Io(format!("server: {e}")));

@@ -201,6 +201,10 @@ fn pretty_line(event: &PipelineEvent) -> String {
             index, name, requirement, ..
         } => format!("approval #{index} {name} ({requirement:?})"),
         PipelineEvent::ApprovalDecided { index, decision, .. } => format!("decided  #{index} {decision:?}"),
+        PipelineEvent::InputRequired {
+            n, index, server, message, ..
+        } => format!("input    #{index} {server} asks (request {n}): {message}"),
+        PipelineEvent::InputAnswered { n, index, action } => format!("answered #{index} request {n}: {action:?}"),
         PipelineEvent::Subagent { index, session, event, .. } => {
             format!("sub-agent of #{index} (session {session}): {}", pretty_line(event))
         }

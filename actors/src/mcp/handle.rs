@@ -6,7 +6,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use futures::future::BoxFuture;
 use serde_json::Value;
-use toolslot::mcp::ProgressSink;
+use toolslot::mcp::CallHooks;
 use toolslot::mcp::client::{McpClient, RequestFailure};
 use toolslot::mcp::{McpCallError, McpCaller, ResourceSource};
 
@@ -89,13 +89,7 @@ impl McpCaller for McpServerHandle {
         &self.server
     }
 
-    fn call<'a>(
-        &'a self,
-        tool: &'a str,
-        args: Value,
-        read_only: bool,
-        progress: Option<ProgressSink>,
-    ) -> BoxFuture<'a, Result<Value, McpCallError>> {
+    fn call<'a>(&'a self, tool: &'a str, args: Value, read_only: bool, hooks: CallHooks) -> BoxFuture<'a, Result<Value, McpCallError>> {
         Box::pin(async move {
             // A read-only call may be retried once on a fresh connection; anything else could
             // have acted already, so it is not sent twice.
@@ -103,7 +97,7 @@ impl McpCaller for McpServerHandle {
             let mut last = String::new();
             for _ in 0..attempts {
                 let client = self.client().await?;
-                let answer = match client.start_call(tool, args.clone(), progress.clone()).await {
+                let answer = match client.start_call(tool, args.clone(), hooks.clone()).await {
                     Ok(pending) => {
                         // If this future is dropped (the round was cancelled, the call timed
                         // out above us), the server is told to stop.

@@ -8,7 +8,7 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use serde_json::Value;
 use toolslot::config::{Config, McpConfig, McpServerConfig};
-use toolslot::mcp::client::{ConnectOptions, McpClient, ToolsChanged, connect, one_line};
+use toolslot::mcp::client::{ConnectOptions, McpClient, ToolChanges, ToolsChanged, connect, one_line};
 use toolslot::mcp::{McpCallError, McpCaller};
 use toolslot::output::Tail;
 
@@ -29,7 +29,11 @@ pub enum ServerState {
     Failed(String),
 }
 
-type Connecting = Shared<BoxFuture<'static, Result<(Arc<McpClient>, Vec<Value>), String>>>;
+/// A started connection: the client, its first listing, and (newest revisions) the stream of
+/// its tool-list changes, taken by whoever records the start.
+type Started = (Arc<McpClient>, Vec<Value>, Arc<std::sync::Mutex<Option<ToolChanges>>>);
+
+type Connecting = Shared<BoxFuture<'static, Result<Started, String>>>;
 
 /// One server's supervisor-held state.
 pub struct McpServerActor {
@@ -38,6 +42,8 @@ pub struct McpServerActor {
     startup: Duration,
     call_timeout: Duration,
     stderr_tail_bytes: usize,
+    /// Whether the host can answer the server's questions (elicitation is announced).
+    elicitation: bool,
     /// The end of what the running server wrote on stderr, quoted when it dies: a ring of
     /// `mcp.stderr_tail_bytes`, however much it writes.
     stderr_tail: Tail,
@@ -60,12 +66,13 @@ pub struct McpServerActor {
 }
 
 impl McpServerActor {
-    pub(super) fn new(cfg: McpServerConfig, global: &Config, intake: Arc<ToolIntake>, idle: bool) -> Self {
+    pub(super) fn new(cfg: McpServerConfig, global: &Config, intake: Arc<ToolIntake>, idle: bool, elicitation: bool) -> Self {
         let m = &global.mcp;
         Self {
             startup: Duration::from_millis(cfg.startup_timeout_ms.unwrap_or(m.startup_timeout_ms)),
             call_timeout: Duration::from_millis(cfg.call_timeout_ms.unwrap_or(m.call_timeout_ms)),
             stderr_tail_bytes: m.stderr_tail_bytes,
+            elicitation,
             stderr_tail: Tail::new(m.stderr_tail_bytes.max(1)),
             shut: false,
             mcp: m.clone(),
@@ -190,7 +197,13 @@ impl Handler<GetClient> for McpServerActor {
                         addr.do_send(Relist);
                     }
                 });
-                start(self.cfg.clone(), ConnectOptions::of(&self.mcp, self.startup, Some(on_change)))
+                start(
+                    self.cfg.clone(),
+                    ConnectOptions {
+                        elicitation: self.elicitation,
+                        ..ConnectOptions::of(&self.mcp, self.startup, Some(on_change))
+                    },
+                )
             })
             .clone();
         self.state = ServerState::Starting;
@@ -202,7 +215,7 @@ impl Handler<GetClient> for McpServerActor {
                 act.connecting = None;
             }
             match result {
-                Ok((client, _)) if act.shut => {
+                Ok((client, _, _)) if act.shut => {
                     // Started while toolslot was shutting down: stopped at once.
                     actix::spawn(async move { client.close().await });
                     Err(McpCallError::Unavailable {
@@ -210,8 +223,12 @@ impl Handler<GetClient> for McpServerActor {
                         reason: "toolslot is shutting down".into(),
                     })
                 }
-                Ok((client, listing)) => {
+                Ok((client, listing, changes)) => {
                     if first {
+                        let changes = changes.lock().unwrap_or_else(|p| p.into_inner()).take();
+                        if let Some(changes) = changes {
+                            ctx.add_stream(tool_changes(changes));
+                        }
                         tracing::info!(server = %act.cfg.name, pid = ?client.pid(), tools = listing.len(), "MCP server ready");
                         act.client = Some(Arc::clone(&client));
                         act.stderr_tail = Tail::new(act.stderr_tail_bytes.max(1));
@@ -261,7 +278,10 @@ fn start(cfg: McpServerConfig, options: ConnectOptions) -> Connecting {
                 ));
             }
         };
-        Ok((Arc::new(client), listing))
+        // A server that does not acknowledge the subscription in time still starts; its
+        // later tools then arrive at a restart's listing.
+        let changes = tokio::time::timeout(startup, client.tool_changes()).await.ok().flatten();
+        Ok((Arc::new(client), listing, Arc::new(std::sync::Mutex::new(changes))))
     }
     .boxed()
     .shared()
@@ -291,6 +311,25 @@ impl Handler<Relist> for McpServerActor {
                 ctx.notify(Relist);
             }
         }));
+    }
+}
+
+/// The server said its tools changed (on a `subscriptions/listen` stream).
+pub struct ToolsChangedNote;
+
+fn tool_changes(changes: ToolChanges) -> impl futures::Stream<Item = ToolsChangedNote> {
+    futures::stream::unfold(changes, |mut changes| async move {
+        changes.next().await.then_some((ToolsChangedNote, changes))
+    })
+}
+
+impl StreamHandler<ToolsChangedNote> for McpServerActor {
+    fn handle(&mut self, _note: ToolsChangedNote, ctx: &mut Context<Self>) {
+        ctx.notify(Relist);
+    }
+
+    fn finished(&mut self, _ctx: &mut Context<Self>) {
+        // The stream ends with its connection; a restart opens a new one.
     }
 }
 

@@ -34,7 +34,9 @@ pub struct McpSet {
 ///
 /// # Errors
 /// A one-line reason when a `required` server cannot start.
-pub async fn start_servers(config: &Config) -> Result<McpSet, String> {
+/// `answers_input`: the host can put a server's questions (elicitation) to a user; only then
+/// is the capability announced.
+pub async fn start_servers(config: &Config, answers_input: bool) -> Result<McpSet, String> {
     let intake = Arc::new(ToolIntake::new(&config.mcp, config.mcp.tool_cache_path().map(ToolListCache::new)));
     let mut handles = Vec::new();
     let mut now = Vec::new();
@@ -42,7 +44,7 @@ pub async fn start_servers(config: &Config) -> Result<McpSet, String> {
         let kept = if cfg.required { None } else { intake.kept_listing(cfg) };
         let call_timeout = Duration::from_millis(cfg.call_timeout_ms.unwrap_or(config.mcp.call_timeout_ms));
         let (actor_cfg, global, actor_intake, idle) = (cfg.clone(), config.clone(), Arc::clone(&intake), kept.is_some());
-        let addr = Supervisor::start(move |_| McpServerActor::new(actor_cfg, &global, actor_intake, idle));
+        let addr = Supervisor::start(move |_| McpServerActor::new(actor_cfg, &global, actor_intake, idle, answers_input));
         let handle = McpServerHandle::new(cfg.name.clone(), addr, call_timeout);
         match kept {
             Some(listing) => {

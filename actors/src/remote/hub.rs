@@ -33,7 +33,7 @@ use super::records::{self, CasError};
 /// What a call's waiter hears.
 enum Signal {
     /// Its record changed.
-    Record(CallRecord),
+    Record(Box<CallRecord>),
     /// The server gave up delivering it.
     Exhausted,
 }
@@ -241,7 +241,7 @@ impl RemoteHub {
                             continue;
                         };
                         if let Ok(record) = serde_json::from_slice::<CallRecord>(&entry.value) {
-                            let _ = tx.send(Signal::Record(record));
+                            let _ = tx.send(Signal::Record(Box::new(record)));
                         }
                     }
                 }
@@ -352,7 +352,7 @@ impl RemoteHub {
         loop {
             let record = tokio::select! {
                 signal = rx.recv() => match signal {
-                    Some(Signal::Record(r)) => Some(r),
+                    Some(Signal::Record(r)) => Some(*r),
                     Some(Signal::Exhausted) => {
                         return call.settle("its worker stopped acknowledging it (remote.ack_wait_ms passed)".into()).await;
                     }

@@ -492,6 +492,7 @@ impl Worker {
     async fn record_done(&self, job: &Job, rev: u64, result: Result<ToolOutput, ToolError>) {
         let cfg = &self.config.remote;
         let mut outcome = WireOutcome::from(result);
+        outcome.fold_rich(cfg.inline_result_max_bytes);
         let mut object = None;
         if let Some(content) = outcome.content_mut()
             && content.len() > cfg.inline_result_max_bytes

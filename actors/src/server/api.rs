@@ -48,7 +48,10 @@ impl ResponseError for ApiError {
 impl From<DispatchError> for ApiError {
     fn from(e: DispatchError) -> Self {
         let status = match e {
-            DispatchError::UnknownSession(_) | DispatchError::NotWaiting { .. } => StatusCode::NOT_FOUND,
+            DispatchError::UnknownSession(_) | DispatchError::NotWaiting { .. } | DispatchError::InputNotWaiting { .. } => {
+                StatusCode::NOT_FOUND
+            }
+            DispatchError::BadInput(_) => StatusCode::BAD_REQUEST,
             DispatchError::RoundRunning(_) => StatusCode::CONFLICT,
             DispatchError::TooManySessions(_) => StatusCode::TOO_MANY_REQUESTS,
             DispatchError::Gone(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -102,6 +105,17 @@ pub struct SessionInfo {
 pub struct ApprovalBody {
     /// `approve`, `approve_for_session` or `reject`.
     pub decision: String,
+}
+
+/// `POST /v1/sessions/{id}/inputs/{n}` body.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InputBody {
+    /// `accept` (with `content`), `decline` or `cancel`.
+    pub action: String,
+    /// The answer, an object matching the requested schema (with `accept` only).
+    #[schema(value_type = Option<Object>)]
+    pub content: Option<serde_json::Value>,
 }
 
 /// `POST /v1/tools/search` body.
@@ -400,6 +414,30 @@ pub async fn answer_approval(
         }
     };
     state.dispatcher.answer_approval(&id, index, decision).await?;
+    state.touch(&id);
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Answers a server's question (an `input_required` event).
+#[utoipa::path(post, path = "/v1/sessions/{id}/inputs/{n}", params(("id" = String, Path, description = "Session id"), ("n" = u64, Path, description = "The input request's number")),
+    request_body = InputBody, responses((status = 204), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
+pub async fn answer_input(
+    state: web::Data<State>,
+    path: web::Path<(String, u64)>,
+    body: web::Json<InputBody>,
+) -> Result<HttpResponse, ApiError> {
+    use toolslot::tool::InputAnswer;
+    let (id, n) = path.into_inner();
+    let body = body.into_inner();
+    let answer = match (body.action.as_str(), body.content) {
+        ("accept", Some(content)) => InputAnswer::Accept(content),
+        ("accept", None) => return Err(bad("`accept` needs `content`, an object matching the requested schema")),
+        ("decline", None) => InputAnswer::Decline,
+        ("cancel", None) => InputAnswer::Cancel,
+        ("decline" | "cancel", Some(_)) => return Err(bad("`content` goes with `accept` only")),
+        (other, _) => return Err(bad(format!("unknown action `{other}` (expected accept, decline or cancel)"))),
+    };
+    state.dispatcher.answer_input(&id, n, answer)?;
     state.touch(&id);
     Ok(HttpResponse::NoContent().finish())
 }

@@ -101,7 +101,7 @@ impl Handler<Decide> for ApprovalActor {
         let shared = Arc::clone(&self.shared);
         let cached = guarded::<Self, _>(Stage::Approval, ctx, || {
             shared.trip(Stage::Approval);
-            self.approvals.cached(&msg.name, &msg.input, &msg.approval_key)
+            self.approvals.cached(&msg.name, &msg.input, &msg.approval_key, false)
         });
         let cached = match cached {
             Ok(c) => c,
@@ -124,7 +124,7 @@ impl Handler<Decide> for ApprovalActor {
             requirement: msg.requirement,
             input: msg.input.clone(),
         });
-        let timeout = shared.config.execution.approval_timeout_ms;
+        let timeout = shared.config.approval_timeout_ms();
         let mut cancel = shared.cancel.subscribe();
         let wait = async move {
             let answer = async {

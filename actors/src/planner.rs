@@ -54,6 +54,8 @@ impl Handler<Plan> for PlannerActor {
                 catalog: &catalog,
                 config: &shared.config,
                 mode: shared.mode,
+                policy: &shared.policy,
+                workspace: &shared.workspace,
             };
             let mut guard = shared.guard();
             msg.calls.iter().map(|c| plan_call(plan_ctx, c, msg.cut, &mut guard)).collect()

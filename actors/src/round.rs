@@ -327,6 +327,7 @@ fn planner_failed((index, id, name): &(usize, String, String)) -> PlannedCall {
         repair: RepairMark::None,
         notices: Vec::new(),
         thought_signature: None,
+        trace: Default::default(),
         action: Action::Refuse(ToolError::refused(
             ErrorCategory::Unavailable,
             "Not run: the planner failed on this call and was restarted; nothing was run. You may send the call again.",
@@ -447,6 +448,7 @@ async fn complete_round(stages: &Stages, shared: &Arc<SessionShared>, round: &mu
                 repair: RepairMark::None,
                 notices: Vec::new(),
                 thought_signature: None,
+                trace: Default::default(),
                 action: Action::Refuse(ToolError::refused(
                     ErrorCategory::Unavailable,
                     "Not run: this call was lost when a pipeline stage failed. Send it again.",

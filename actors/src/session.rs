@@ -9,6 +9,7 @@ use toolslot::config::{ApprovalMode, Config};
 use toolslot::event::PipelineEvent;
 use toolslot::notice::{Notice, NoticeKind};
 use toolslot::plan::loop_guard::LoopGuard;
+use toolslot::policy::Policy;
 use toolslot::registry::LiveRegistry;
 use toolslot::session::SessionMemory;
 use toolslot::stream::Dialect;
@@ -38,6 +39,9 @@ pub struct SessionOptions {
     pub approval_mode: Option<ApprovalMode>,
     /// Dialect of the streams (default: detected).
     pub dialect: Option<Dialect>,
+    /// The session's policy, already loaded (default: loaded for the workspace when the session
+    /// opens; one that does not load refuses every call with its error).
+    pub policy: Option<Arc<Policy>>,
 }
 
 /// What a session's tools may consult: its memory, and the round's event stream for
@@ -111,6 +115,8 @@ pub struct SessionShared {
     pub workspace: PathBuf,
     /// Approval mode.
     pub mode: ApprovalMode,
+    /// Policy rules and hooks.
+    pub policy: Arc<Policy>,
     /// Dialect, if fixed.
     pub dialect: Option<Dialect>,
     /// Where events go: the running round's stream, and live subscribers. One lock for both,
@@ -170,8 +176,13 @@ impl SessionShared {
     ) -> Self {
         let (cancel, _) = watch::channel(false);
         let guard = LoopGuard::new(config.loop_guard.clone());
+        let workspace = options.workspace.unwrap_or_else(|| PathBuf::from("."));
+        let policy = options
+            .policy
+            .unwrap_or_else(|| Arc::new(Policy::load(&config, &workspace).unwrap_or_else(|e| Policy::refusing(e.to_string()))));
         Self {
-            workspace: options.workspace.unwrap_or_else(|| PathBuf::from(".")),
+            workspace,
+            policy,
             mode: options.approval_mode.unwrap_or(config.approval.mode),
             dialect: options.dialect,
             id,

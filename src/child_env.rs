@@ -40,8 +40,9 @@ pub fn for_child(policy: EnvPolicy<'_>) -> Vec<(String, String)> {
     filtered(std::env::vars(), policy)
 }
 
-/// Whether `text` matches `pattern`, where `*` stands for any run of characters.
-fn glob(pattern: &str, text: &str) -> bool {
+/// Whether `text` matches `pattern`, where `*` stands for any run of characters (case-sensitive;
+/// callers fold case where they want it folded).
+pub fn glob(pattern: &str, text: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
     let (first, rest) = match parts.split_first() {
         Some(p) => p,

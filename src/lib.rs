@@ -19,6 +19,7 @@
 pub mod builtin;
 pub mod canonical;
 pub mod child_env;
+pub mod child_group;
 pub mod config;
 pub mod event;
 pub mod extension;
@@ -33,6 +34,7 @@ pub mod plan;
 pub mod policy;
 pub mod project_policy;
 pub mod registry;
+pub mod remote;
 pub mod repair;
 pub mod sandbox;
 pub mod schema;

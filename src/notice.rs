@@ -42,6 +42,9 @@ pub enum NoticeKind {
     /// No OS sandbox works here (or `shell.sandbox` is "none"): exec_shell asks before every
     /// command. Told once per session, at its first submission.
     SandboxUnavailable,
+    /// A tool was admitted with a change its source did not make: the descriptions inside an
+    /// oversized schema trimmed, or another name because its own was taken.
+    ToolAdjusted,
 }
 
 /// Something the host should know, optionally about one call.

@@ -129,4 +129,7 @@ impl SessionServices for SessionMemory {
     fn state(&self) -> Option<&SessionState> {
         Some(&self.state)
     }
+    fn output_file(&self) -> Option<Box<dyn crate::tool::OutputFile>> {
+        Some(Box::new(self.overflow.writer(&self.id)))
+    }
 }

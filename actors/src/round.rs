@@ -17,7 +17,7 @@ use toolslot::plan::loop_guard::paused_error;
 use toolslot::plan::{Action, PlannedCall, RepairMark, parses_strictly};
 use toolslot::registry::Registry;
 use toolslot::stream::{AssemblyEvent, RawCall, RoundEnd, StopReason, StreamEvent};
-use toolslot::tool::{Capability, ErrorCategory, ToolError, ToolSource};
+use toolslot::tool::{ErrorCategory, ToolError};
 use tracing::Instrument;
 
 use crate::approval::{ApprovalActor, Decide};
@@ -421,11 +421,10 @@ fn exec_call(registry: &Registry, planned: &PlannedCall) -> Option<ExecCall> {
     })
 }
 
-/// The content of a tool comes from outside when it reaches the network or is an MCP tool.
+/// The content of a tool comes from outside when its metadata says so (an MCP server, an
+/// extension program, the network).
 fn external_source(registry: &Registry, name: &str) -> Option<String> {
-    let tool = registry.get(name)?;
-    let external = tool.meta.source == ToolSource::Mcp || tool.spec.capabilities().contains(&Capability::Network);
-    external.then(|| name.to_string())
+    registry.get(name)?.meta.external.then(|| name.to_string())
 }
 
 async fn complete_round(stages: &Stages, shared: &Arc<SessionShared>, round: &mut RoundState, end: RoundEnd) {

@@ -86,6 +86,20 @@ impl toolslot::tool::SessionServices for PipelineServices {
     fn state(&self) -> Option<&toolslot::tool::SessionState> {
         self.memory.state()
     }
+    fn output_file(&self) -> Option<Box<dyn toolslot::tool::OutputFile>> {
+        self.memory.output_file()
+    }
+    fn run_detached(&self, work: toolslot::tool::Detached) -> Result<(), toolslot::tool::Detached> {
+        // Background work runs on the session's thread, beside its rounds; it holds what it
+        // needs and ends when the session drops the task it serves.
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(work);
+                Ok(())
+            }
+            Err(_) => Err(work),
+        }
+    }
     fn approval_mode(&self) -> Option<toolslot::config::ApprovalMode> {
         self.shared.upgrade().map(|s| s.mode)
     }

@@ -8,6 +8,7 @@ use toolslot::registry::{LiveRegistry, Registry, RegistryBuilder};
 
 use crate::dispatcher::Dispatcher;
 use crate::mcp::{McpServerHandle, start_servers};
+use crate::remote::RemoteHub;
 use crate::subagent::{AgentRunner, RegistryFactory, SpawnAgent};
 
 /// A host's tools and what keeps them running.
@@ -18,7 +19,15 @@ pub struct Toolset {
     pub notices: Vec<Notice>,
     /// The MCP servers.
     pub mcp: Vec<McpServerHandle>,
+    /// The connection to remote workers, when `remote.nats_url` is set.
+    pub remote: Option<Arc<RemoteHub>>,
     dispatcher_slot: Arc<Mutex<Weak<Dispatcher>>>,
+}
+
+/// Stops every server of `servers` at once (see [`McpServerHandle::shutdown`]): what a host
+/// does before it exits, so no server process outlives it.
+pub async fn shutdown_servers(servers: &[McpServerHandle]) {
+    futures::future::join_all(servers.iter().map(McpServerHandle::shutdown)).await;
 }
 
 impl Toolset {
@@ -32,12 +41,33 @@ impl Toolset {
 }
 
 /// Builds the toolset: starts the MCP servers (see [`start_servers`]), reads the extensions, and, when a `runner`
-/// drives sub-agents, adds `spawn_agent` at every depth below `subagents.max_depth`.
+/// drives sub-agents, adds `spawn_agent` at every depth below `subagents.max_depth`. With
+/// `remote.nats_url` set, the tools `remote.routes` names run on workers: each is replaced by a
+/// remote tool of its pool, and routed tools that only workers host (their MCP servers) are
+/// added as the workers announce them.
 /// Must run inside an actix system.
 ///
 /// # Errors
-/// A one-line reason when a required MCP server does not start.
+/// A one-line reason when a required MCP server does not start, or NATS cannot be reached.
 pub async fn build_toolset(config: Arc<Config>, runner: Option<Arc<dyn AgentRunner>>) -> Result<Toolset, String> {
+    let remote = if config.remote.enabled() {
+        Some(RemoteHub::start(&config).await?)
+    } else {
+        None
+    };
+    build(config, runner, remote).await
+}
+
+/// The toolset of a process that runs every tool itself (`toolslot worker`): as
+/// [`build_toolset`], with nothing routed away.
+///
+/// # Errors
+/// A one-line reason when a required MCP server does not start.
+pub async fn build_local_toolset(config: Arc<Config>) -> Result<Toolset, String> {
+    build(config, None, None).await
+}
+
+async fn build(config: Arc<Config>, runner: Option<Arc<dyn AgentRunner>>, remote: Option<Arc<RemoteHub>>) -> Result<Toolset, String> {
     let mcp = start_servers(&config).await?;
     let dispatcher_slot: Arc<Mutex<Weak<Dispatcher>>> = Arc::new(Mutex::new(Weak::new()));
     let factory: Arc<Mutex<Option<RegistryFactory>>> = Arc::new(Mutex::new(None));
@@ -47,12 +77,19 @@ pub async fn build_toolset(config: Arc<Config>, runner: Option<Arc<dyn AgentRunn
         let helpers = mcp.helpers.clone();
         let slot = Arc::clone(&dispatcher_slot);
         let factory_cell = Arc::clone(&factory);
+        let remote = remote.clone();
         move |depth: usize| -> Arc<Registry> {
             let b = RegistryBuilder::new(Arc::clone(&config)).extend(toolslot::builtin::enabled(&config));
-            let mut b = toolslot::extension::add_declared(b, &config)
+            let b = toolslot::extension::add_declared(b, &config)
                 // A child sees every MCP tool known when it is spawned.
                 .extend(intake.tools())
-                .extend(helpers.iter().cloned());
+                // Our own tools: their names are reserved like the built-ins'.
+                .reserve(helpers.iter().cloned());
+            let mut b = match &remote {
+                // Routed tools keep their definition (schema, approval) and run on a worker.
+                Some(hub) => b.map_tools(|tools| hub.route(tools)).extend(hub.announced_tools()),
+                None => b,
+            };
             if let Some(runner) = &runner
                 && depth < config.subagents.max_depth
             {
@@ -68,10 +105,14 @@ pub async fn build_toolset(config: Arc<Config>, runner: Option<Arc<dyn AgentRunn
     *factory.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&f));
     let registry = LiveRegistry::from(f(0));
     mcp.intake.attach(registry.clone());
+    if let Some(hub) = &remote {
+        hub.attach(registry.clone());
+    }
     Ok(Toolset {
         registry,
         notices: mcp.notices,
         mcp: mcp.handles,
+        remote,
         dispatcher_slot,
     })
 }

@@ -17,6 +17,8 @@ use toolslot::session::SessionMemory;
 use toolslot::stream::{Assembler, AssemblyEvent, StopReason};
 use toolslot::tool::{Capability, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec};
 
+pub mod remote;
+
 /// A read-only, parallel tool that does nothing (`noop`) or sleeps (`sleep1ms`, `sleep20ms`,
 /// the latter standing for a slow read such as a large grep).
 pub struct Cost(pub &'static str);
@@ -35,6 +37,7 @@ impl Tool for Cost {
         Box::pin(async move {
             match self.0 {
                 "sleep1ms" => tokio::time::sleep(Duration::from_millis(1)).await,
+                "sleep10ms" => tokio::time::sleep(Duration::from_millis(10)).await,
                 "sleep20ms" => tokio::time::sleep(Duration::from_millis(20)).await,
                 _ => {}
             }

@@ -44,7 +44,7 @@ impl Tool for EditFile {
     fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let input: Input = parse_input(input)?;
-            let path = workspace::confine(&ctx.workspace, &input.path, "path")?;
+            let path = workspace::confine_input(ctx, &input.path, "path")?;
             super::protected::check(&ctx.workspace, &path, &ctx.config.tools.protected)?;
             let shown = workspace::display(&ctx.workspace, &path);
             let meta = std::fs::metadata(&path).map_err(|e| ToolError::invalid("path", format!("cannot edit `{shown}`: {e}")))?;
@@ -66,7 +66,17 @@ impl Tool for EditFile {
                 }
                 Some(_) => {}
             }
-            let text = std::fs::read_to_string(&path).map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?;
+            let file = workspace::open_regular(&ctx.workspace, &path, "path")?;
+            let max = ctx.config.read_file.max_file_bytes;
+            let bytes = workspace::read_bounded(file, max)
+                .map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?
+                .ok_or_else(|| {
+                    ToolError::invalid(
+                        "path",
+                        format!("`{shown}` is over the {max}-byte limit (read_file.max_file_bytes); edit it with exec_shell"),
+                    )
+                })?;
+            let text = String::from_utf8(bytes).map_err(|_| ToolError::invalid("path", format!("`{shown}` is not UTF-8 text")))?;
             let starts: Vec<usize> = text.match_indices(&input.search).map(|(i, _)| i).collect();
             if starts.is_empty() {
                 return Err(ToolError::invalid(

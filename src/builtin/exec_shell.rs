@@ -4,12 +4,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::io::AsyncReadExt;
 
 use super::parse_input;
 use super::shell_process::{GroupGuard, shell_command};
 use crate::config::NetworkPolicy;
-use crate::output::{Budget, truncate};
+use crate::output::{Capture, CaptureLimits, read_both};
 use crate::tool::{
     ApprovalRequirement, Approvals, Capability, ErrorCategory, OutputKind, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec,
 };
@@ -83,28 +82,16 @@ impl Tool for ExecShell {
             let mut child = cmd.spawn().map_err(|e| ToolError::tool(format!("cannot start the shell: {e}")))?;
             sandboxed.guard.spawned();
             let group = GroupGuard(child.id());
-            let mut stdout = child.stdout.take();
-            let mut stderr = child.stderr.take();
-            let read_all = async {
-                let mut out = Vec::new();
-                let mut err = Vec::new();
-                let (a, b) = tokio::join!(
-                    async {
-                        if let Some(s) = stdout.as_mut() {
-                            let _ = s.read_to_end(&mut out).await;
-                        }
-                    },
-                    async {
-                        if let Some(s) = stderr.as_mut() {
-                            let _ = s.read_to_end(&mut err).await;
-                        }
-                    }
-                );
-                let _ = (a, b);
-                let status = child.wait().await;
-                (out, err, status)
+            // Output is read as it streams: head, tail and rescued lines in memory, the
+            // whole saved up to shell.max_saved_bytes, however much the command writes.
+            let mut out = Capture::new(CaptureLimits::shell(&ctx.config), ctx.services.output_file());
+            let mut err = Capture::new(CaptureLimits::stderr(&ctx.config), None);
+            let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+            let run = async {
+                read_both(stdout, stderr, &mut out, &mut err).await;
+                child.wait().await
             };
-            let (out, err, status) = match tokio::time::timeout(timeout, read_all).await {
+            let status = match tokio::time::timeout(timeout, run).await {
                 Ok(r) => r,
                 Err(_) => {
                     drop(group);
@@ -123,8 +110,6 @@ impl Tool for ExecShell {
             group.disarm();
             let status = status.map_err(|e| ToolError::tool(format!("waiting for the shell failed: {e}")))?;
             let code = status.code();
-            let stdout = String::from_utf8_lossy(&out).into_owned();
-            let stderr = String::from_utf8_lossy(&err).into_owned();
             use std::os::unix::process::ExitStatusExt;
             // bubblewrap reports a signal death of the command as 128 + the signal.
             let signal = status.signal().or(code
@@ -134,6 +119,9 @@ impl Tool for ExecShell {
                 Some(c) => format!("[exit code: {c}]"),
                 None => "[killed by a signal]".to_string(),
             };
+            // The kept part of stderr (head, tail and rescued lines) is what the denial note
+            // reads: a sandbox's refusal is an error line, which rescue keeps.
+            let stderr = err.finish(None).text;
             if code != Some(0)
                 && let Some(note) = crate::sandbox::denial_note(sandboxed.backend, ctx.grant, &stderr, signal)
             {
@@ -141,24 +129,18 @@ impl Tool for ExecShell {
                 trailer.push_str(&note);
             }
             if !stderr.is_empty() {
-                // stderr gets its own small budget, tail-heavy: the error is at the end.
-                let o = &ctx.config.output;
-                let budget = Budget {
-                    max: o.shell_tail_bytes,
-                    head: o.shell_tail_bytes / 4,
-                    tail: o.shell_tail_bytes / 2,
-                    rescue_percent: o.rescue_percent,
-                };
-                let shown = truncate(&stderr, &budget, true, None).map_or(stderr, |t| t.text);
+                // stderr has its own small budget, tail-heavy: the error is at the end.
                 trailer.push_str("\n[stderr]\n");
-                trailer.push_str(&shown);
+                trailer.push_str(&stderr);
             }
+            let stdout = out.finish(Some(&trailer));
             Ok(ToolOutput {
-                content: stdout,
+                content: stdout.text,
                 is_error: code != Some(0),
                 kind: OutputKind::Shell,
                 trailer: Some(trailer),
                 partial: false,
+                cut: stdout.cut,
             })
         })
     }

@@ -46,10 +46,11 @@ impl Tool for GrepFiles {
                 .case_insensitive(input.case_insensitive)
                 .build()
                 .map_err(|e| ToolError::invalid("pattern", format!("invalid regular expression: {e}")))?;
-            let root = workspace::confine(&ctx.workspace, input.path.as_deref().unwrap_or("."), "path")?;
+            let root = workspace::confine_input(ctx, input.path.as_deref().unwrap_or("."), "path")?;
             let cfg = &ctx.config.grep_files;
             let mut out = Vec::new();
             let mut more = false;
+            let mut too_big = 0usize;
             // The walk reads files synchronously; searches are bounded by max_matches.
             'walk: for entry in ignore::WalkBuilder::new(&root)
                 .hidden(false)
@@ -58,11 +59,21 @@ impl Tool for GrepFiles {
                 .build()
                 .flatten()
             {
+                // Symlinks are not followed (the walk's default), and only regular files are
+                // opened: a FIFO would block the walk, a device would never end.
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
                     continue;
                 }
-                let Ok(bytes) = std::fs::read(entry.path()) else {
+                let Ok(file) = workspace::open_regular(&ctx.workspace, entry.path(), "path") else {
                     continue;
+                };
+                let bytes = match workspace::read_bounded(file, cfg.max_file_bytes) {
+                    Ok(Some(bytes)) => bytes,
+                    Ok(None) => {
+                        too_big += 1;
+                        continue;
+                    }
+                    Err(_) => continue,
                 };
                 if bytes[..bytes.len().min(8192)].contains(&0) {
                     continue;
@@ -80,10 +91,19 @@ impl Tool for GrepFiles {
                     }
                 }
             }
+            let skipped = if too_big > 0 {
+                format!(
+                    "\n[{too_big} file(s) over {} bytes were not searched (grep_files.max_file_bytes)]",
+                    cfg.max_file_bytes
+                )
+            } else {
+                String::new()
+            };
             if out.is_empty() {
-                return Ok(ToolOutput::text(format!("no match for `{}`", input.pattern)));
+                return Ok(ToolOutput::text(format!("no match for `{}`{skipped}", input.pattern)));
             }
             let mut text = out.join("\n");
+            text.push_str(&skipped);
             if more {
                 text.push_str(&format!(
                     "\n[stopped at {} matches; narrow the pattern or the path]",

@@ -52,7 +52,7 @@ impl Tool for ListDir {
                     ),
                 ));
             }
-            let root = workspace::confine(&ctx.workspace, input.path.as_deref().unwrap_or("."), "path")?;
+            let root = workspace::confine_input(ctx, input.path.as_deref().unwrap_or("."), "path")?;
             if !root.is_dir() {
                 return Err(ToolError::invalid(
                     "path",

@@ -2,6 +2,7 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
 
 use super::{parse_input, workspace};
 use crate::tool::{Capability, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
@@ -42,28 +43,27 @@ impl Tool for ReadFile {
     fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let input: Input = parse_input(input)?;
-            let path = workspace::confine(&ctx.workspace, &input.path, "path")?;
+            let path = workspace::confine_input(ctx, &input.path, "path")?;
             let shown = workspace::display(&ctx.workspace, &path);
-            let meta = tokio::fs::metadata(&path)
+            let cfg = &ctx.config.read_file;
+            let file = workspace::open_regular(&ctx.workspace, &path, "path")?;
+            // What is read is bounded by the limit, not by what the file's size says: a file
+            // can grow while it is read, and some report no size at all.
+            let mut bytes = Vec::new();
+            tokio::fs::File::from_std(file)
+                .take(cfg.max_file_bytes.saturating_add(1))
+                .read_to_end(&mut bytes)
                 .await
                 .map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?;
-            if meta.is_dir() {
-                return Err(ToolError::invalid("path", format!("`{shown}` is a directory; use list_dir")));
-            }
-            let cfg = &ctx.config.read_file;
-            if meta.len() > cfg.max_file_bytes {
-                return Err(ToolError::invalid(
+            let bytes = (bytes.len() as u64 <= cfg.max_file_bytes).then_some(bytes).ok_or_else(|| {
+                ToolError::invalid(
                     "path",
                     format!(
-                        "`{shown}` is {} bytes, over the {}-byte limit; use grep_files to find the part you need",
-                        meta.len(),
+                        "`{shown}` is over the {}-byte limit; use grep_files to find the part you need",
                         cfg.max_file_bytes
                     ),
-                ));
-            }
-            let bytes = tokio::fs::read(&path)
-                .await
-                .map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?;
+                )
+            })?;
             if bytes[..bytes.len().min(8192)].contains(&0) {
                 return Err(ToolError::invalid(
                     "path",

@@ -28,30 +28,4 @@ pub(crate) fn shell_command(command: &str, ctx: &ToolContext) -> Result<Sandboxe
     .map_err(|e| ToolError::refused(ErrorCategory::Unavailable, e.to_string()))
 }
 
-/// Kills the process group `pid` leads (a command started by [`shell_command`]).
-pub(crate) fn kill_group(pid: Option<u32>) {
-    if let Some(pid) = pid
-        && let Ok(pid) = i32::try_from(pid)
-    {
-        // SAFETY: killpg only sends a signal; the group id is the child's pid, which
-        // `process_group(0)` made a group leader.
-        unsafe {
-            libc::killpg(pid, libc::SIGKILL);
-        }
-    }
-}
-
-/// Kills the command's process group when dropped, unless the command finished.
-pub(crate) struct GroupGuard(pub(crate) Option<u32>);
-
-impl GroupGuard {
-    pub(crate) fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        kill_group(self.0);
-    }
-}
+pub(crate) use crate::child_group::{GroupGuard, kill_group};

@@ -1,14 +1,71 @@
-//! Confinement of file tools to the session's workspace root.
+//! Confinement of file tools to the session's workspace root, and opening what it allows.
+//!
+//! A path is resolved component by component from a directory handle, as the kernel would
+//! resolve it: every symlink is followed (at most [`MAX_SYMLINK_HOPS`] times), `..` climbs from
+//! where the walk really is, and the result is the real path of the object the tool will open.
+//! Only that path is compared with the workspace, so neither `link/.` nor `link/` nor a
+//! `missing/../link` reaches what `link` points to outside. Each step is one `fstatat` from the
+//! handle of the folder above (plus one `openat` to step into a folder), so resolution is linear
+//! in the number of components, and [`confine_input`] refuses absurd paths before any of it
+//! (`workspace.max_path_bytes`, `workspace.max_path_components`).
+//!
+//! Reads go through [`open_regular`]: opened without following a last symlink and without
+//! blocking, refused unless the opened object is a regular file inside the workspace (a FIFO
+//! would block the reader for ever, a device such as /dev/zero never ends), and read to at
+//! most a limit whatever the file's size claims ([`read_bounded`]).
 
+use std::collections::VecDeque;
+use std::ffi::{CString, OsStr, OsString};
+use std::io::Read;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use crate::tool::ToolError;
+use crate::config::WorkspaceConfig;
+use crate::tool::{ToolContext, ToolError};
 
-/// Resolves `path` (relative to `workspace`, or absolute inside it) to a real path inside the
-/// workspace, following symlinks. A path that resolves outside (`..`, another absolute path,
-/// a symlink pointing out) is refused. A path that does not exist yet (a new file) is
-/// resolved through its nearest existing ancestor, so a symlinked folder cannot smuggle a
-/// write out either.
+/// Symlinks followed at most while resolving one path: the kernel's own limit (MAXSYMLINKS),
+/// so a path resolves here exactly when `open` would resolve it.
+pub const MAX_SYMLINK_HOPS: usize = 40;
+
+/// [`confine`] for a tool's input: the path is first held to the workspace limits of the
+/// config (its length and component count), so an absurd path is refused at once.
+///
+/// # Errors
+/// An `invalid_input` error on field `field` saying why, naming the limit it broke.
+pub fn confine_input(ctx: &ToolContext, path: &str, field: &str) -> Result<PathBuf, ToolError> {
+    check_limits(path, field, &ctx.config.workspace)?;
+    confine(&ctx.workspace, path, field)
+}
+
+fn check_limits(path: &str, field: &str, cfg: &WorkspaceConfig) -> Result<(), ToolError> {
+    if path.len() > cfg.max_path_bytes {
+        return Err(ToolError::invalid(
+            field,
+            format!(
+                "`{field}` is {} bytes long, over the limit of {} bytes (workspace.max_path_bytes)",
+                path.len(),
+                cfg.max_path_bytes
+            ),
+        ));
+    }
+    let components = path.split('/').filter(|c| !c.is_empty() && *c != ".").count();
+    if components > cfg.max_path_components {
+        return Err(ToolError::invalid(
+            field,
+            format!(
+                "`{field}` has {components} components, over the limit of {} (workspace.max_path_components)",
+                cfg.max_path_components
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Resolves `path` (relative to `workspace`, or absolute) to the real path of what it names,
+/// and refuses it unless that is inside the workspace. A path that does not exist yet (a new
+/// file) is resolved through its nearest existing folder, so a symlinked folder cannot smuggle
+/// a write out either.
 ///
 /// # Errors
 /// An `invalid_input` error on field `field` saying why.
@@ -25,48 +82,26 @@ pub fn confine(workspace: &Path, path: &str, field: &str) -> Result<PathBuf, Too
     let root = workspace
         .canonicalize()
         .map_err(|e| ToolError::tool(format!("the workspace {} is not usable: {e}", workspace.display())))?;
-    let joined = if Path::new(path).is_absolute() {
-        PathBuf::from(path)
-    } else {
-        root.join(path)
-    };
-    // Walk up to the nearest existing ancestor, keeping the missing tail.
-    let mut existing = joined.as_path();
-    let mut tail: Vec<&std::ffi::OsStr> = Vec::new();
-    let resolved = loop {
-        match existing.canonicalize() {
-            Ok(real) => break real,
-            Err(_) => {
-                let Some(name) = existing.file_name() else {
-                    return Err(outside(field, path));
-                };
-                tail.push(name);
-                existing = existing.parent().ok_or_else(|| outside(field, path))?;
-            }
-        }
-    };
-    let mut full = resolved;
-    for part in tail.iter().rev() {
-        if Path::new(part).components().any(|c| matches!(c, Component::ParentDir)) {
-            return Err(outside(field, path));
-        }
-        full.push(part);
-    }
-    // A `..` in the missing tail was not resolved by canonicalize; normalize it by hand.
-    let mut normal = PathBuf::new();
-    for c in full.components() {
-        match c {
-            Component::ParentDir => {
-                normal.pop();
-            }
-            Component::CurDir => {}
-            other => normal.push(other),
-        }
-    }
-    if !normal.starts_with(&root) {
+    let given = Path::new(path);
+    let start = if given.is_absolute() { PathBuf::from("/") } else { root.clone() };
+    let real = resolve(&start, given).map_err(|failure| match failure {
+        Failure::Loop => ToolError::invalid(
+            field,
+            format!("`{path}` goes through more than {MAX_SYMLINK_HOPS} symlinks (a loop?)"),
+        ),
+        Failure::NotFolder(name) => ToolError::invalid(
+            field,
+            format!(
+                "`{path}`: `{}` is not a folder, yet the path goes on after it",
+                name.to_string_lossy()
+            ),
+        ),
+        Failure::Io(e) => ToolError::invalid(field, format!("`{path}` cannot be resolved: {e}")),
+    })?;
+    if !real.starts_with(&root) {
         return Err(outside(field, path));
     }
-    Ok(normal)
+    Ok(real)
 }
 
 fn outside(field: &str, path: &str) -> ToolError {
@@ -76,12 +111,253 @@ fn outside(field: &str, path: &str) -> ToolError {
     )
 }
 
+/// Why a path did not resolve.
+enum Failure {
+    /// More than [`MAX_SYMLINK_HOPS`] symlinks.
+    Loop,
+    /// A component that is not a folder is followed by more of the path.
+    NotFolder(OsString),
+    /// The file system refused a step (permission, a name too long).
+    Io(std::io::Error),
+}
+
+/// One step of a path still to walk.
+enum Part {
+    Root,
+    Up,
+    Name(OsString),
+}
+
+fn parts_of(path: &Path) -> impl DoubleEndedIterator<Item = Part> + '_ {
+    path.components().filter_map(|c| match c {
+        Component::RootDir => Some(Part::Root),
+        Component::ParentDir => Some(Part::Up),
+        Component::Normal(n) => Some(Part::Name(n.to_os_string())),
+        Component::CurDir | Component::Prefix(_) => None,
+    })
+}
+
+/// Walks `path` from `start` (a real folder), following symlinks from directory handles; the
+/// real path of what it names, with any part that does not exist yet appended as written.
+fn resolve(start: &Path, path: &Path) -> Result<PathBuf, Failure> {
+    let mut pending: VecDeque<Part> = parts_of(path).collect();
+    let mut dir = Dir::open(start).map_err(Failure::Io)?;
+    let mut real = start.to_path_buf();
+    // Names below `real` that do not exist: nothing there can be a symlink.
+    let mut missing: Vec<OsString> = Vec::new();
+    let mut hops = 0;
+    while let Some(part) = pending.pop_front() {
+        match part {
+            Part::Root => {
+                dir = Dir::open(Path::new("/")).map_err(Failure::Io)?;
+                real = PathBuf::from("/");
+                missing.clear();
+            }
+            Part::Up => {
+                if missing.pop().is_none() && real.pop() {
+                    dir = dir.child_dir(OsStr::new("..")).map_err(Failure::Io)?;
+                }
+            }
+            Part::Name(name) => {
+                if !missing.is_empty() {
+                    missing.push(name);
+                    continue;
+                }
+                match dir.kind_of(&name) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(name),
+                    Err(e) => return Err(Failure::Io(e)),
+                    Ok(Kind::Symlink) => {
+                        hops += 1;
+                        if hops > MAX_SYMLINK_HOPS {
+                            return Err(Failure::Loop);
+                        }
+                        let target = PathBuf::from(dir.read_link(&name).map_err(Failure::Io)?);
+                        for p in parts_of(&target).rev() {
+                            pending.push_front(p);
+                        }
+                    }
+                    Ok(Kind::Folder) => {
+                        dir = dir.child_dir(&name).map_err(Failure::Io)?;
+                        real.push(&name);
+                    }
+                    Ok(Kind::Other) => {
+                        if !pending.is_empty() {
+                            return Err(Failure::NotFolder(name));
+                        }
+                        real.push(&name);
+                    }
+                }
+            }
+        }
+    }
+    real.extend(missing);
+    Ok(real)
+}
+
+enum Kind {
+    Symlink,
+    Folder,
+    Other,
+}
+
+/// An open folder handle (only for looking up names in it).
+struct Dir(std::os::fd::OwnedFd);
+
+#[cfg(target_os = "linux")]
+const LOOKUP_ONLY: libc::c_int = libc::O_PATH;
+#[cfg(not(target_os = "linux"))]
+const LOOKUP_ONLY: libc::c_int = libc::O_RDONLY;
+
+fn c_name(name: &OsStr) -> std::io::Result<CString> {
+    CString::new(name.as_bytes()).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in a name"))
+}
+
+impl Dir {
+    fn open(path: &Path) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(LOOKUP_ONLY | libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(path)?;
+        Ok(Self(file.into()))
+    }
+
+    fn raw(&self) -> libc::c_int {
+        use std::os::fd::AsRawFd;
+        self.0.as_raw_fd()
+    }
+
+    fn child_dir(&self, name: &OsStr) -> std::io::Result<Self> {
+        let c = c_name(name)?;
+        // SAFETY: openat with a valid directory fd and a NUL-terminated name; the returned
+        // fd (checked for -1) is owned by the OwnedFd from here on.
+        let fd = unsafe {
+            libc::openat(
+                self.raw(),
+                c.as_ptr(),
+                LOOKUP_ONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        Ok(Self(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }))
+    }
+
+    fn kind_of(&self, name: &OsStr) -> std::io::Result<Kind> {
+        let c = c_name(name)?;
+        // SAFETY: zeroed `stat` is a valid out-parameter; fstatat fills it on success.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid fd, NUL-terminated name, valid pointer to `st`.
+        let rc = unsafe { libc::fstatat(self.raw(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(match st.st_mode & libc::S_IFMT {
+            libc::S_IFLNK => Kind::Symlink,
+            libc::S_IFDIR => Kind::Folder,
+            _ => Kind::Other,
+        })
+    }
+
+    fn read_link(&self, name: &OsStr) -> std::io::Result<OsString> {
+        let c = c_name(name)?;
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: valid fd, NUL-terminated name, `buf` is writable for its whole length.
+        let n = unsafe { libc::readlinkat(self.raw(), c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        buf.truncate(n as usize);
+        Ok(OsString::from_vec(buf))
+    }
+}
+
 /// The path shown to the model: relative to the workspace where possible.
 pub fn display(workspace: &Path, path: &Path) -> String {
     let root = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
     path.strip_prefix(&root)
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| path.display().to_string())
+}
+
+/// Opens the confined path `path` for reading: without following a symlink put there since it
+/// was resolved, without blocking (a FIFO opens at once instead of waiting for a writer), and
+/// only if what was opened is a regular file still inside `workspace`.
+///
+/// # Errors
+/// An `invalid_input` error on `field` for a folder, a FIFO, a device or a socket, or a file
+/// that turned out to be outside; a `tool_error` when it cannot be opened.
+pub fn open_regular(workspace: &Path, path: &Path, field: &str) -> Result<std::fs::File, ToolError> {
+    let shown = display(workspace, path);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            // A socket cannot be opened; a symlink swapped in after resolution is refused.
+            Some(libc::ENXIO) | Some(libc::ELOOP) => not_regular(field, &shown, "a socket or a symlink"),
+            _ => ToolError::tool(format!("cannot read `{shown}`: {e}")),
+        })?;
+    let kind = file
+        .metadata()
+        .map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?
+        .file_type();
+    if kind.is_dir() {
+        return Err(ToolError::invalid(field, format!("`{shown}` is a directory; use list_dir")));
+    }
+    if !kind.is_file() {
+        let what = if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else {
+            "a socket"
+        };
+        return Err(not_regular(field, &shown, what));
+    }
+    still_inside(workspace, &file, field, &shown)?;
+    Ok(file)
+}
+
+/// On Linux, the opened file's own path (`/proc/self/fd`) must still be inside the workspace:
+/// a folder swapped for a symlink between resolution and `open` is caught here.
+#[cfg(target_os = "linux")]
+fn still_inside(workspace: &Path, file: &std::fs::File, field: &str, shown: &str) -> Result<(), ToolError> {
+    use std::os::fd::AsRawFd;
+    let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) else {
+        // No /proc (a minimal container): the resolution above stands alone.
+        return Ok(());
+    };
+    let root = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
+    if real.starts_with(&root) {
+        Ok(())
+    } else {
+        Err(outside(field, shown))
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn still_inside(_workspace: &Path, _file: &std::fs::File, _field: &str, _shown: &str) -> Result<(), ToolError> {
+    Ok(())
+}
+
+fn not_regular(field: &str, shown: &str, what: &str) -> ToolError {
+    ToolError::invalid(
+        field,
+        format!("`{shown}` is {what}, not a regular file; only regular files are read"),
+    )
+}
+
+/// At most `max` bytes of `file`: `None` when it holds more (whatever its size claims; a
+/// file that grows while read is cut off at `max + 1` bytes all the same).
+///
+/// # Errors
+/// The read's IO error.
+pub fn read_bounded(file: std::fs::File, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= max).then_some(bytes))
 }
 
 #[cfg(test)]
@@ -97,25 +373,106 @@ mod tests {
         let root = ws.canonicalize().unwrap();
         assert_eq!(confine(ws, "src/a.txt", "path").unwrap(), root.join("src/a.txt"));
         assert_eq!(confine(ws, "src/new/b.txt", "path").unwrap(), root.join("src/new/b.txt"));
+        assert_eq!(confine(ws, "./src/../src/a.txt", "path").unwrap(), root.join("src/a.txt"));
+        assert_eq!(confine(ws, "new/../src/a.txt", "path").unwrap(), root.join("src/a.txt"));
         assert_eq!(
             confine(ws, root.join("src/a.txt").to_str().unwrap(), "path").unwrap(),
             root.join("src/a.txt")
         );
-        for bad in ["../x", "src/../../x", "/etc/passwd", "new/../../x", ""] {
+        for bad in [
+            "../x",
+            "src/../../x",
+            "/etc/passwd",
+            "new/../../x",
+            "",
+            "src/a.txt/x",
+            "src/a.txt/..",
+        ] {
             let err = confine(ws, bad, "path").unwrap_err();
             assert_eq!(err.field.as_deref(), Some("path"), "{bad}");
         }
     }
 
     #[test]
-    fn symlinks_pointing_out_are_refused() {
+    fn symlinks_pointing_out_are_refused_however_they_are_spelt() {
         let dir = tempfile::tempdir().unwrap();
         let outside_dir = tempfile::tempdir().unwrap();
         std::fs::write(outside_dir.path().join("secret"), "s").unwrap();
-        std::os::unix::fs::symlink(outside_dir.path(), dir.path().join("link")).unwrap();
-        std::os::unix::fs::symlink(outside_dir.path().join("secret"), dir.path().join("file_link")).unwrap();
-        assert!(confine(dir.path(), "link/secret", "path").is_err());
-        assert!(confine(dir.path(), "link/new_file", "path").is_err());
-        assert!(confine(dir.path(), "file_link", "path").is_err());
+        let ws = dir.path();
+        std::os::unix::fs::symlink(outside_dir.path(), ws.join("link")).unwrap();
+        std::os::unix::fs::symlink(outside_dir.path().join("secret"), ws.join("file_link")).unwrap();
+        std::os::unix::fs::symlink("sub/../../", ws.join("up")).unwrap();
+        std::fs::create_dir(ws.join("sub")).unwrap();
+        for bad in [
+            "link/secret",
+            "link/new_file",
+            "file_link",
+            "file_link/",
+            "file_link/.",
+            "./file_link/./",
+            "missing/../file_link",
+            "missing/../link/secret",
+            "up",
+            "up/x",
+            "sub/../file_link",
+        ] {
+            assert!(confine(ws, bad, "path").is_err(), "{bad} was let out");
+        }
+        // A symlink that stays inside resolves to its target.
+        std::fs::write(ws.join("sub/real.txt"), "r").unwrap();
+        std::os::unix::fs::symlink("sub/real.txt", ws.join("inside")).unwrap();
+        assert_eq!(
+            confine(ws, "inside/", "path").unwrap(),
+            ws.canonicalize().unwrap().join("sub/real.txt")
+        );
+    }
+
+    #[test]
+    fn a_symlink_loop_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("b", dir.path().join("a")).unwrap();
+        std::os::unix::fs::symlink("a", dir.path().join("b")).unwrap();
+        let err = confine(dir.path(), "a/x", "path").unwrap_err();
+        assert!(err.message.contains("symlinks"), "{}", err.message);
+    }
+
+    #[test]
+    fn only_regular_files_are_opened_and_reads_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let fifo = ws.join("fifo");
+        let c = CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = open_regular(ws, &confine(ws, "fifo", "path").unwrap(), "path").unwrap_err();
+        assert!(err.message.contains("FIFO"), "{}", err.message);
+        std::os::unix::fs::symlink("/dev/zero", ws.join("zero")).unwrap();
+        assert!(confine(ws, "zero", "path").is_err(), "/dev/zero is outside");
+        let err = open_regular(ws, Path::new("/dev/zero"), "path").unwrap_err();
+        assert!(err.message.contains("device"), "{}", err.message);
+        std::fs::write(ws.join("f"), "12345").unwrap();
+        let f = open_regular(ws, &ws.join("f"), "path").unwrap();
+        assert_eq!(read_bounded(f, 5).unwrap().unwrap(), b"12345");
+        let f = open_regular(ws, &ws.join("f"), "path").unwrap();
+        assert_eq!(read_bounded(f, 4).unwrap(), None);
+    }
+
+    #[test]
+    fn limits_name_their_keys() {
+        let cfg = crate::config::Config::builtin().workspace;
+        let long = "a/".repeat(cfg.max_path_bytes);
+        assert!(
+            check_limits(&long, "path", &cfg)
+                .unwrap_err()
+                .message
+                .contains("workspace.max_path_bytes")
+        );
+        let many = "a/".repeat(cfg.max_path_components + 1);
+        assert!(
+            check_limits(&many, "path", &cfg)
+                .unwrap_err()
+                .message
+                .contains("workspace.max_path_components")
+        );
     }
 }

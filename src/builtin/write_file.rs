@@ -39,7 +39,7 @@ impl Tool for WriteFile {
     fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let input: Input = parse_input(input)?;
-            let path = workspace::confine(&ctx.workspace, &input.path, "path")?;
+            let path = workspace::confine_input(ctx, &input.path, "path")?;
             super::protected::check(&ctx.workspace, &path, &ctx.config.tools.protected)?;
             let shown = workspace::display(&ctx.workspace, &path);
             if path.is_dir() {

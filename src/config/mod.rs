@@ -54,6 +54,8 @@ pub struct Config {
     pub execution: ExecutionConfig,
     /// exec_shell limits.
     pub shell: ShellConfig,
+    /// Confinement of file tools to the workspace.
+    pub workspace: WorkspaceConfig,
     /// read_file limits.
     pub read_file: ReadFileConfig,
     /// list_dir limits.
@@ -72,6 +74,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// MCP servers.
     pub mcp: McpConfig,
+    /// Remote tool workers over NATS JetStream.
+    pub remote: RemoteConfig,
     /// The `--config` file this configuration was loaded from, if any (named in explanations
     /// of its rules).
     #[serde(skip)]
@@ -428,6 +432,12 @@ pub struct ShellConfig {
     pub limit_processes: u64,
     /// Largest file a command may write, in bytes (0 = no limit).
     pub limit_file_bytes: u64,
+    /// Bytes of one command's output saved for retrieve_tool_result at most.
+    pub max_saved_bytes: u64,
+    /// Bytes a background task's log may reach before the task is killed.
+    pub background_max_log_bytes: u64,
+    /// Seconds a background task may run before it is killed (0 = no limit).
+    pub background_max_secs: u64,
 }
 
 /// `shell.sandbox`: the OS sandbox of commands and extension programs.
@@ -442,6 +452,16 @@ pub enum SandboxMode {
     Landlock,
     /// No sandbox: exec_shell then asks before every command.
     None,
+}
+
+/// `[workspace]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceConfig {
+    /// Longest path a file tool accepts (bytes).
+    pub max_path_bytes: usize,
+    /// Most components a path a file tool accepts may have.
+    pub max_path_components: usize,
 }
 
 /// `[read_file]`.
@@ -474,6 +494,8 @@ pub struct GrepConfig {
     pub max_matches: usize,
     /// Longest matched line kept (characters).
     pub max_line_chars: usize,
+    /// Files larger than this are skipped (bytes).
+    pub max_file_bytes: u64,
 }
 
 /// `[fetch_url]`.
@@ -506,6 +528,8 @@ pub struct OutputConfig {
     pub other_tail_bytes: usize,
     /// Share of the head budget for rescued lines (percent).
     pub rescue_percent: usize,
+    /// A program's answer (an extension's stdout) kept whole up to this size (bytes).
+    pub program_whole_bytes: usize,
 }
 
 /// `[overflow]`.
@@ -565,6 +589,45 @@ pub struct ServerConfig {
     pub workspace_root: String,
 }
 
+/// `[remote]`: tools that run on worker processes, reached through NATS JetStream.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteConfig {
+    /// The NATS server ("" = every tool runs in-process).
+    pub nats_url: String,
+    /// Tool-name globs → the pool of workers that runs them.
+    pub routes: std::collections::BTreeMap<String, String>,
+    /// How long a worker may stay silent on a call before its delivery counts as lost (ms).
+    pub ack_wait_ms: u64,
+    /// Deliveries of a read-only call at most (a lost worker's read-only call goes to another).
+    pub read_only_max_deliveries: i64,
+    /// A worker not heard from for this long is gone (ms).
+    pub announce_ttl_ms: u64,
+    /// How often the dispatcher's watchdog looks at each remote call in flight (ms).
+    pub watchdog_interval_ms: u64,
+    /// Results larger than this travel through the object store (bytes).
+    pub inline_result_max_bytes: usize,
+    /// How long call records and stored results are kept (s).
+    pub record_ttl_secs: u64,
+    /// Window in which a repeated publish of the same call is dropped as a duplicate (s).
+    pub dedup_window_secs: u64,
+    /// A queued call nobody took within this long is dropped (s).
+    pub job_max_age_secs: u64,
+    /// Calls one worker runs at once, unless `--slots` says otherwise.
+    pub worker_slots: usize,
+    /// How often an idle worker looks at its queues when no publish woke it (ms).
+    pub worker_poll_ms: u64,
+    /// How long a stopping worker lets its running calls finish (s).
+    pub worker_shutdown_grace_secs: u64,
+}
+
+impl RemoteConfig {
+    /// Whether remote execution is on.
+    pub fn enabled(&self) -> bool {
+        !self.nats_url.trim().is_empty()
+    }
+}
+
 /// `[mcp]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -586,6 +649,16 @@ pub struct McpConfig {
     /// Where each server's last tool listing is kept ("" keeps none: every server starts at
     /// start-up to list its tools).
     pub tool_cache_dir: String,
+    /// Longest JSON-RPC message read from a stdio server (bytes).
+    pub max_message_bytes: usize,
+    /// Deepest JSON nesting kept from a server's message.
+    pub max_json_depth: usize,
+    /// Largest input schema of one server tool (bytes, serialized).
+    pub max_schema_bytes: usize,
+    /// Tools one server may list at most.
+    pub max_tools_per_server: usize,
+    /// How long stopping a stdio server waits at each step (ms).
+    pub shutdown_grace_ms: u64,
     /// Declared servers.
     pub servers: Vec<McpServerConfig>,
 }
@@ -772,6 +845,23 @@ impl Config {
                 reason: "a hook needs a program to run".into(),
             });
         }
+        for (pattern, pool) in &self.remote.routes {
+            if pool.is_empty() || !pool.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+                return Err(ConfigError::Invalid {
+                    key: format!("remote.routes.\"{pattern}\""),
+                    reason: format!("pool `{pool}` must be letters, digits, `_` or `-` (it names a NATS subject token)"),
+                });
+            }
+        }
+        let r = &self.remote;
+        if r.enabled()
+            && (r.ack_wait_ms < 1000 || r.announce_ttl_ms < 1000 || r.watchdog_interval_ms == 0 || r.read_only_max_deliveries < 1)
+        {
+            return Err(ConfigError::Invalid {
+                key: "remote.ack_wait_ms / announce_ttl_ms / watchdog_interval_ms / read_only_max_deliveries".into(),
+                reason: "ack_wait_ms and announce_ttl_ms must be at least 1000 (JetStream counts in seconds and whole heartbeats), the watchdog interval above 0, and deliveries at least 1".into(),
+            });
+        }
         if self.loop_guard.repeat_block < 2 {
             return Err(ConfigError::Invalid {
                 key: "loop_guard.repeat_block".into(),
@@ -823,6 +913,22 @@ mod tests {
             (30_000, 22_000, 8_000)
         );
         assert_eq!(c.loop_guard.repeat_block, 3);
+    }
+
+    #[test]
+    fn remote_routes_name_pools_nats_accepts() {
+        let f = file_with("[remote]\nroutes = { \"exec_shell\" = \"shell\", \"git__*\" = \"mcp-pool_2\" }\n");
+        let c = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap();
+        assert_eq!(c.remote.routes.get("git__*").map(String::as_str), Some("mcp-pool_2"));
+        assert!(!c.remote.enabled(), "routes alone route nothing: no NATS server is named");
+        for bad in ["a.b", "a b", "", "x>"] {
+            let f = file_with(&format!("[remote]\nroutes = {{ \"exec_shell\" = \"{bad}\" }}\n"));
+            let err = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap_err().to_string();
+            assert!(err.contains("remote.routes"), "{bad:?}: {err}");
+        }
+        let f = file_with("[remote]\nnats_url = \"nats://127.0.0.1:4222\"\nack_wait_ms = 10\n");
+        let err = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap_err().to_string();
+        assert!(err.contains("ack_wait_ms"), "{err}");
     }
 
     #[test]

@@ -30,7 +30,12 @@ impl ToolListCache {
     }
 
     fn file(&self, cfg: &McpServerConfig) -> PathBuf {
-        self.dir.join(format!("{}.json", crate::tool_name::sanitize_tool_name(&cfg.name)))
+        // Two names that clean alike (`my.srv`, `my_srv`) keep two files.
+        self.dir.join(format!(
+            "{}-{:08x}.json",
+            crate::tool_name::sanitize_tool_name(&cfg.name),
+            super::naming::fnv1a(cfg.name.as_bytes())
+        ))
     }
 
     /// The tools `cfg`'s server listed last time; `None` when there is no listing, it cannot
@@ -90,11 +95,23 @@ mod tests {
     }
 
     #[test]
+    fn names_that_clean_alike_keep_two_listings() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ToolListCache::new(dir.path());
+        let named = |name: &str| -> McpServerConfig { serde_json::from_value(json!({"name": name, "command": ["x"]})).unwrap() };
+        let (dot, under) = (named("my.srv"), named("my_srv"));
+        cache.store(&dot, &[json!({"name": "a"})]).unwrap();
+        cache.store(&under, &[json!({"name": "b"})]).unwrap();
+        assert_eq!(cache.load(&dot), Some(vec![json!({"name": "a"})]));
+        assert_eq!(cache.load(&under), Some(vec![json!({"name": "b"})]));
+    }
+
+    #[test]
     fn an_unwritable_folder_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let blocker = dir.path().join("file");
         std::fs::write(&blocker, "").unwrap();
         let err = ToolListCache::new(&blocker).store(&cfg(&["x"]), &[]).unwrap_err();
-        assert!(err.contains("srv.json"), "{err}");
+        assert!(err.contains("srv-") && err.contains(".json"), "{err}");
     }
 }

@@ -3,7 +3,6 @@
 //! This is the only file that speaks rmcp. Results cross it as JSON (the wire shape), so the
 //! rest of the slot does not depend on rmcp's types.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,14 +12,14 @@ use std::sync::Mutex;
 use rmcp::ClientHandler;
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ProgressNotificationParam,
-    ReadResourceRequestParams, RequestId, ServerResult,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, CustomRequest, CustomResult,
+    ProgressNotificationParam, ReadResourceRequestParams, RequestId, ServerResult,
 };
 use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RequestHandle, RoleClient, RunningService};
 
 use super::ProgressSink;
-use rmcp::transport::TokioChildProcess;
-use serde_json::Value;
+use super::stdio::{FrameLimits, UNREADABLE_ANSWER};
+use serde_json::{Value, json};
 
 use crate::config::McpServerConfig;
 
@@ -112,10 +111,8 @@ impl PendingCall {
         progress.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
         match answer.map_err(|_| RequestFailure::Timeout)?.map_err(failure)? {
             ServerResult::CallToolResult(r) => serde_json::to_value(r).map_err(|e| RequestFailure::Rpc(format!("unreadable result: {e}"))),
-            other => Err(RequestFailure::Rpc(format!(
-                "unexpected answer to tools/call: {}",
-                serde_json::to_string(&other).unwrap_or_default()
-            ))),
+            // Not quoted: what a server sends in place of a result is not ours to repeat.
+            _ => Err(RequestFailure::Unreadable("its answer to tools/call is not a tool result".into())),
         }
     }
 }
@@ -129,6 +126,9 @@ pub enum RequestFailure {
     Timeout,
     /// A JSON-RPC error answer.
     Rpc(String),
+    /// An answer toolslot would not read (over `mcp.max_message_bytes`, or not the shape of
+    /// an answer): the request was ended at once.
+    Unreadable(String),
 }
 
 /// A live connection to one server.
@@ -138,6 +138,10 @@ pub struct McpClient {
     progress: Arc<Mutex<HashMap<String, ProgressSink>>>,
     pid: Option<u32>,
     stderr: Mutex<Option<tokio::process::ChildStderr>>,
+    /// The most tools one listing may hold.
+    max_tools: usize,
+    /// Set once a stdio server's process is stopped and reaped.
+    stopped: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -159,6 +163,28 @@ pub struct ConnectOptions {
     pub stderr_tail_bytes: usize,
     /// Told when the server's tool list changes.
     pub on_tools_changed: Option<ToolsChanged>,
+    /// The bounds of a stdio server's messages, and how long stopping it waits.
+    pub limits: FrameLimits,
+    /// The most tools one listing may hold (pages stop there).
+    pub max_tools: usize,
+}
+
+impl ConnectOptions {
+    /// The options `[mcp]` gives a server started within `startup`.
+    pub fn of(mcp: &crate::config::McpConfig, startup: Duration, on_tools_changed: Option<ToolsChanged>) -> Self {
+        Self {
+            startup,
+            max_redirects: mcp.http_max_redirects,
+            stderr_tail_bytes: mcp.stderr_tail_bytes,
+            on_tools_changed,
+            limits: FrameLimits {
+                max_message_bytes: mcp.max_message_bytes,
+                max_json_depth: mcp.max_json_depth,
+                shutdown_grace: Duration::from_millis(mcp.shutdown_grace_ms),
+            },
+            max_tools: mcp.max_tools_per_server,
+        }
+    }
 }
 
 /// Starts the server's process (or reaches its streamable HTTP endpoint) and completes the
@@ -176,6 +202,8 @@ pub async fn connect(cfg: &McpServerConfig, options: ConnectOptions) -> Result<M
         max_redirects,
         stderr_tail_bytes,
         on_tools_changed,
+        limits,
+        max_tools,
     } = options;
     let handler = Handler {
         on_tools_changed,
@@ -230,20 +258,19 @@ pub async fn connect(cfg: &McpServerConfig, options: ConnectOptions) -> Result<M
             progress,
             pid: None,
             stderr: Mutex::new(None),
+            max_tools,
+            stopped: None,
         });
     }
     let Some((program, args)) = cfg.command.split_first() else {
         return Err(format!("server `{}` has no command and no url", cfg.name));
     };
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args).envs(&cfg.env);
-    let (transport, stderr) = TokioChildProcess::builder(cmd)
-        // Servers log on stderr; it is not part of the protocol, but it is what says why a
-        // server would not start.
-        .stderr(Stdio::piped())
-        .spawn()
+    // Servers log on stderr; it is not part of the protocol, but it is what says why a server
+    // would not start.
+    let (transport, stderr) = super::stdio::spawn(&cfg.name, program, args, &cfg.env, limits)
         .map_err(|e| format!("server `{}`: cannot start `{program}`: {e}", cfg.name))?;
     let pid = transport.id();
+    let stopped = transport.stopped();
     let failed = match tokio::time::timeout(startup, handler.serve(transport)).await {
         Ok(Ok(service)) => {
             return Ok(McpClient {
@@ -252,6 +279,8 @@ pub async fn connect(cfg: &McpServerConfig, options: ConnectOptions) -> Result<M
                 progress,
                 pid,
                 stderr: Mutex::new(stderr),
+                max_tools,
+                stopped: Some(stopped),
             });
         }
         Ok(Err(e)) => format!("server `{}`: initialize failed: {e}", cfg.name),
@@ -269,23 +298,24 @@ pub async fn connect(cfg: &McpServerConfig, options: ConnectOptions) -> Result<M
 }
 
 /// The end of what a failed server wrote on stderr, on one line: read until it closes (a
-/// server that died), or briefly (one that hangs: what it said so far is in the pipe).
+/// server that died), or briefly (one that hangs: what it said so far is in the pipe). Only
+/// the end is kept while reading, however much it writes.
 async fn stderr_tail(mut stderr: tokio::process::ChildStderr, max: usize) -> String {
     use tokio::io::AsyncReadExt;
-    let mut all = Vec::new();
+    let mut tail = crate::output::Tail::new(max.max(1));
     let mut buf = [0u8; 4096];
     let deadline = tokio::time::Instant::now() + Duration::from_millis(300);
     while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, stderr.read(&mut buf)).await {
         if n == 0 {
             break;
         }
-        all.extend_from_slice(&buf[..n]);
-        // Only the end is quoted; keep the buffer from growing without bound.
-        if all.len() > 4 * max.max(1) {
-            all.drain(..all.len() - max);
-        }
+        tail.push(&buf[..n], |_| {});
     }
-    let text = String::from_utf8_lossy(&all);
+    one_line(&tail.text(), max)
+}
+
+/// `text`'s non-empty lines joined with ` | `, its last `max` bytes.
+pub fn one_line(text: &str, max: usize) -> String {
     let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     let joined = lines.join(" | ");
     let cut = joined.len().saturating_sub(max);
@@ -313,6 +343,8 @@ fn with_causes(e: &dyn std::error::Error) -> String {
 fn failure(e: rmcp::service::ServiceError) -> RequestFailure {
     use rmcp::service::ServiceError as E;
     match e {
+        // Written by our transport, not by the server.
+        E::McpError(err) if err.code.0 == UNREADABLE_ANSWER => RequestFailure::Unreadable(err.message.to_string()),
         E::McpError(err) => RequestFailure::Rpc(err.message.to_string()),
         E::Timeout { .. } => RequestFailure::Timeout,
         other => RequestFailure::Closed(other.to_string()),
@@ -341,13 +373,36 @@ impl McpClient {
         self.service.is_transport_closed() || self.service.is_closed()
     }
 
-    /// Every tool the server offers, each as its JSON description.
+    /// Every tool the server offers, each as the JSON its listing holds, unchecked (every
+    /// page, up to `mcp.max_tools_per_server` and a cursor seen twice): each is admitted on its
+    /// own ([`super::tool_from_entry`]), so one malformed entry costs one tool.
     ///
     /// # Errors
-    /// [`RequestFailure`].
+    /// [`RequestFailure`]; an answer without a `tools` array is [`RequestFailure::Unreadable`].
     pub async fn list_tools(&self) -> Result<Vec<Value>, RequestFailure> {
-        let tools = self.service.list_all_tools().await.map_err(failure)?;
-        Ok(tools.into_iter().filter_map(|t| serde_json::to_value(t).ok()).collect())
+        let mut tools = Vec::new();
+        let mut cursors = std::collections::HashSet::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let params = cursor.as_ref().map(|c| json!({"cursor": c}));
+            let request = ClientRequest::CustomRequest(CustomRequest::new("tools/list", params));
+            let answer = match self.service.send_request(request).await.map_err(failure)? {
+                ServerResult::CustomResult(CustomResult(raw)) => raw,
+                // A transport that parses answers itself (streamable HTTP) hands a well-formed
+                // listing over typed.
+                typed => serde_json::to_value(typed).map_err(|e| RequestFailure::Unreadable(e.to_string()))?,
+            };
+            let Some(page) = answer.get("tools").and_then(Value::as_array) else {
+                return Err(RequestFailure::Unreadable("its answer to tools/list holds no `tools` list".into()));
+            };
+            tools.extend(page.iter().cloned());
+            cursor = answer.get("nextCursor").and_then(Value::as_str).map(str::to_string);
+            match &cursor {
+                Some(c) if tools.len() <= self.max_tools && cursors.insert(c.clone()) => {}
+                _ => break,
+            }
+        }
+        Ok(tools)
     }
 
     /// Calls `tool`; the `tools/call` result as JSON. Dropping the future (a timeout, a
@@ -414,5 +469,15 @@ impl McpClient {
     /// Closes the connection; the server's process is stopped (stdin closed, then signals).
     pub async fn shutdown(self) {
         let _ = self.service.cancel().await;
+    }
+
+    /// Closes a shared connection and waits until the server's process is stopped and
+    /// reaped (stdin closed, then SIGTERM, then SIGKILL to its group; see
+    /// [`super::stdio`]).
+    pub async fn close(&self) {
+        self.service.cancellation_token().cancel();
+        if let Some(mut stopped) = self.stopped.clone() {
+            let _ = stopped.wait_for(|s| *s).await;
+        }
     }
 }

@@ -7,17 +7,20 @@
 
 mod cache;
 pub mod client;
+mod frame;
 mod http;
 mod naming;
 mod policy;
 mod result;
+pub mod stdio;
 mod tool;
 
 pub use cache::ToolListCache;
-pub use naming::tool_name;
+pub use frame::TOO_DEEP;
+pub use naming::{hashed_name, server_prefixes, tool_name};
 pub use policy::capabilities_for;
 pub use result::{describe_content, map_call_result};
 pub use tool::{
-    DISCOVERY_HELPERS, ListMcpResources, McpCallError, McpCaller, McpTool, McpToolDef, ProgressSink, ReadMcpResource, ResourceSource,
-    tools_from_listing,
+    DISCOVERY_HELPERS, ListMcpResources, ListingLimits, McpCallError, McpCaller, McpTool, McpToolDef, ProgressSink, ReadMcpResource,
+    ResourceSource, entry_name, tool_from_entry, tools_from_listing,
 };

@@ -6,6 +6,7 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::result::{describe_content, map_call_result};
+use crate::output::wrap_external;
 use crate::tool::{Capability, ErrorCategory, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSource, ToolSpec};
 
 /// The only MCP tools that are read-only by our own declaration (not a server's word): the
@@ -47,6 +48,16 @@ pub enum McpCallError {
         /// Its message.
         message: String,
     },
+    /// The server answered, but not with anything toolslot reads (over
+    /// `mcp.max_message_bytes`, or not the shape of an answer): the call ran, its result is
+    /// lost.
+    #[error("MCP server `{server}` answered, but the answer was not read: {reason}. The call ran; its result is lost")]
+    Unreadable {
+        /// The server.
+        server: String,
+        /// Why (toolslot's words).
+        reason: String,
+    },
 }
 
 /// Receives a call's progress: (progress, total, message).
@@ -68,6 +79,181 @@ pub trait McpCaller: Send + Sync {
     ) -> BoxFuture<'a, Result<Value, McpCallError>>;
 }
 
+/// What a server says about one of its tools, with the name and capabilities we give it.
+#[derive(Debug, Clone)]
+pub struct McpToolDef {
+    /// The catalog name (`<prefix>__<tool>`).
+    pub name: String,
+    /// The name at the server.
+    pub remote: String,
+    /// The server's description.
+    pub description: String,
+    /// The server's input schema.
+    pub schema: Value,
+    /// Capabilities from the annotation policy.
+    pub capabilities: Vec<Capability>,
+    /// Whether the capabilities are the server's word (annotations it gave, believed).
+    pub capabilities_declared: bool,
+    /// Deferred until tool_search loads it.
+    pub defer: bool,
+    /// What was changed to admit it (descriptions trimmed, a name taken), for a notice.
+    pub note: Option<String>,
+}
+
+/// What bounds each tool of a listing.
+#[derive(Debug, Clone, Copy)]
+pub struct ListingLimits {
+    /// Longest description kept (characters, 0 = no cap); descriptions inside an oversized
+    /// schema are cut to it too.
+    pub description_max_chars: usize,
+    /// Largest schema (bytes, serialized).
+    pub max_schema_bytes: usize,
+}
+
+impl ListingLimits {
+    /// The limits of `[mcp]`.
+    pub fn of(cfg: &crate::config::McpConfig) -> Self {
+        Self {
+            description_max_chars: cfg.description_max_chars,
+            max_schema_bytes: cfg.max_schema_bytes,
+        }
+    }
+}
+
+/// The remote name of a listing entry, when it has one.
+pub fn entry_name(entry: &Value) -> Option<&str> {
+    entry.get("name").and_then(Value::as_str).filter(|n| !n.is_empty())
+}
+
+/// A server's `tools/list` answer as tools calling through `caller`, named under `prefix`
+/// (see [`super::server_prefixes`]); each entry is admitted on its own (see [`tool_from_entry`]).
+pub fn tools_from_listing(
+    cfg: &crate::config::McpServerConfig,
+    prefix: &str,
+    listing: &[Value],
+    limits: ListingLimits,
+    caller: &Arc<dyn McpCaller>,
+) -> Vec<Arc<dyn crate::tool::ToolSpec>> {
+    listing
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            let name = match entry_name(entry) {
+                Some(remote) => super::tool_name(prefix, remote),
+                None => super::tool_name(prefix, &format!("entry_{i}")),
+            };
+            tool_from_entry(cfg, name, None, entry, limits, caller)
+        })
+        .collect()
+}
+
+/// One entry of a listing as the tool `name`. An entry that is not a usable tool (not an
+/// object, no string name, no object `inputSchema`, annotations that are not an object of
+/// booleans, a schema nested too deep or too large even with its descriptions trimmed)
+/// becomes a fail-closed stand-in saying why: one bad entry never costs the server's other
+/// tools. `note` (a rename) is reported with the tool.
+pub fn tool_from_entry(
+    cfg: &crate::config::McpServerConfig,
+    name: String,
+    note: Option<String>,
+    entry: &Value,
+    limits: ListingLimits,
+    caller: &Arc<dyn McpCaller>,
+) -> Arc<dyn crate::tool::ToolSpec> {
+    let original = entry_name(entry).map_or_else(|| name.clone(), str::to_string);
+    match checked_entry(entry, limits) {
+        Ok((schema, trimmed)) => {
+            let annotations = entry.get("annotations");
+            let notes: Vec<String> = note.into_iter().chain(trimmed).collect();
+            let def = McpToolDef {
+                name,
+                remote: original,
+                description: entry.get("description").and_then(Value::as_str).unwrap_or("").to_string(),
+                schema,
+                capabilities: super::capabilities_for(annotations, cfg.trust_annotations),
+                capabilities_declared: cfg.trust_annotations && annotations.is_some(),
+                defer: cfg.defer,
+                note: (!notes.is_empty()).then(|| notes.join("; ")),
+            };
+            Arc::new(McpTool::new(def, limits.description_max_chars, Arc::clone(caller)))
+        }
+        Err(reason) => Arc::new(crate::registry::FailClosedTool::new(
+            name,
+            format!("{original} (MCP server `{}`)", cfg.name),
+            reason,
+            ToolSource::Mcp,
+        )),
+    }
+}
+
+/// The entry's schema, fit for the catalog, and a note when it had to be trimmed; or why the
+/// entry is not a usable tool.
+fn checked_entry(entry: &Value, limits: ListingLimits) -> Result<(Value, Option<String>), String> {
+    let obj = entry.as_object().ok_or("the server listed it as something other than an object")?;
+    entry_name(entry).ok_or("it has no name (a non-empty string)")?;
+    if obj.get("description").is_some_and(|d| !d.is_string() && !d.is_null()) {
+        return Err("its description is not a string".into());
+    }
+    match obj.get("annotations") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(a)) => {
+            for hint in ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] {
+                if a.get(hint).is_some_and(|v| !v.is_boolean()) {
+                    return Err(format!("its annotation `{hint}` is not a boolean"));
+                }
+            }
+        }
+        Some(_) => return Err("its annotations are not an object".into()),
+    }
+    let schema = match obj.get("inputSchema") {
+        Some(s @ Value::Object(_)) => s.clone(),
+        Some(_) => return Err("its inputSchema is not an object".into()),
+        None => return Err("it has no inputSchema".into()),
+    };
+    let text = schema.to_string();
+    if text.contains(super::frame::TOO_DEEP) {
+        return Err("its inputSchema is nested deeper than mcp.max_json_depth".into());
+    }
+    if text.len() <= limits.max_schema_bytes {
+        return Ok((schema, None));
+    }
+    let mut trimmed = schema;
+    trim_descriptions(&mut trimmed, limits.description_max_chars);
+    let size = trimmed.to_string().len();
+    if size > limits.max_schema_bytes {
+        return Err(format!(
+            "its inputSchema is {} bytes, over mcp.max_schema_bytes ({}) even with the descriptions inside it trimmed",
+            text.len(),
+            limits.max_schema_bytes
+        ));
+    }
+    Ok((
+        trimmed,
+        Some(format!(
+            "the descriptions inside its inputSchema were trimmed to mcp.description_max_chars, from {} to {size} bytes, to fit mcp.max_schema_bytes",
+            text.len()
+        )),
+    ))
+}
+
+/// Cuts every `description` and `title` string inside `schema` to `max` characters.
+fn trim_descriptions(schema: &mut Value, max: usize) {
+    match schema {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                match value {
+                    Value::String(text) if (key == "description" || key == "title") && text.chars().count() > max => {
+                        *text = text.chars().take(max.saturating_sub(1)).collect::<String>() + "…";
+                    }
+                    other => trim_descriptions(other, max),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| trim_descriptions(v, max)),
+        _ => {}
+    }
+}
+
 /// One server tool in the slot.
 pub struct McpTool {
     name: String,
@@ -75,7 +261,9 @@ pub struct McpTool {
     description: String,
     schema: Value,
     capabilities: Vec<Capability>,
+    capabilities_declared: bool,
     defer: bool,
+    note: Option<String>,
     caller: Arc<dyn McpCaller>,
 }
 
@@ -86,48 +274,6 @@ impl std::fmt::Debug for McpTool {
             .field("remote", &self.remote)
             .finish_non_exhaustive()
     }
-}
-
-/// What a server says about one of its tools, with the name and capabilities we give it.
-#[derive(Debug, Clone)]
-pub struct McpToolDef {
-    /// The catalog name (`<server>__<tool>`).
-    pub name: String,
-    /// The name at the server.
-    pub remote: String,
-    /// The server's description.
-    pub description: String,
-    /// The server's input schema.
-    pub schema: Value,
-    /// Capabilities from the annotation policy.
-    pub capabilities: Vec<Capability>,
-    /// Deferred until tool_search loads it.
-    pub defer: bool,
-}
-
-/// A server's `tools/list` answer as tools calling through `caller`: named
-/// `<server>__<tool>`, with capabilities from the annotation policy and the server's deferral.
-pub fn tools_from_listing(
-    cfg: &crate::config::McpServerConfig,
-    listing: &[Value],
-    description_max_chars: usize,
-    caller: &Arc<dyn McpCaller>,
-) -> Vec<Arc<dyn crate::tool::ToolSpec>> {
-    listing
-        .iter()
-        .map(|t| {
-            let remote = t.get("name").and_then(Value::as_str).unwrap_or("").to_string();
-            let def = McpToolDef {
-                name: super::tool_name(&cfg.name, &remote),
-                remote,
-                description: t.get("description").and_then(Value::as_str).unwrap_or("").to_string(),
-                schema: t.get("inputSchema").cloned().unwrap_or(Value::Null),
-                capabilities: super::capabilities_for(t.get("annotations"), cfg.trust_annotations),
-                defer: cfg.defer,
-            };
-            Arc::new(McpTool::new(def, description_max_chars, Arc::clone(caller))) as Arc<dyn crate::tool::ToolSpec>
-        })
-        .collect()
 }
 
 impl McpTool {
@@ -152,22 +298,42 @@ impl McpTool {
             description,
             schema: def.schema,
             capabilities: def.capabilities,
+            capabilities_declared: def.capabilities_declared,
             defer: def.defer,
+            note: def.note,
             caller,
         }
     }
 }
 
+/// The model's view of a failed call. What the server said (its error message, the end of its
+/// stderr in a reason) is external content like its answers, so it is wrapped; toolslot's own
+/// words around it are not.
 fn to_tool_error(e: McpCallError) -> ToolError {
     let category = match &e {
         McpCallError::Unavailable { .. } => ErrorCategory::Unavailable,
         McpCallError::Timeout { .. } => ErrorCategory::Timeout,
-        McpCallError::OutcomeUnknown { .. } | McpCallError::Refused { .. } => ErrorCategory::ToolError,
+        McpCallError::OutcomeUnknown { .. } | McpCallError::Refused { .. } | McpCallError::Unreadable { .. } => ErrorCategory::ToolError,
     };
     let started = !matches!(e, McpCallError::Unavailable { .. });
+    let message = match e {
+        McpCallError::Unavailable { server, reason } => format!(
+            "MCP server `{server}` is unavailable; nothing was sent to it. What it reported:\n{}",
+            wrap_external(&format!("mcp:{server}"), &reason)
+        ),
+        McpCallError::OutcomeUnknown { server, reason } => format!(
+            "MCP server `{server}` stopped while the call was running; its outcome is unknown, so check before retrying. What it reported:\n{}",
+            wrap_external(&format!("mcp:{server}"), &reason)
+        ),
+        McpCallError::Refused { server, message } => format!(
+            "MCP server `{server}` refused the call. Its message:\n{}",
+            wrap_external(&format!("mcp:{server}"), &message)
+        ),
+        other @ (McpCallError::Timeout { .. } | McpCallError::Unreadable { .. }) => other.to_string(),
+    };
     ToolError {
         category,
-        message: e.to_string(),
+        message,
         field: None,
         started,
     }
@@ -202,6 +368,12 @@ impl Tool for McpTool {
 impl ToolSpec for McpTool {
     fn capabilities(&self) -> &[Capability] {
         &self.capabilities
+    }
+    fn capabilities_declared(&self) -> bool {
+        self.capabilities_declared
+    }
+    fn admission_note(&self) -> Option<String> {
+        self.note.clone()
     }
     fn source(&self) -> ToolSource {
         ToolSource::Mcp

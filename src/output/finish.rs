@@ -49,6 +49,7 @@ pub struct Finished {
 /// a host may want to run off its event loop.
 pub fn needs_truncation(outcome: &Result<ToolOutput, ToolError>, cfg: &OutputConfig) -> bool {
     match outcome {
+        Ok(out) if out.cut.is_some() => false,
         Ok(out) => {
             let max = match out.kind {
                 OutputKind::Shell => cfg.shell_max_bytes,
@@ -83,7 +84,25 @@ pub fn finish_call(
                 OutputKind::Other => (Budget::other(cfg), false),
             };
             let mut content = out.content;
-            if content.len() > budget.max {
+            if let Some(cut) = &out.cut {
+                // Cut (and saved) by the tool while it streamed: reported, not cut again.
+                if let Some(e) = &cut.save_error {
+                    tracing::warn!(error = %e, "overflow save failed");
+                    notices.push(Notice::for_call(
+                        NoticeKind::OverflowFailed,
+                        ctx.index,
+                        format!("could not save the full output: {e}"),
+                    ));
+                }
+                notices.push(Notice::for_call(
+                    NoticeKind::OutputTruncated,
+                    ctx.index,
+                    format!(
+                        "`{}` output cut: {} bytes ({} lines) left out; {} bytes saved",
+                        ctx.name, cut.omitted_bytes, cut.omitted_lines, cut.saved_bytes
+                    ),
+                ));
+            } else if content.len() > budget.max {
                 let mut pointer = None;
                 let mut saved = 0usize;
                 if ctx.final_view
@@ -161,6 +180,7 @@ mod tests {
                     kind,
                     trailer: None,
                     partial: false,
+                    cut: None,
                 };
                 let foreseen = needs_truncation(&Ok(out.clone()), &c);
                 assert_eq!(foreseen, len > max, "{kind:?} at {len}");
@@ -193,6 +213,7 @@ mod tests {
             kind: OutputKind::Shell,
             trailer: Some("[exit code: 0]".into()),
             partial: false,
+            cut: None,
         }
     }
 

@@ -6,13 +6,15 @@
 //! read it back in slices.
 
 mod atomic;
+mod capture;
 mod envelope;
 mod finish;
 mod overflow;
 mod truncate;
 
 pub use atomic::write_atomic;
+pub use capture::{Capture, CaptureLimits, Captured, Tail, read_both};
 pub use envelope::{random_hex, wrap_external};
 pub use finish::{FinishContext, Finished, Overflow, finish_call, needs_truncation};
-pub use overflow::{OverflowError, OverflowStore, Slice};
+pub use overflow::{OverflowError, OverflowStore, OverflowWriter, Slice};
 pub use truncate::{Budget, Truncated, truncate};

@@ -63,6 +63,22 @@ impl OverflowStore {
         self.dir.join(if safe.is_empty() { "_".to_string() } else { safe })
     }
 
+    fn next_id() -> String {
+        let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+        format!("{}-{}-{}", std::process::id(), millis, SEQ.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// A file for `session` that an output is streamed into while it is produced; readable
+    /// under its ref once committed, removed if dropped before.
+    pub fn writer(&self, session: &str) -> OverflowWriter {
+        OverflowWriter {
+            dir: self.session_dir(session),
+            id: Self::next_id(),
+            file: None,
+            created: false,
+        }
+    }
+
     /// Saves `text` for `session`, atomically (temp file + rename), and returns its ref.
     ///
     /// # Errors
@@ -71,8 +87,7 @@ impl OverflowStore {
         let dir = self.session_dir(session);
         let err = |source| OverflowError::Write { dir: dir.clone(), source };
         std::fs::create_dir_all(&dir).map_err(err)?;
-        let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-        let id = format!("{}-{}-{}", std::process::id(), millis, SEQ.fetch_add(1, Ordering::Relaxed));
+        let id = Self::next_id();
         let tmp = dir.join(format!(".{id}.tmp"));
         let done = dir.join(format!("{id}.txt"));
         let write = || -> std::io::Result<()> {
@@ -124,6 +139,58 @@ impl OverflowStore {
             }
         }
         removed
+    }
+}
+
+/// An output being saved as it streams (see [`OverflowStore::writer`]): written to a temp file,
+/// renamed to its final name when committed, so a reader never sees half of it.
+#[derive(Debug)]
+pub struct OverflowWriter {
+    dir: PathBuf,
+    id: String,
+    file: Option<std::fs::File>,
+    /// Whether the temp file exists (and must go if the writer is dropped uncommitted).
+    created: bool,
+}
+
+impl OverflowWriter {
+    fn tmp(&self) -> PathBuf {
+        self.dir.join(format!(".{}.tmp", self.id))
+    }
+}
+
+impl crate::tool::OutputFile for OverflowWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if self.file.is_none() {
+            std::fs::create_dir_all(&self.dir)?;
+            self.file = Some(std::fs::File::create(self.tmp())?);
+            self.created = true;
+        }
+        match &mut self.file {
+            Some(f) => f.write_all(bytes),
+            None => Ok(()),
+        }
+    }
+
+    fn commit(mut self: Box<Self>) -> std::io::Result<String> {
+        if self.file.is_none() {
+            self.write(&[])?;
+        }
+        if let Some(f) = self.file.take() {
+            f.sync_all()?;
+        }
+        std::fs::rename(self.tmp(), self.dir.join(format!("{}.txt", self.id)))?;
+        self.created = false;
+        Ok(std::mem::take(&mut self.id))
+    }
+}
+
+impl Drop for OverflowWriter {
+    fn drop(&mut self) {
+        // Committed, or never written: nothing to remove.
+        if self.created {
+            let _ = std::fs::remove_file(self.tmp());
+        }
     }
 }
 

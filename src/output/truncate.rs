@@ -54,15 +54,28 @@ pub struct Truncated {
 
 /// Lines worth rescuing from the middle of a long log: compiler errors, panics, failed tests,
 /// tracebacks.
-static IMPORTANT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?x)
+const IMPORTANT_PATTERN: &str = r"(?x)
         \berror(\[E\d+\])?: | \bERROR\b | \bFAILED\b | \bFAIL\b | \bfailed\b | panicked\ at |
         Traceback\ \(most\ recent\ call\ last\) | \bException\b | ^E\s | \bfatal: |
-        \bassert(ion)?\b.*\bfail | \bSegmentation\ fault\b | \bundefined\ reference\b",
-    )
-    .unwrap_or_else(|e| panic!("the built-in pattern compiles: {e}"))
+        \bassert(ion)?\b.*\bfail | \bSegmentation\ fault\b | \bundefined\ reference\b";
+
+static IMPORTANT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(IMPORTANT_PATTERN).unwrap_or_else(|e| panic!("the built-in pattern compiles: {e}")));
+
+/// The same pattern over many lines at once: every line [`is_important`] accepts holds a match
+/// (`^` matches at each line's start), so a streamed middle is scanned a chunk at a time and
+/// only the lines holding a match are judged one by one.
+static IMPORTANT_IN_LINES: LazyLock<regex::bytes::Regex> = LazyLock::new(|| {
+    regex::bytes::RegexBuilder::new(IMPORTANT_PATTERN)
+        .multi_line(true)
+        .build()
+        .unwrap_or_else(|e| panic!("the built-in pattern compiles: {e}"))
 });
+
+/// Where in `lines` (from `at`) the next line that may be important holds a match.
+pub(super) fn next_candidate(lines: &[u8], at: usize) -> Option<usize> {
+    IMPORTANT_IN_LINES.find_at(lines, at).map(|m| m.start())
+}
 
 /// Cuts `text` to the budget, or returns `None` when it fits. The marker says exactly how
 /// many bytes and lines were left out; `pointer` (where the full output is) is appended to it;
@@ -78,8 +91,8 @@ pub fn truncate(text: &str, budget: &Budget, rescue: bool, pointer: Option<&str>
         let allowance = budget.head * budget.rescue_percent / 100;
         let middle = &text[head_len..tail_start];
         let mut used = 0;
-        for line in middle.lines().filter(|l| IMPORTANT.is_match(l)) {
-            let line = cut_line(line, 400);
+        for line in middle.lines().filter(|l| is_important(l)) {
+            let line = cut_line(line, RESCUED_LINE_BYTES);
             if used + line.len() + 1 > allowance {
                 break;
             }
@@ -93,11 +106,38 @@ pub fn truncate(text: &str, budget: &Budget, rescue: bool, pointer: Option<&str>
     let tail = &text[tail_start..];
     let omitted = &text[head_len..tail_start];
     let omitted_lines = omitted.matches('\n').count() + usize::from(!omitted.is_empty() && !omitted.ends_with('\n'));
-    let mut marker = format!("\n[... {} bytes ({} lines) omitted ...]\n", omitted.len(), omitted_lines);
-    if !rescued_lines.is_empty() {
+    Some(Truncated {
+        text: render_cut(head, omitted.len() as u64, omitted_lines as u64, &rescued_lines, pointer, tail),
+        omitted_bytes: omitted.len(),
+        omitted_lines,
+        rescued: rescued_lines.len(),
+    })
+}
+
+/// Whether a line is worth rescuing from a cut middle.
+pub(super) fn is_important(line: &str) -> bool {
+    IMPORTANT.is_match(line)
+}
+
+/// The longest rescued line (bytes): the start of a line says what went wrong.
+pub(super) const RESCUED_LINE_BYTES: usize = 400;
+
+/// The text of a cut output: head, the marker (bytes and lines left out, rescued lines, the
+/// pointer to where the whole is), tail. Every cut output has this one shape, whether it was
+/// cut whole ([`truncate`]) or while it streamed ([`super::Capture`]).
+pub(super) fn render_cut(
+    head: &str,
+    omitted_bytes: u64,
+    omitted_lines: u64,
+    rescued: &[impl AsRef<str>],
+    pointer: Option<&str>,
+    tail: &str,
+) -> String {
+    let mut marker = format!("\n[... {omitted_bytes} bytes ({omitted_lines} lines) omitted ...]\n");
+    if !rescued.is_empty() {
         marker.push_str("[important lines from the omitted part:]\n");
-        for l in &rescued_lines {
-            marker.push_str(l);
+        for l in rescued {
+            marker.push_str(l.as_ref());
             marker.push('\n');
         }
     }
@@ -108,12 +148,7 @@ pub fn truncate(text: &str, budget: &Budget, rescue: bool, pointer: Option<&str>
     out.push_str(head);
     out.push_str(&marker);
     out.push_str(tail);
-    Some(Truncated {
-        text: out,
-        omitted_bytes: omitted.len(),
-        omitted_lines,
-        rescued: rescued_lines.len(),
-    })
+    out
 }
 
 fn cut_line(line: &str, max: usize) -> &str {

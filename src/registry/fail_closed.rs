@@ -58,6 +58,9 @@ impl ToolSpec for FailClosedTool {
         // Declares nothing: it never does anything, and nothing about it may run in parallel.
         &[]
     }
+    fn fail_closed_reason(&self) -> Option<&str> {
+        Some(&self.reason)
+    }
     fn source(&self) -> ToolSource {
         self.source
     }

@@ -97,6 +97,9 @@ impl RegisteredTool {
 /// Assembles a [`Registry`]. The same builder builds sub-agents' tool surfaces.
 pub struct RegistryBuilder {
     config: Arc<Config>,
+    /// Tools whose names are reserved: admitted before any other (built-ins, spawn_agent,
+    /// and whatever a host reserves), so no extension or server can take their names.
+    reserved: Vec<Arc<dyn ToolSpec>>,
     tools: Vec<Arc<dyn ToolSpec>>,
     failed: Vec<(String, String, crate::tool::ToolSource)>,
 }
@@ -106,14 +109,27 @@ impl RegistryBuilder {
     pub fn new(config: Arc<Config>) -> Self {
         Self {
             config,
+            reserved: Vec::new(),
             tools: Vec::new(),
             failed: Vec::new(),
         }
     }
 
-    /// Adds one tool from any source.
+    /// Adds one tool from any source. A built-in's (or a sub-agent tool's) name is reserved:
+    /// it is admitted before every extension and server tool, whatever the order of calls.
     pub fn with_tool(mut self, tool: Arc<dyn ToolSpec>) -> Self {
-        self.tools.push(tool);
+        if matches!(tool.source(), crate::tool::ToolSource::Builtin | crate::tool::ToolSource::Subagent) {
+            self.reserved.push(tool);
+        } else {
+            self.tools.push(tool);
+        }
+        self
+    }
+
+    /// Adds tools whose names are reserved like a built-in's, whatever their source (a
+    /// host's own helpers, such as the MCP discovery tools).
+    pub fn reserve(mut self, tools: impl IntoIterator<Item = Arc<dyn ToolSpec>>) -> Self {
+        self.reserved.extend(tools);
         self
     }
 
@@ -124,17 +140,29 @@ impl RegistryBuilder {
         self
     }
 
-    /// Adds several tools.
-    pub fn extend(mut self, tools: impl IntoIterator<Item = Arc<dyn ToolSpec>>) -> Self {
-        self.tools.extend(tools);
+    /// Adds several tools (see [`RegistryBuilder::with_tool`]).
+    pub fn extend(self, tools: impl IntoIterator<Item = Arc<dyn ToolSpec>>) -> Self {
+        tools.into_iter().fold(self, Self::with_tool)
+    }
+
+    /// Replaces the tools added so far by what `f` makes of them: a host that runs some tools
+    /// elsewhere wraps them, keeping their definitions.
+    /// Reserved names stay reserved.
+    pub fn map_tools(mut self, mut f: impl FnMut(Vec<Arc<dyn ToolSpec>>) -> Vec<Arc<dyn ToolSpec>>) -> Self {
+        self.reserved = f(std::mem::take(&mut self.reserved));
+        self.tools = f(std::mem::take(&mut self.tools));
         self
     }
 
     /// Admits every tool and builds the registry. Never fails: a bad tool fails closed.
     pub fn build(self) -> Registry {
         let mut admission = Admission::new(&self.config, Vec::new(), NameMap::default());
+        // Reserved names first: a declaration that names a built-in never takes its name.
+        for tool in self.reserved {
+            admission.admit(tool);
+        }
         // Tools that could not be constructed go through the same fail-closed path as tools
-        // that fail admission, first, so a good tool cannot take their name.
+        // that fail admission, next, so a good tool cannot take their name.
         for (name, reason, source) in self.failed {
             admission.fail_closed(&name, reason, source);
         }
@@ -172,17 +200,31 @@ impl Admission {
     }
 
     fn admit(&mut self, spec: Arc<dyn ToolSpec>) {
+        if let Some(reason) = spec.fail_closed_reason() {
+            // A stand-in its source made (a malformed listing entry): listed and reported
+            // like any tool that fails admission.
+            let reason = reason.to_string();
+            self.fail_closed(spec.name(), reason, spec.source());
+            return;
+        }
         match admission_problem(spec.as_ref(), &self.by_name) {
             Some(reason) => self.fail_closed(spec.name(), reason, spec.source()),
             None => {
                 let validator = jsonschema::validator_for(&spec.input_schema()).ok().map(Arc::new);
+                if let Some(note) = spec.admission_note() {
+                    self.notices
+                        .push(Notice::new(NoticeKind::ToolAdjusted, format!("tool `{}`: {note}", spec.name())));
+                }
                 self.push(spec, validator);
             }
         }
     }
 
-    fn fail_closed(&mut self, name: &str, reason: String, source: crate::tool::ToolSource) {
+    fn fail_closed(&mut self, name: &str, mut reason: String, source: crate::tool::ToolSource) {
         let mut safe = sanitize_tool_name(name);
+        if let Some(holder) = self.by_name.get(&safe).map(|i| self.admitted[*i].meta.source) {
+            reason.push_str(&format!("; the name `{safe}` belongs to a {} tool", source_word(holder)));
+        }
         let mut n = 2;
         while self.by_name.contains_key(&safe) {
             safe = format!("{}_{n}", sanitize_tool_name(name).chars().take(60).collect::<String>());
@@ -233,6 +275,15 @@ fn admission_problem(spec: &dyn ToolSpec, by_name: &NameMap) -> Option<String> {
         return Some(format!("input schema does not compile: {e}"));
     }
     None
+}
+
+fn source_word(source: crate::tool::ToolSource) -> &'static str {
+    match source {
+        crate::tool::ToolSource::Builtin => "built-in",
+        crate::tool::ToolSource::Mcp => "MCP",
+        crate::tool::ToolSource::Extension => "extension",
+        crate::tool::ToolSource::Subagent => "sub-agent",
+    }
 }
 
 /// Caps a description and removes control characters (kept: newline and tab).

@@ -298,9 +298,16 @@ fn a_program_cleared_to_write_cannot_change_the_projects_policy() {
         // No policy yet: none may be made.
         let ws = tempfile::tempdir().unwrap();
         let out = run(mode, want, WRITE, View::Full, ws.path(), attack);
-        assert!(ws.path().join("ok.txt").exists(), "{mode:?}: the rest of the workspace is writable: {}", out.stderr);
+        assert!(
+            ws.path().join("ok.txt").exists(),
+            "{mode:?}: the rest of the workspace is writable: {}",
+            out.stderr
+        );
         assert!(!ws.path().join(".toolslot/policy.toml").exists(), "{mode:?}: a policy was made");
-        assert!(!ws.path().join(".toolslot").exists(), "{mode:?}: the stand-in folder is left behind");
+        assert!(
+            !ws.path().join(".toolslot").exists(),
+            "{mode:?}: the stand-in folder is left behind"
+        );
         // A policy the team wrote stays as it is.
         let ws = tempfile::tempdir().unwrap();
         std::fs::create_dir(ws.path().join(".toolslot")).unwrap();

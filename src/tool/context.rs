@@ -33,7 +33,7 @@ pub struct ToolContext {
 /// read-only view of the files and no network, so a judgement that missed something still
 /// cannot write or send. A call that needed approval and got it (or whose mode runs such
 /// calls) may write the workspace, and reach the network unless `network.policy` is deny.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Grant {
     /// May write the workspace (and a private temporary folder).
     pub write: bool,
@@ -82,6 +82,19 @@ pub trait SessionServices: Send + Sync {
     /// session keeps any.
     fn state(&self) -> Option<&SessionState> {
         None
+    }
+    /// A file to stream a call's output into as it is produced (saved like a truncated output,
+    /// for retrieve_tool_result), where the session keeps saved outputs.
+    fn output_file(&self) -> Option<Box<dyn super::OutputFile>> {
+        None
+    }
+    /// Runs `work` beside the session's rounds until it ends (the host spawns it on its own
+    /// runtime); hands it back where the host cannot.
+    ///
+    /// # Errors
+    /// The work itself, not started.
+    fn run_detached(&self, work: super::Detached) -> Result<(), super::Detached> {
+        Err(work)
     }
     /// The session's approval mode, where a session has one (a child session inherits it).
     fn approval_mode(&self) -> Option<crate::config::ApprovalMode> {

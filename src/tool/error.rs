@@ -1,9 +1,9 @@
 //! Errors a tool call can end in. Every one becomes an `is_error` result for the model.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The category a refusal or failure carries, so the model can act on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCategory {
     /// The arguments are wrong; `field` names which.
@@ -24,6 +24,9 @@ pub enum ErrorCategory {
     ToolError,
     /// The model's output was cut off mid-call.
     TruncatedRound,
+    /// The call was running where it can no longer be reached (a remote worker was lost):
+    /// it may or may not have taken effect, so it must be checked before it is retried.
+    OutcomeUnknown,
 }
 
 /// A failed or refused call, with the text the model will read.
@@ -58,6 +61,16 @@ impl ToolError {
             message: message.into(),
             field: None,
             started: false,
+        }
+    }
+
+    /// A call whose fate cannot be known: it started where it can no longer be reached.
+    pub fn outcome_unknown(message: impl Into<String>) -> Self {
+        Self {
+            category: ErrorCategory::OutcomeUnknown,
+            message: message.into(),
+            field: None,
+            started: true,
         }
     }
 

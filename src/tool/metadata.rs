@@ -28,6 +28,13 @@ pub struct ToolMetadata {
     pub loop_exempt: bool,
     /// Where it comes from.
     pub source: ToolSource,
+    /// Whether its source said what it does. `false`: its capabilities are unknown (an
+    /// extension that declared none, a server tool without believed annotations), and it is
+    /// treated as needing approval.
+    pub capabilities_declared: bool,
+    /// Whether what it returns comes from outside toolslot (an MCP server, an extension
+    /// program, the network): such content is wrapped as external content.
+    pub external: bool,
 }
 
 impl ToolMetadata {
@@ -46,6 +53,8 @@ impl ToolMetadata {
             deferred: spec.defer_loading(),
             loop_exempt: spec.loop_exempt(),
             source: spec.source(),
+            capabilities_declared: spec.capabilities_declared(),
+            external: matches!(spec.source(), ToolSource::Mcp | ToolSource::Extension) || caps.contains(&Capability::Network),
         }
     }
 }

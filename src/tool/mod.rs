@@ -41,8 +41,8 @@ pub use capability::{ApprovalRequirement, Approvals, Capability, ToolSource, der
 pub use context::{Grant, NoServices, SessionServices, ToolContext};
 pub use error::{ErrorCategory, ToolError};
 pub use metadata::ToolMetadata;
-pub use output::{OutputKind, ToolOutput};
-pub use services::{SearchHit, SessionState, ToolFinder};
+pub use output::{CutReport, OutputKind, ToolOutput};
+pub use services::{Detached, OutputFile, SearchHit, SessionState, ToolFinder};
 
 /// The future a tool's `run` returns.
 pub type ToolFuture<'a> = BoxFuture<'a, Result<ToolOutput, ToolError>>;
@@ -71,6 +71,25 @@ pub trait ToolSpec: Tool {
     /// Where the tool comes from.
     fn source(&self) -> ToolSource {
         ToolSource::Builtin
+    }
+
+    /// Whether the capabilities are the tool's source's own word. A tool whose source said
+    /// nothing (an extension declaring no capabilities) reports `false` and declares
+    /// `RequiresApproval`: undeclared means unknown, never read-only.
+    fn capabilities_declared(&self) -> bool {
+        true
+    }
+
+    /// Set on a stand-in for a tool that could not be made (a malformed entry of a server's
+    /// listing): the registry lists it fail-closed with this reason, and says so.
+    fn fail_closed_reason(&self) -> Option<&str> {
+        None
+    }
+
+    /// What its source changed to admit it (descriptions trimmed, a name that was taken):
+    /// the registry reports it in a `tool_adjusted` notice.
+    fn admission_note(&self) -> Option<String> {
+        None
     }
 
     /// Approval for this particular input; defaults to the capability-derived requirement.

@@ -24,6 +24,23 @@ pub struct ToolOutput {
     /// A view of work still going on (a poll of a running task): truncated like any output,
     /// but never saved as "the full output", since there is more to come.
     pub partial: bool,
+    /// Set when the tool cut `content` itself while the output streamed (a command's output
+    /// read with bounded memory): post-processing then neither cuts nor saves it again, and
+    /// reports the cut from here.
+    pub cut: Option<CutReport>,
+}
+
+/// How a tool cut an output while it streamed.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct CutReport {
+    /// Bytes left out of `content`.
+    pub omitted_bytes: u64,
+    /// Lines left out (a partly cut line counts).
+    pub omitted_lines: u64,
+    /// Bytes of the output saved for retrieve_tool_result (all of it, or up to the cap).
+    pub saved_bytes: u64,
+    /// Why saving failed, when it did.
+    pub save_error: Option<String>,
 }
 
 impl ToolOutput {
@@ -35,6 +52,7 @@ impl ToolOutput {
             kind: OutputKind::Other,
             trailer: None,
             partial: false,
+            cut: None,
         }
     }
 

@@ -24,6 +24,26 @@ pub trait ToolFinder: Send + Sync {
     fn search(&self, query: &str, top: usize) -> Vec<SearchHit>;
 }
 
+/// A file the output of a running call is streamed into, for retrieve_tool_result to read
+/// back; the overflow store makes them.
+pub trait OutputFile: Send {
+    /// Appends `bytes` (the file is created on the first write).
+    ///
+    /// # Errors
+    /// The write's IO error (a full disk); nothing more should be written then.
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()>;
+    /// Makes what was written readable, under the ref it returns. A file dropped uncommitted
+    /// is removed.
+    ///
+    /// # Errors
+    /// The IO error of the final sync or rename.
+    fn commit(self: Box<Self>) -> std::io::Result<String>;
+}
+
+/// Work that outlives the call that started it (a background task's log pump and watchdog),
+/// handed to the host to run: the slot itself spawns no tasks.
+pub type Detached = futures::future::BoxFuture<'static, ()>;
+
 /// State a tool keeps per session, one value per type, created on first use and dropped with
 /// the session.
 ///

@@ -542,7 +542,11 @@ fn an_optional_server_with_a_kept_listing_starts_on_first_use() {
         let first = build_toolset(Arc::clone(&cfg), None).await.unwrap();
         let growing = first.mcp.iter().find(|h| h.name() == "growing").unwrap().clone();
         assert_eq!(growing.status().await, toolslot_actors::mcp::ServerState::Ready);
-        assert!(ws.path().join(".mcp_tools/growing.json").is_file());
+        let kept: Vec<String> = std::fs::read_dir(ws.path().join(".mcp_tools"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(kept.iter().any(|f| f.starts_with("growing-") && f.ends_with(".json")), "{kept:?}");
         drop(first);
 
         // Second run: the kept listing gives the tools; nothing is started yet.

@@ -48,7 +48,7 @@ fn the_slot_never_imports_actix() {
 const FLOORS: &[&[&str]] = &[
     // Ground: configuration and pure helpers every layer uses.
     &["config", "canonical", "tool_name", "schema"],
-    &["notice", "child_env"],
+    &["notice", "child_env", "child_group"],
     // The ledger of decisions: plain file IO over canonical JSON.
     &["ledger"],
     // Plain data the contract serializes.
@@ -63,7 +63,7 @@ const FLOORS: &[&[&str]] = &[
     // Decisions about calls, the economics of their results, and the OS sandbox programs run in.
     &["plan", "output", "sandbox"],
     // Tools of each source.
-    &["builtin", "mcp", "extension", "hooks"],
+    &["builtin", "mcp", "extension", "remote", "hooks"],
     // What holds a session together.
     &["session", "observe", "project_policy"],
 ];

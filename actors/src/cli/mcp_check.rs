@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use toolslot::config::{Config, McpServerConfig};
 use toolslot::mcp::client::{ConnectOptions, connect};
-use toolslot::mcp::{capabilities_for, tool_name};
+use toolslot::mcp::{capabilities_for, server_prefixes, tool_name};
 
 use super::CliError;
 
@@ -65,12 +65,7 @@ pub fn run(args: McpCheckArgs) -> Result<(), CliError> {
     let io = |e: std::io::Error| CliError::Io(format!("writing stdout: {e}"));
     let system = actix_rt::System::new();
     system.block_on(async {
-        let options = ConnectOptions {
-            startup,
-            max_redirects: cfg.mcp.http_max_redirects,
-            stderr_tail_bytes: cfg.mcp.stderr_tail_bytes,
-            on_tools_changed: None,
-        };
+        let options = ConnectOptions::of(&cfg.mcp, startup, None);
         let client = connect(&server, options).await.map_err(CliError::Startup)?;
         if let Some(mut stderr) = client.take_stderr() {
             // Kept flowing, so a chatty server never blocks on a full pipe.
@@ -87,7 +82,7 @@ pub fn run(args: McpCheckArgs) -> Result<(), CliError> {
             .map(|t| {
                 let remote = t.get("name").and_then(Value::as_str).unwrap_or("");
                 json!({
-                    "name": tool_name(&server.name, remote),
+                    "name": tool_name(&server_prefixes(std::slice::from_ref(&server))[0].0, remote),
                     "remote": remote,
                     "capabilities": capabilities_for(t.get("annotations"), false),
                 })

@@ -6,6 +6,7 @@ mod mcp_check;
 mod policy;
 mod replay;
 mod search;
+mod worker;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -65,6 +66,8 @@ pub enum Command {
     /// Verify a session's ledger of decisions.
     #[command(subcommand)]
     Ledger(ledger::LedgerCommand),
+    /// Run a pool's tools for dispatchers that route calls to it over NATS JetStream.
+    Worker(worker::WorkerArgs),
     /// Rank deferred tools for a query, as tool_search does.
     Search {
         /// Config file overlaying the built-in defaults.
@@ -136,6 +139,7 @@ pub fn run(args: Cli) -> Result<(), CliError> {
         Command::McpCheck(args) => mcp_check::run(args),
         Command::Policy(command) => policy::run(command),
         Command::Ledger(command) => ledger::run(command),
+        Command::Worker(args) => worker::run(args),
         Command::Catalog {
             config,
             format,
@@ -177,7 +181,17 @@ pub fn with_toolset<T>(
         for notice in toolset.notices.iter().chain(toolset.registry.current().notices()) {
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
-        f(cfg, toolset).await
+        let remote = toolset.remote.clone();
+        let servers = toolset.mcp.clone();
+        let result = f(cfg, toolset).await;
+        if let Some(hub) = remote {
+            // Calls given up at the end (a timeout, a cancel) are settled with their workers
+            // before the process goes.
+            hub.drain(std::time::Duration::from_secs(5)).await;
+        }
+        // No server process outlives the command, whatever it does with stdin's end.
+        toolslot_actors::shutdown_servers(&servers).await;
+        result
     })
 }
 
@@ -200,9 +214,14 @@ fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
         let dispatcher = toolset.attach(toolslot_actors::Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
-        toolslot_actors::server::serve(cfg, dispatcher, toolset.mcp.clone())
+        let served = toolslot_actors::server::serve(cfg, dispatcher, toolset.mcp.clone())
             .await
-            .map_err(|e| CliError::Io(format!("server: {e}")))
+            .map_err(|e| CliError::Io(format!("server: {e}")));
+        if let Some(hub) = &toolset.remote {
+            hub.drain(std::time::Duration::from_secs(5)).await;
+        }
+        toolslot_actors::shutdown_servers(&toolset.mcp).await;
+        served
     })
 }
 

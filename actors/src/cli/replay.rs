@@ -100,6 +100,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         for notice in toolset.notices.iter().chain(toolset.registry.current().notices()) {
             print_event(&PipelineEvent::Notice(notice.clone()), pretty)?;
         }
+        let toolset_remote = toolset.remote.clone();
         let dispatcher = toolset.attach(Dispatcher::new(cfg, toolset.registry.clone()));
         let session = dispatcher.open_session(SessionOptions { workspace: Some(workspace), approval_mode: None, dialect, policy: None });
         let can_prompt = answerer == Answerer::Prompt && std::io::stdin().is_terminal() && !args.files.iter().any(|f| f == "-");
@@ -136,6 +137,12 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             }
         }
         let _ = dispatcher.close_session(&session);
+        if let Some(hub) = &toolset_remote {
+            // Calls given up at the end (a timeout, a cancel) are settled with their workers
+            // before the process goes.
+            hub.drain(std::time::Duration::from_secs(5)).await;
+        }
+        toolslot_actors::shutdown_servers(&toolset.mcp).await;
         Ok::<(), CliError>(())
     })
 }

@@ -10,7 +10,7 @@ use toolslot::mcp::ProgressSink;
 use toolslot::mcp::client::{McpClient, RequestFailure};
 use toolslot::mcp::{McpCallError, McpCaller, ResourceSource};
 
-use super::server::{GetClient, McpServerActor, ReportDead, ServerState, Status};
+use super::server::{GetClient, McpServerActor, ReportDead, ServerState, Shutdown, Status};
 
 /// A server's handle, as its tools see it.
 #[derive(Clone)]
@@ -52,6 +52,15 @@ impl McpServerHandle {
     /// Safe: it only asks.
     pub async fn pid(&self) -> Option<u32> {
         self.client().await.ok().and_then(|c| c.pid())
+    }
+
+    /// Stops the server (stdin closed, then its process group signalled) and starts it no
+    /// more: what a host does when it exits.
+    ///
+    /// # Cancel safety
+    /// Dropping it may leave the server stopping; it is killed when the actor system ends.
+    pub async fn shutdown(&self) {
+        let _ = self.addr.send(Shutdown).await;
     }
 
     /// Starts the server if it is not running, and lists its tools.
@@ -113,6 +122,12 @@ impl McpCaller for McpServerHandle {
                         return Err(McpCallError::Refused {
                             server: self.server.clone(),
                             message,
+                        });
+                    }
+                    Err(RequestFailure::Unreadable(reason)) => {
+                        return Err(McpCallError::Unreadable {
+                            server: self.server.clone(),
+                            reason,
                         });
                     }
                     Err(RequestFailure::Timeout) => {

@@ -7,9 +7,10 @@ use actix::prelude::*;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use serde_json::Value;
-use toolslot::config::{Config, McpServerConfig};
-use toolslot::mcp::client::{ConnectOptions, McpClient, ToolsChanged, connect};
+use toolslot::config::{Config, McpConfig, McpServerConfig};
+use toolslot::mcp::client::{ConnectOptions, McpClient, ToolsChanged, connect, one_line};
 use toolslot::mcp::{McpCallError, McpCaller};
+use toolslot::output::Tail;
 
 use super::handle::McpServerHandle;
 use super::intake::ToolIntake;
@@ -33,12 +34,15 @@ type Connecting = Shared<BoxFuture<'static, Result<(Arc<McpClient>, Vec<Value>),
 /// One server's supervisor-held state.
 pub struct McpServerActor {
     cfg: McpServerConfig,
+    mcp: McpConfig,
     startup: Duration,
     call_timeout: Duration,
-    max_redirects: usize,
     stderr_tail_bytes: usize,
-    /// The end of what the running server wrote on stderr, quoted when it dies.
-    stderr_tail: std::collections::VecDeque<String>,
+    /// The end of what the running server wrote on stderr, quoted when it dies: a ring of
+    /// `mcp.stderr_tail_bytes`, however much it writes.
+    stderr_tail: Tail,
+    /// Set when toolslot is shutting down: the server is stopped and not started again.
+    shut: bool,
     backoff: Duration,
     backoff_max: Duration,
     intake: Arc<ToolIntake>,
@@ -61,9 +65,10 @@ impl McpServerActor {
         Self {
             startup: Duration::from_millis(cfg.startup_timeout_ms.unwrap_or(m.startup_timeout_ms)),
             call_timeout: Duration::from_millis(cfg.call_timeout_ms.unwrap_or(m.call_timeout_ms)),
-            max_redirects: m.http_max_redirects,
             stderr_tail_bytes: m.stderr_tail_bytes,
-            stderr_tail: std::collections::VecDeque::new(),
+            stderr_tail: Tail::new(m.stderr_tail_bytes.max(1)),
+            shut: false,
+            mcp: m.clone(),
             backoff: Duration::from_millis(m.restart_backoff_ms),
             backoff_max: Duration::from_millis(m.restart_backoff_max_ms),
             cfg,
@@ -81,11 +86,12 @@ impl McpServerActor {
     }
 
     fn mark_dead(&mut self, reason: String) {
-        let said: Vec<String> = self.stderr_tail.drain(..).collect();
+        let said = one_line(&self.stderr_tail.text(), self.stderr_tail_bytes);
+        self.stderr_tail = Tail::new(self.stderr_tail_bytes.max(1));
         let reason = if said.is_empty() {
             reason
         } else {
-            format!("{reason}; its stderr ends: {}", said.join(" | "))
+            format!("{reason}; its stderr ends: {said}")
         };
         if let Some(c) = self.client.take() {
             tracing::warn!(server = %self.cfg.name, pid = ?c.pid(), %reason, "MCP server stopped");
@@ -137,6 +143,11 @@ pub struct Status;
 #[rtype(result = "()")]
 pub struct Relist;
 
+/// Stop the server (toolslot is shutting down) and start it no more.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
 impl Handler<GetClient> for McpServerActor {
     type Result = ResponseActFuture<Self, Result<Arc<McpClient>, McpCallError>>;
 
@@ -148,6 +159,12 @@ impl Handler<GetClient> for McpServerActor {
             self.mark_dead("its connection closed".into());
         }
         let server = self.cfg.name.clone();
+        if self.shut {
+            return Box::pin(fut::ready(Err(McpCallError::Unavailable {
+                server,
+                reason: "toolslot is shutting down".into(),
+            })));
+        }
         if let Some(t) = self.not_before
             && Instant::now() < t
         {
@@ -173,12 +190,7 @@ impl Handler<GetClient> for McpServerActor {
                         addr.do_send(Relist);
                     }
                 });
-                start(
-                    self.cfg.clone(),
-                    self.startup,
-                    (self.max_redirects, self.stderr_tail_bytes),
-                    on_change,
-                )
+                start(self.cfg.clone(), ConnectOptions::of(&self.mcp, self.startup, Some(on_change)))
             })
             .clone();
         self.state = ServerState::Starting;
@@ -190,13 +202,21 @@ impl Handler<GetClient> for McpServerActor {
                 act.connecting = None;
             }
             match result {
+                Ok((client, _)) if act.shut => {
+                    // Started while toolslot was shutting down: stopped at once.
+                    actix::spawn(async move { client.close().await });
+                    Err(McpCallError::Unavailable {
+                        server,
+                        reason: "toolslot is shutting down".into(),
+                    })
+                }
                 Ok((client, listing)) => {
                     if first {
                         tracing::info!(server = %act.cfg.name, pid = ?client.pid(), tools = listing.len(), "MCP server ready");
                         act.client = Some(Arc::clone(&client));
-                        act.stderr_tail.clear();
+                        act.stderr_tail = Tail::new(act.stderr_tail_bytes.max(1));
                         if let Some(stderr) = client.take_stderr() {
-                            ctx.add_stream(stderr_lines(stderr));
+                            ctx.add_stream(stderr_chunks(stderr));
                         }
                         act.state = ServerState::Ready;
                         act.failures = 0;
@@ -226,14 +246,9 @@ impl Handler<GetClient> for McpServerActor {
 }
 
 /// Connects and lists the tools: a server is ready once its tools are known.
-fn start(cfg: McpServerConfig, startup: Duration, limits: (usize, usize), on_change: ToolsChanged) -> Connecting {
+fn start(cfg: McpServerConfig, options: ConnectOptions) -> Connecting {
     async move {
-        let options = ConnectOptions {
-            startup,
-            max_redirects: limits.0,
-            stderr_tail_bytes: limits.1,
-            on_tools_changed: Some(on_change),
-        };
+        let startup = options.startup;
         let client = connect(&cfg, options).await?;
         let listing = match tokio::time::timeout(startup, client.list_tools()).await {
             Ok(Ok(l)) => l,
@@ -279,34 +294,48 @@ impl Handler<Relist> for McpServerActor {
     }
 }
 
-/// One line a server wrote on stderr.
-pub struct StderrLine(String);
+/// What a server wrote on stderr, as it came.
+pub struct StderrChunk(Vec<u8>);
 
-/// A server's stderr, line by line, read for as long as the process lives (a server whose
-/// stderr pipe fills up stops).
-fn stderr_lines(stderr: tokio::process::ChildStderr) -> impl futures::Stream<Item = StderrLine> {
-    use tokio::io::AsyncBufReadExt;
-    let lines = tokio::io::BufReader::new(stderr).lines();
-    futures::stream::unfold(lines, |mut lines| async move {
-        match lines.next_line().await {
-            Ok(Some(line)) => Some((StderrLine(line), lines)),
+/// A server's stderr, read for as long as the process lives (a server whose stderr pipe fills
+/// up stops), in chunks: a "line" without an end must not grow in memory.
+fn stderr_chunks(stderr: tokio::process::ChildStderr) -> impl futures::Stream<Item = StderrChunk> {
+    use tokio::io::AsyncReadExt;
+    futures::stream::unfold(stderr, |mut stderr| async move {
+        let mut buf = vec![0u8; 4096];
+        match stderr.read(&mut buf).await {
+            Ok(n) if n > 0 => {
+                buf.truncate(n);
+                Some((StderrChunk(buf), stderr))
+            }
             _ => None,
         }
     })
 }
 
-impl StreamHandler<StderrLine> for McpServerActor {
-    fn handle(&mut self, line: StderrLine, _ctx: &mut Context<Self>) {
-        tracing::debug!(server = %self.cfg.name, line = %line.0, "MCP server stderr");
-        self.stderr_tail.push_back(line.0);
-        let mut bytes: usize = self.stderr_tail.iter().map(String::len).sum();
-        while bytes > self.stderr_tail_bytes && self.stderr_tail.len() > 1 {
-            bytes -= self.stderr_tail.pop_front().map_or(0, |l| l.len());
-        }
+impl StreamHandler<StderrChunk> for McpServerActor {
+    fn handle(&mut self, chunk: StderrChunk, _ctx: &mut Context<Self>) {
+        tracing::debug!(server = %self.cfg.name, text = %String::from_utf8_lossy(&chunk.0), "MCP server stderr");
+        self.stderr_tail.push(&chunk.0, |_| {});
     }
 
     fn finished(&mut self, _ctx: &mut Context<Self>) {
         // The process closed its stderr (it exited): the actor lives on to restart it.
+    }
+}
+
+impl Handler<Shutdown> for McpServerActor {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, _msg: Shutdown, _ctx: &mut Context<Self>) -> Self::Result {
+        self.shut = true;
+        // A start under way is left to finish and is stopped then (see GetClient).
+        let client = self.client.take();
+        self.state = ServerState::Failed("stopped: toolslot is shutting down".into());
+        Box::pin(async move {
+            if let Some(c) = client {
+                c.close().await;
+            }
+        })
     }
 }
 

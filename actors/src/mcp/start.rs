@@ -35,10 +35,7 @@ pub struct McpSet {
 /// # Errors
 /// A one-line reason when a `required` server cannot start.
 pub async fn start_servers(config: &Config) -> Result<McpSet, String> {
-    let intake = Arc::new(ToolIntake::new(
-        config.mcp.description_max_chars,
-        config.mcp.tool_cache_path().map(ToolListCache::new),
-    ));
+    let intake = Arc::new(ToolIntake::new(&config.mcp, config.mcp.tool_cache_path().map(ToolListCache::new)));
     let mut handles = Vec::new();
     let mut now = Vec::new();
     for cfg in &config.mcp.servers {
@@ -72,6 +69,8 @@ pub async fn start_servers(config: &Config) -> Result<McpSet, String> {
             }
         }
     }
+    // Servers named apart from the configuration, tools renamed, listings cut.
+    notices.extend(intake.take_notices());
     let mut helpers: Vec<Arc<dyn ToolSpec>> = Vec::new();
     if !handles.is_empty() {
         let sources: Vec<Arc<dyn ResourceSource>> = handles.iter().map(|h| Arc::new(h.clone()) as Arc<dyn ResourceSource>).collect();

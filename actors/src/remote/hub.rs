@@ -1,0 +1,555 @@
+//! The dispatcher's side: [`RemoteHub`] hands routed calls to workers and waits for their
+//! records, and keeps what the workers announce.
+//!
+//! A call is published to its pool's queue with its key as the message id (a repeated publish
+//! is dropped as a duplicate), then its record is awaited: `done` is the answer. What the
+//! server reports (a delivery that ran out of acknowledgements, on the max-deliveries
+//! advisory) and what the watchdog finds (a worker that stopped announcing itself, a pool with
+//! no live worker left) settle the call instead: the hub writes `abandoned` over the record
+//! with compare-and-set, so nothing can start the call afterwards and a late result is
+//! refused, and answers `outcome_unknown` when a worker had claimed it, `unavailable` when none
+//! had.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::message::PublishMessage;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+use toolslot::config::{Config, RemoteConfig};
+use toolslot::registry::LiveRegistry;
+use toolslot::remote::wire::{Announcement, CallRecord, Job};
+use toolslot::remote::{AnnouncedSpec, RemoteAnswer, RemoteCaller, RemoteTool, Routes};
+use toolslot::tool::{ErrorCategory, ToolError, ToolSpec};
+use tracing::Instrument;
+
+use super::broker::{Broker, MAX_DELIVERIES_ADVISORY, call_subject, cancel_subject, direct_subject};
+use super::records::{self, CasError};
+
+/// What a call's waiter hears.
+enum Signal {
+    /// Its record changed.
+    Record(CallRecord),
+    /// The server gave up delivering it.
+    Exhausted,
+}
+
+/// A worker as last heard.
+struct Seen {
+    pool: String,
+    tools: HashSet<String>,
+    at: Instant,
+}
+
+/// Tools known only from announcements, in the order they arrived, and their names.
+#[derive(Default)]
+struct Announced {
+    tools: Vec<Arc<dyn ToolSpec>>,
+    names: HashSet<String>,
+}
+
+/// The dispatcher's connection to the workers.
+pub struct RemoteHub {
+    broker: Broker,
+    cfg: RemoteConfig,
+    routes: Routes,
+    workers: Mutex<HashMap<String, Seen>>,
+    waiters: Mutex<HashMap<String, mpsc::UnboundedSender<Signal>>>,
+    by_seq: Mutex<HashMap<u64, String>>,
+    /// Names defined here (local tools routed away): announcements never replace them.
+    local: Mutex<HashSet<String>>,
+    /// Tools known only from announcements, in the order they arrived.
+    announced: Mutex<Announced>,
+    live: OnceLock<LiveRegistry>,
+    /// Calls being given up on their own tasks, which a closing host waits for.
+    settling: std::sync::atomic::AtomicUsize,
+    me: Weak<RemoteHub>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every update here is one insert or remove: a poisoned lock holds whole data.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl RemoteHub {
+    /// Connects to `remote.nats_url`, reads the workers' announcements, and starts listening
+    /// for records and advisories. Must run inside an actix system (it spawns its listeners).
+    ///
+    /// # Errors
+    /// A one-line reason when NATS cannot be reached or JetStream refuses.
+    pub async fn start(config: &Config) -> Result<Arc<Self>, String> {
+        let cfg = config.remote.clone();
+        let broker = Broker::connect(&cfg, "toolslot-dispatcher").await.map_err(|e| e.to_string())?;
+        let hub = Arc::new_cyclic(|me| Self {
+            broker,
+            routes: Routes::new(&cfg.routes),
+            cfg,
+            workers: Mutex::new(HashMap::new()),
+            waiters: Mutex::new(HashMap::new()),
+            by_seq: Mutex::new(HashMap::new()),
+            local: Mutex::new(HashSet::new()),
+            announced: Mutex::new(Announced::default()),
+            live: OnceLock::new(),
+            settling: std::sync::atomic::AtomicUsize::new(0),
+            me: me.clone(),
+        });
+        // The workers already there, before the first registry is built from them.
+        if let Ok(mut keys) = hub.broker.workers.keys().await {
+            while let Some(Ok(key)) = keys.next().await {
+                if let Ok(Some(value)) = hub.broker.workers.get(&key).await
+                    && let Ok(a) = serde_json::from_slice::<Announcement>(&value)
+                {
+                    hub.heard(a);
+                }
+            }
+        }
+        actix::spawn(Arc::clone(&hub).watch_workers());
+        actix::spawn(Arc::clone(&hub).watch_records());
+        actix::spawn(Arc::clone(&hub).watch_advisories());
+        Ok(hub)
+    }
+
+    /// Waits (at most `limit`) until the calls being given up are settled, so that a host
+    /// that exits right after a round still tells the workers to stop what it gave up.
+    pub async fn drain(&self, limit: Duration) {
+        let until = Instant::now() + limit;
+        while self.settling.load(std::sync::atomic::Ordering::SeqCst) > 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    fn caller(&self) -> Option<Arc<dyn RemoteCaller>> {
+        self.me.upgrade().map(|h| h as Arc<dyn RemoteCaller>)
+    }
+
+    /// `tools`, with each routed one replaced by a [`RemoteTool`] of its pool.
+    pub fn route(&self, tools: Vec<Arc<dyn ToolSpec>>) -> Vec<Arc<dyn ToolSpec>> {
+        let Some(caller) = self.caller() else { return tools };
+        tools
+            .into_iter()
+            .map(|t| match self.routes.pool_of(t.name()) {
+                Some(pool) => {
+                    lock(&self.local).insert(t.name().to_string());
+                    Arc::new(RemoteTool::new(t, pool, Arc::clone(&caller))) as Arc<dyn ToolSpec>
+                }
+                None => t,
+            })
+            .collect()
+    }
+
+    /// The routed tools known only from workers' announcements (MCP servers configured on the
+    /// workers), as remote tools.
+    pub fn announced_tools(&self) -> Vec<Arc<dyn ToolSpec>> {
+        let local = lock(&self.local);
+        // A name defined here keeps its own definition (its schema and approval rules).
+        lock(&self.announced)
+            .tools
+            .iter()
+            .filter(|t| !local.contains(t.name()))
+            .cloned()
+            .collect()
+    }
+
+    /// From now on, tools workers announce are appended to `live`.
+    pub fn attach(&self, live: LiveRegistry) {
+        let live = self.live.get_or_init(|| live);
+        live.append(self.announced_tools());
+    }
+
+    /// Takes a worker's announcement: it is alive now, and its routed tools are known.
+    fn heard(&self, a: Announcement) {
+        let mut new = Vec::new();
+        if let Some(caller) = self.caller() {
+            let local = lock(&self.local);
+            let mut announced = lock(&self.announced);
+            for t in &a.tools {
+                if self.routes.pool_of(&t.name) == Some(a.pool.as_str())
+                    && !local.contains(&t.name)
+                    && announced.names.insert(t.name.clone())
+                {
+                    let spec: Arc<dyn ToolSpec> = Arc::new(AnnouncedSpec(t.clone()));
+                    let tool: Arc<dyn ToolSpec> = Arc::new(RemoteTool::new(spec, a.pool.clone(), Arc::clone(&caller)));
+                    announced.tools.push(Arc::clone(&tool));
+                    new.push(tool);
+                }
+            }
+        }
+        lock(&self.workers).insert(
+            a.worker.clone(),
+            Seen {
+                pool: a.pool,
+                tools: a.tools.into_iter().map(|t| t.name).collect(),
+                at: Instant::now(),
+            },
+        );
+        if !new.is_empty()
+            && let Some(live) = self.live.get()
+        {
+            tracing::info!(tools = new.len(), "remote tools announced");
+            live.append(new);
+        }
+    }
+
+    fn ttl(&self) -> Duration {
+        Duration::from_millis(self.cfg.announce_ttl_ms)
+    }
+
+    /// Whether a live worker of `pool` hosts `tool`.
+    fn pool_serves(&self, pool: &str, tool: &str) -> bool {
+        let ttl = self.ttl();
+        lock(&self.workers)
+            .values()
+            .any(|w| w.pool == pool && w.at.elapsed() < ttl && w.tools.contains(tool))
+    }
+
+    async fn watch_workers(self: Arc<Self>) {
+        loop {
+            match self.broker.workers.watch_with_history(">").await {
+                Ok(mut entries) => {
+                    while let Some(entry) = entries.next().await {
+                        let Ok(entry) = entry else { break };
+                        if entry.operation == async_nats::jetstream::kv::Operation::Put {
+                            if let Ok(a) = serde_json::from_slice::<Announcement>(&entry.value) {
+                                self.heard(a);
+                            }
+                        } else {
+                            lock(&self.workers).remove(&entry.key);
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot watch worker announcements; retrying"),
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn watch_records(self: Arc<Self>) {
+        loop {
+            match self.broker.records.watch(">").await {
+                Ok(mut entries) => {
+                    while let Some(entry) = entries.next().await {
+                        let Ok(entry) = entry else { break };
+                        let Some(tx) = lock(&self.waiters).get(&entry.key).cloned() else {
+                            continue;
+                        };
+                        if let Ok(record) = serde_json::from_slice::<CallRecord>(&entry.value) {
+                            let _ = tx.send(Signal::Record(record));
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot watch call records; retrying"),
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn watch_advisories(self: Arc<Self>) {
+        #[derive(serde::Deserialize)]
+        struct Advisory {
+            stream_seq: u64,
+        }
+        loop {
+            match self.broker.client.subscribe(MAX_DELIVERIES_ADVISORY).await {
+                Ok(mut sub) => {
+                    while let Some(msg) = sub.next().await {
+                        let Ok(a) = serde_json::from_slice::<Advisory>(&msg.payload) else {
+                            continue;
+                        };
+                        let key = lock(&self.by_seq).get(&a.stream_seq).cloned();
+                        if let Some(key) = key
+                            && let Some(tx) = lock(&self.waiters).get(&key).cloned()
+                        {
+                            let _ = tx.send(Signal::Exhausted);
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot subscribe to delivery advisories; retrying"),
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn run_call(self: Arc<Self>, pool: String, job: Job, target: Option<String>) -> Result<RemoteAnswer, ToolError> {
+        let tool = job.tool.clone();
+        match &target {
+            Some(w) if !self.is_alive(w) => {
+                return Err(ToolError::refused(
+                    ErrorCategory::Unavailable,
+                    format!(
+                        "`{tool}` was not run: worker `{w}`, which held this session's background tasks, is gone, and its tasks ended with it. Nothing was run."
+                    ),
+                ));
+            }
+            None if !self.pool_serves(&pool, &tool) => {
+                return Err(ToolError::refused(
+                    ErrorCategory::Unavailable,
+                    format!("`{tool}` was not run: no live worker of pool `{pool}` hosts it. Nothing was run."),
+                ));
+            }
+            _ => {}
+        }
+        let payload: bytes::Bytes = serde_json::to_vec(&job).unwrap_or_default().into();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        lock(&self.waiters).insert(job.key.clone(), tx);
+        let mut call = Pending {
+            hub: Arc::clone(&self),
+            key: job.key.clone(),
+            tool: tool.clone(),
+            seq: None,
+            settled: false,
+        };
+        match &target {
+            None => {
+                let subject = call_subject(&pool, job.read_only);
+                let give_up = Instant::now() + Duration::from_millis(self.cfg.ack_wait_ms);
+                loop {
+                    let publish = PublishMessage::build().payload(payload.clone()).message_id(&job.key);
+                    let failure = match self.broker.js.send_publish(subject.clone(), publish).await {
+                        Ok(ack) => match ack.await {
+                            Ok(ack) => {
+                                lock(&self.by_seq).insert(ack.sequence, job.key.clone());
+                                call.seq = Some(ack.sequence);
+                                break;
+                            }
+                            Err(e) => e.to_string(),
+                        },
+                        Err(e) if e.kind() == PublishErrorKind::MaxPayloadExceeded => {
+                            call.settled = true;
+                            return Err(ToolError::refused(
+                                ErrorCategory::Unavailable,
+                                format!(
+                                    "`{tool}` was not run: its arguments are larger than a NATS message may be ({e}). Nothing was run."
+                                ),
+                            ));
+                        }
+                        Err(e) => e.to_string(),
+                    };
+                    if Instant::now() > give_up {
+                        return call.settle(format!("it could not be queued ({failure})")).await;
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }
+            Some(w) => match self.broker.client.request(direct_subject(w), payload).await {
+                Ok(reply) if reply.payload.as_ref() == b"started" => {}
+                Ok(reply) => {
+                    let why = String::from_utf8_lossy(&reply.payload).into_owned();
+                    return call.settle(format!("worker `{w}` did not take it ({why})")).await;
+                }
+                Err(e) => return call.settle(format!("worker `{w}` did not take it ({e})")).await,
+            },
+        }
+        let mut watchdog = tokio::time::interval(Duration::from_millis(self.cfg.watchdog_interval_ms));
+        watchdog.tick().await;
+        loop {
+            let record = tokio::select! {
+                signal = rx.recv() => match signal {
+                    Some(Signal::Record(r)) => Some(r),
+                    Some(Signal::Exhausted) => {
+                        return call.settle("its worker stopped acknowledging it (remote.ack_wait_ms passed)".into()).await;
+                    }
+                    None => None,
+                },
+                _ = watchdog.tick() => match records::read(&self.broker.records, &job.key).await {
+                    Ok(Some((r, _))) => Some(r),
+                    Ok(None) => {
+                        let lost = match &target {
+                            Some(w) => !self.is_alive(w),
+                            None => !self.pool_serves(&pool, &tool),
+                        };
+                        if lost {
+                            return call.settle(format!("no live worker of pool `{pool}` took it")).await;
+                        }
+                        None
+                    }
+                    // NATS is not answering: keep waiting; the call's timeout bounds the wait.
+                    Err(_) => None,
+                },
+            };
+            match record {
+                Some(CallRecord::Done { worker, outcome, object }) => return call.finish(worker, outcome, object).await,
+                Some(CallRecord::Started { worker, .. }) => {
+                    // A lost worker's read-only call goes to another worker while one is left.
+                    let redelivered = job.read_only && target.is_none() && self.pool_serves(&pool, &tool);
+                    if !self.is_alive(&worker) && !redelivered {
+                        return call.settle(format!("worker `{worker}` stopped announcing itself")).await;
+                    }
+                }
+                Some(CallRecord::Abandoned { reason, .. }) => return call.settle(reason).await,
+                None => {}
+            }
+        }
+    }
+}
+
+/// Why a call was settled without a result, by who had claimed it.
+enum Settled {
+    NotStarted,
+    StartedOn(String),
+    Unknown(String),
+}
+
+/// A call in flight. Dropped before it is settled (the round was cancelled, the call timed
+/// out), it gives the call up on its own task: no worker may start it afterwards, and the
+/// worker running it is told to stop.
+struct Pending {
+    hub: Arc<RemoteHub>,
+    key: String,
+    tool: String,
+    seq: Option<u64>,
+    settled: bool,
+}
+
+impl Pending {
+    /// Gives the call up: `abandoned` is written over whatever its record holds, unless it is
+    /// `done`, in which case that is the answer.
+    async fn settle(&mut self, reason: String) -> Result<RemoteAnswer, ToolError> {
+        let store = &self.hub.broker.records;
+        let mut outcome = Settled::Unknown("the record kept changing".into());
+        for _ in 0..8 {
+            outcome = match records::read(store, &self.key).await {
+                Ok(None) => match records::create(
+                    store,
+                    &self.key,
+                    &CallRecord::Abandoned {
+                        reason: reason.clone(),
+                        worker: None,
+                    },
+                )
+                .await
+                {
+                    Ok(_) => Settled::NotStarted,
+                    Err(CasError::Conflict) => continue,
+                    Err(CasError::Nats(e)) => Settled::Unknown(e),
+                },
+                Ok(Some((CallRecord::Started { worker, .. }, rev))) => {
+                    let abandoned = CallRecord::Abandoned {
+                        reason: reason.clone(),
+                        worker: Some(worker.clone()),
+                    };
+                    match records::update(store, &self.key, &abandoned, rev).await {
+                        Ok(_) => Settled::StartedOn(worker),
+                        Err(CasError::Conflict) => continue,
+                        Err(CasError::Nats(e)) => Settled::Unknown(e),
+                    }
+                }
+                Ok(Some((CallRecord::Done { worker, outcome, object }, _))) => return self.finish(worker, outcome, object).await,
+                Ok(Some((CallRecord::Abandoned { worker: Some(w), .. }, _))) => Settled::StartedOn(w),
+                Ok(Some((CallRecord::Abandoned { worker: None, .. }, _))) => Settled::NotStarted,
+                Err(e) => Settled::Unknown(e),
+            };
+            break;
+        }
+        self.settled = true;
+        self.forget_queued();
+        let tool = &self.tool;
+        match outcome {
+            Settled::NotStarted => Err(ToolError::refused(
+                ErrorCategory::Unavailable,
+                format!("`{tool}` was not run: {reason}; no worker started it, and none will. Nothing was run."),
+            )),
+            Settled::StartedOn(worker) => {
+                let _ = self
+                    .hub
+                    .broker
+                    .client
+                    .publish(cancel_subject(&worker), self.key.clone().into())
+                    .await;
+                Err(ToolError::outcome_unknown(format!(
+                    "`{tool}` was running on worker `{worker}` when it was lost ({reason}); its outcome is unknown; check before retrying."
+                )))
+            }
+            Settled::Unknown(e) => Err(ToolError::outcome_unknown(format!(
+                "`{tool}` could not be settled ({reason}; NATS: {e}); its outcome is unknown; check before retrying."
+            ))),
+        }
+    }
+
+    /// The answer of a call a worker finished; a result kept in the object store is read back.
+    async fn finish(
+        &mut self,
+        worker: String,
+        outcome: toolslot::remote::wire::WireOutcome,
+        object: Option<String>,
+    ) -> Result<RemoteAnswer, ToolError> {
+        self.settled = true;
+        let mut outcome = outcome;
+        if let Some(name) = object {
+            let mut text = Vec::new();
+            let read = match self.hub.broker.results.get(&name).await {
+                Ok(mut o) => o.read_to_end(&mut text).await.map(|_| ()).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = read {
+                return Err(ToolError::outcome_unknown(format!(
+                    "`{}` finished on worker `{worker}`, but its result could not be read back from the object store ({e}); check before retrying.",
+                    self.tool
+                )));
+            }
+            if let Some(content) = outcome.content_mut() {
+                *content = String::from_utf8_lossy(&text).into_owned();
+            }
+        }
+        Ok(RemoteAnswer {
+            worker,
+            outcome: outcome.into(),
+        })
+    }
+
+    /// Drops the queued message of a settled call, so that it does not linger in the queue.
+    fn forget_queued(&self) {
+        if let Some(seq) = self.seq {
+            let calls = self.hub.broker.calls.clone();
+            tokio::spawn(async move {
+                let _ = calls.delete_message(seq).await;
+            });
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        lock(&self.hub.waiters).remove(&self.key);
+        if let Some(seq) = self.seq {
+            lock(&self.hub.by_seq).remove(&seq);
+        }
+        if !self.settled {
+            let mut rest = Pending {
+                hub: Arc::clone(&self.hub),
+                key: std::mem::take(&mut self.key),
+                tool: std::mem::take(&mut self.tool),
+                seq: self.seq,
+                settled: true,
+            };
+            // Drop cannot wait: the call is given up on its own task.
+            self.hub.settling.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                let _ = rest.settle("the call was given up (round cancelled or timed out)".into()).await;
+                rest.hub.settling.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+    }
+}
+
+impl RemoteCaller for RemoteHub {
+    fn call<'a>(&'a self, pool: &'a str, job: Job, target: Option<&'a str>) -> BoxFuture<'a, Result<RemoteAnswer, ToolError>> {
+        let span = tracing::info_span!("remote_call", key = %job.key, tool = %job.tool, pool);
+        let Some(hub) = self.me.upgrade() else {
+            return Box::pin(async {
+                Err(ToolError::refused(
+                    ErrorCategory::Unavailable,
+                    "the remote hub is shutting down; nothing was run.",
+                ))
+            });
+        };
+        Box::pin(hub.run_call(pool.to_string(), job, target.map(str::to_string)).instrument(span))
+    }
+
+    fn is_alive(&self, worker: &str) -> bool {
+        lock(&self.workers).get(worker).is_some_and(|w| w.at.elapsed() < self.ttl())
+    }
+}

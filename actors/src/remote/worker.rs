@@ -1,0 +1,582 @@
+//! `toolslot worker`: hosts a pool's tools and runs the calls its queues hold.
+//!
+//! A worker announces itself (pool, tools, slots, running calls, version) under its id in the
+//! workers bucket, re-announcing three times per `remote.announce_ttl_ms`, and pulls from its
+//! pool's two queues no more calls than it has free slots. Before a tool that may write runs,
+//! the worker claims the call's record with compare-and-set (`started`; a read-only tool starts
+//! while its claim is written, and its result counts only if the claim holds); while it runs, it acknowledges
+//! progress three times per `remote.ack_wait_ms` and checks that its claim still stands; when
+//! it ends, it writes `done` over its own claim and acknowledges the message. A claim that was
+//! overwritten (the dispatcher gave the call up) stops the tool, which kills its process group,
+//! and the late result is dropped. Calls addressed to this worker (the session's background
+//! tasks live here) arrive by request on its own subject, outside the slots: they only read a
+//! log or stop a process.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use async_nats::jetstream::{self, AckKind};
+use futures::{FutureExt, StreamExt};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot, watch};
+use toolslot::config::Config;
+use toolslot::registry::LiveRegistry;
+use toolslot::remote::Routes;
+use toolslot::remote::wire::{AnnouncedTool, Announcement, CallRecord, Job, WireOutcome};
+use toolslot::tool::{ErrorCategory, ToolContext, ToolError, ToolOutput};
+use tracing::Instrument;
+
+use super::broker::{Broker, cancel_subject, direct_subject};
+use super::records::{self, CasError};
+use super::worker_session::WorkerSessions;
+
+/// Tools that need the dispatcher's own session (its catalog, its saved outputs): never hosted.
+const SESSION_BOUND: &[&str] = &["tool_search", "retrieve_tool_result", "spawn_agent"];
+
+/// How `toolslot worker` was asked to run.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// The pool it serves.
+    pub pool: String,
+    /// Calls it runs at once.
+    pub slots: usize,
+}
+
+/// Why a worker could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// NATS or JetStream refused.
+    #[error(transparent)]
+    Broker(#[from] super::broker::BrokerError),
+    /// A subscription or the first announcement failed.
+    #[error("{0}")]
+    Nats(String),
+}
+
+struct Worker {
+    id: String,
+    pool: String,
+    slots: usize,
+    config: Arc<Config>,
+    routes: Routes,
+    broker: Broker,
+    registry: LiveRegistry,
+    /// Calls running here, each with the sender that stops it.
+    running: Mutex<HashMap<String, oneshot::Sender<()>>>,
+    sessions: WorkerSessions,
+}
+
+enum Claim {
+    Mine(u64),
+    Taken,
+    Failed(String),
+}
+
+/// Where a call's claim stands when it starts to run.
+enum Held {
+    /// Written: the record's revision.
+    Claimed(u64),
+    /// Being written while a read-only call runs (its delivery attempt).
+    Claiming(i64),
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs a worker of `options.pool` over `registry` until SIGTERM or SIGINT; running calls
+/// then get `remote.worker_shutdown_grace_secs` to finish. Must run inside an actix system.
+///
+/// # Errors
+/// [`WorkerError`] when NATS cannot be reached or refuses the queues.
+pub async fn run_worker(config: Arc<Config>, registry: LiveRegistry, options: WorkerOptions) -> Result<(), WorkerError> {
+    let cfg = &config.remote;
+    let id = format!("{}-{}", options.pool, toolslot::output::random_hex(4));
+    let broker = Broker::connect(cfg, &format!("toolslot-worker-{id}")).await?;
+    let queues = [
+        broker.queue(cfg, &options.pool, false).await?,
+        broker.queue(cfg, &options.pool, true).await?,
+    ];
+    let client = broker.client.clone();
+    let sub = |subject: String| {
+        let client = client.clone();
+        async move { client.subscribe(subject).await.map_err(|e| WorkerError::Nats(e.to_string())) }
+    };
+    // Subscribed before the first announcement: a call addressed here is never missed.
+    let direct = sub(direct_subject(&id)).await?;
+    let cancels = sub(cancel_subject(&id)).await?;
+    let bell = sub(format!("toolslot.call.{}.*", options.pool)).await?;
+    let worker = Arc::new(Worker {
+        id,
+        pool: options.pool,
+        slots: options.slots.max(1),
+        routes: Routes::new(&cfg.routes),
+        config: Arc::clone(&config),
+        broker,
+        registry,
+        running: Mutex::new(HashMap::new()),
+        sessions: WorkerSessions::default(),
+    });
+    worker.announce().await.map_err(WorkerError::Nats)?;
+    eprintln!(
+        "toolslot: worker {} of pool {} ready ({} slots, {} tools)",
+        worker.id,
+        worker.pool,
+        worker.slots,
+        worker.hosted().len()
+    );
+    let (stop_tx, stop) = watch::channel(false);
+    actix::spawn(Arc::clone(&worker).announce_loop(stop.clone()));
+    actix::spawn(Arc::clone(&worker).serve_direct(direct));
+    actix::spawn(Arc::clone(&worker).serve_cancels(cancels));
+    let ring = Arc::new(Notify::new());
+    actix::spawn(ring_on_publish(bell, Arc::clone(&ring)));
+    actix::spawn(async move {
+        wait_for_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    Arc::clone(&worker).pull(queues, ring, stop).await;
+    worker.shut_down().await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Wakes the puller whenever a call is published to the pool (the message itself is not used:
+/// calls are taken from the queue, which decides who gets each).
+async fn ring_on_publish(mut bell: async_nats::Subscriber, ring: Arc<Notify>) {
+    while bell.next().await.is_some() {
+        ring.notify_one();
+    }
+}
+
+impl Worker {
+    /// The tools this worker announces: those its routes send to its pool (all, when no route
+    /// names the pool), less those bound to the dispatcher's session.
+    fn hosted(&self) -> Vec<AnnouncedTool> {
+        let everything = !self.routes.names_pool(&self.pool);
+        self.registry
+            .current()
+            .iter()
+            .filter(|t| !SESSION_BOUND.contains(&t.spec.name()))
+            .filter(|t| everything || self.routes.pool_of(t.spec.name()) == Some(self.pool.as_str()))
+            .map(|t| AnnouncedTool::of(t.spec.as_ref()))
+            .collect()
+    }
+
+    async fn announce(&self) -> Result<(), String> {
+        let a = Announcement {
+            worker: self.id.clone(),
+            pool: self.pool.clone(),
+            slots: self.slots,
+            running: lock(&self.running).keys().cloned().collect(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            tools: self.hosted(),
+        };
+        let value = serde_json::to_vec(&a).map_err(|e| e.to_string())?;
+        self.broker
+            .workers
+            .put(&self.id, value.into())
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("cannot announce worker {}: {e}", self.id))
+    }
+
+    async fn announce_loop(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let period = Duration::from_millis(self.config.remote.announce_ttl_ms / 3);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = stop.changed() => return,
+            }
+            if let Err(e) = self.announce().await {
+                tracing::warn!(worker = %self.id, error = %e, "announcement failed");
+            }
+        }
+    }
+
+    /// Takes calls from the two queues, never more than the free slots.
+    async fn pull(self: Arc<Self>, queues: [jetstream::consumer::PullConsumer; 2], ring: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+        let slots = Arc::new(Semaphore::new(self.slots));
+        let poll = Duration::from_millis(self.config.remote.worker_poll_ms.max(1));
+        let mut turn = 0usize;
+        loop {
+            let first = tokio::select! {
+                p = Arc::clone(&slots).acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+                _ = stop.changed() => return,
+            };
+            let mut permits = vec![first];
+            while let Ok(p) = Arc::clone(&slots).try_acquire_owned() {
+                permits.push(p);
+            }
+            let mut got = 0usize;
+            // Both queues are asked in turn, starting with a different one each time, so that
+            // neither starves the other.
+            for i in 0..queues.len() {
+                if permits.is_empty() {
+                    break;
+                }
+                let queue = &queues[(turn + i) % queues.len()];
+                match queue.fetch().max_messages(permits.len()).messages().await {
+                    Ok(mut batch) => {
+                        while let Some(msg) = batch.next().await {
+                            let Ok(msg) = msg else { break };
+                            let Some(permit) = permits.pop() else { break };
+                            got += 1;
+                            actix::spawn(Arc::clone(&self).delivered(msg, permit));
+                        }
+                    }
+                    Err(e) => tracing::debug!(worker = %self.id, error = %e, "fetch failed"),
+                }
+            }
+            turn = turn.wrapping_add(1);
+            drop(permits);
+            if *stop.borrow() {
+                return;
+            }
+            if got == 0 {
+                tokio::select! {
+                    _ = ring.notified() => {}
+                    _ = tokio::time::sleep(poll) => {}
+                    _ = stop.changed() => return,
+                }
+            }
+        }
+    }
+
+    /// A call from a queue.
+    async fn delivered(self: Arc<Self>, msg: jetstream::Message, slot: OwnedSemaphorePermit) {
+        let attempt = msg.info().map_or(1, |i| i.delivered);
+        let job: Job = match serde_json::from_slice(&msg.payload) {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::warn!(worker = %self.id, error = %e, "a message in the queue is not a call; dropped");
+                let _ = msg.ack_with(AckKind::Term).await;
+                return;
+            }
+        };
+        if lock(&self.running).contains_key(&job.key) {
+            // Delivered again while it runs here: the run under way answers it.
+            let _ = msg.ack_with(AckKind::Term).await;
+            return;
+        }
+        if job.read_only {
+            // A read-only call has no side effect to guard: it starts while its claim is being
+            // written, and its result counts only if the claim holds.
+            self.work(job, Held::Claiming(attempt), Some(msg), Some(slot)).await;
+            return;
+        }
+        match self.claim(&job, attempt).await {
+            Claim::Mine(rev) => self.work(job, Held::Claimed(rev), Some(msg), Some(slot)).await,
+            Claim::Taken => {
+                let _ = msg.ack_with(AckKind::Term).await;
+            }
+            Claim::Failed(e) => {
+                tracing::warn!(worker = %self.id, key = %job.key, error = %e, "cannot claim a call");
+                // A read-only call may be tried again; one that may write is never delivered
+                // twice, and the dispatcher reports it as not started.
+                let kind = if job.read_only {
+                    AckKind::Nak(Some(Duration::from_millis(500)))
+                } else {
+                    AckKind::Term
+                };
+                let _ = msg.ack_with(kind).await;
+            }
+        }
+    }
+
+    /// Records `started` for this worker, unless the call is taken, given up or too late. A
+    /// read-only call a lost worker had claimed is taken over; one that may write never is.
+    async fn claim(&self, job: &Job, attempt: i64) -> Claim {
+        let store = &self.broker.records;
+        if unix_ms() > job.not_after_ms {
+            let late = CallRecord::Abandoned {
+                reason: "no worker took it before its deadline".into(),
+                worker: None,
+            };
+            let _ = records::create(store, &job.key, &late).await;
+            return Claim::Taken;
+        }
+        let mine = CallRecord::Started {
+            worker: self.id.clone(),
+            attempt,
+        };
+        // A first delivery usually finds no record: claim it in one round trip.
+        if attempt <= 1 {
+            match records::create(store, &job.key, &mine).await {
+                Ok(rev) => return Claim::Mine(rev),
+                Err(CasError::Conflict) => {}
+                Err(CasError::Nats(e)) => return Claim::Failed(e),
+            }
+        }
+        for _ in 0..4 {
+            match records::read(store, &job.key).await {
+                Ok(None) => match records::create(store, &job.key, &mine).await {
+                    Ok(rev) => return Claim::Mine(rev),
+                    Err(CasError::Conflict) => continue,
+                    Err(CasError::Nats(e)) => return Claim::Failed(e),
+                },
+                Ok(Some((CallRecord::Started { worker, .. }, rev))) if job.read_only && worker != self.id => {
+                    match records::update(store, &job.key, &mine, rev).await {
+                        Ok(rev) => return Claim::Mine(rev),
+                        Err(CasError::Conflict) => continue,
+                        Err(CasError::Nats(e)) => return Claim::Failed(e),
+                    }
+                }
+                Ok(Some(_)) => return Claim::Taken,
+                Err(e) => return Claim::Failed(e),
+            }
+        }
+        Claim::Taken
+    }
+
+    /// Runs a call to its record; `msg` is its queue message, if it came from one, and `slot`
+    /// the slot it holds, freed as soon as the tool has finished.
+    async fn work(self: Arc<Self>, job: Job, held: Held, msg: Option<jetstream::Message>, slot: Option<OwnedSemaphorePermit>) {
+        let span = tracing::info_span!("remote_run", worker = %self.id, key = %job.key, tool = %job.tool, session = %job.session);
+        async move {
+            let (stop_tx, mut stopped) = oneshot::channel();
+            lock(&self.running).insert(job.key.clone(), stop_tx);
+            let (mut rev, mut claiming) = match held {
+                Held::Claimed(rev) => (Some(rev), None),
+                Held::Claiming(attempt) => (None, Some(Box::pin(self.claim(&job, attempt)))),
+            };
+            let mut refused = None;
+            let run = self.execute(&job);
+            let mut run = std::pin::pin!(run);
+            let mut tick = tokio::time::interval(Duration::from_millis((self.config.remote.ack_wait_ms / 3).max(100)));
+            tick.tick().await;
+            let mut result = loop {
+                tokio::select! {
+                    r = &mut run => break Some(r),
+                    c = async { match claiming.as_mut() { Some(c) => c.await, None => std::future::pending().await } }, if claiming.is_some() => {
+                        claiming = None;
+                        match c {
+                            Claim::Mine(r) => rev = Some(r),
+                            other => {
+                                refused = Some(other);
+                                break None;
+                            }
+                        }
+                    }
+                    // Dropping the tool's future stops it (exec_shell kills its process group).
+                    _ = &mut stopped => break None,
+                    _ = tick.tick() => {
+                        if let Some(m) = &msg {
+                            let _ = m.ack_with(AckKind::Progress).await;
+                        }
+                        if let Some(rev) = rev {
+                            match records::read(&self.broker.records, &job.key).await {
+                                Ok(Some((CallRecord::Started { worker, .. }, r))) if worker == self.id && r == rev => {}
+                                // NATS is not answering: the tool goes on, its result is written later.
+                                Err(_) => {}
+                                Ok(_) => break None,
+                            }
+                        }
+                    }
+                }
+            };
+            // A read-only call that ended before its claim was written waits for the claim.
+            if result.is_some()
+                && rev.is_none()
+                && let Some(c) = claiming.take()
+            {
+                match c.await {
+                    Claim::Mine(r) => rev = Some(r),
+                    other => {
+                        refused = Some(other);
+                        result = None;
+                    }
+                }
+            }
+            lock(&self.running).remove(&job.key);
+            // The tool is done: its slot takes the next call while the result is recorded.
+            drop(slot);
+            let (Some(result), Some(rev)) = (result, rev) else {
+                let kind = match refused {
+                    Some(Claim::Failed(e)) => {
+                        tracing::warn!(error = %e, "cannot claim a call; it will be delivered again");
+                        AckKind::Nak(Some(Duration::from_millis(500)))
+                    }
+                    Some(_) => AckKind::Term,
+                    None => {
+                        tracing::info!("the call was given up by the dispatcher; stopped");
+                        AckKind::Term
+                    }
+                };
+                if let Some(m) = msg {
+                    let _ = m.ack_with(kind).await;
+                }
+                return;
+            };
+            self.record_done(&job, rev, result).await;
+            if let Some(m) = msg {
+                let _ = m.ack().await;
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Runs the tool as the pipeline would: validated input, the call's timeout, a panic
+    /// contained.
+    async fn execute(&self, job: &Job) -> Result<ToolOutput, ToolError> {
+        let registry = self.registry.current();
+        let hosted = !SESSION_BOUND.contains(&job.tool.as_str());
+        let Some(tool) = registry.get(&job.tool).filter(|_| hosted) else {
+            return Err(ToolError::refused(
+                ErrorCategory::UnknownTool,
+                format!("worker `{}` does not host `{}`; nothing was run.", self.id, job.tool),
+            ));
+        };
+        tool.validate_input(&job.input)?;
+        let ctx = ToolContext {
+            session_id: job.session.clone(),
+            workspace: job.workspace.clone(),
+            call_id: job.call_id.clone(),
+            index: job.index,
+            config: Arc::clone(&self.config),
+            services: self
+                .sessions
+                .get(&job.session, Duration::from_secs(self.config.shell.background_stale_secs)),
+            // The dispatcher's approval gate decided it; this worker's sandbox enforces it.
+            grant: job.grant,
+        };
+        let spec = Arc::clone(&tool.spec);
+        let input = job.input.clone();
+        let run = AssertUnwindSafe(async move { spec.run(input, &ctx).await }).catch_unwind();
+        let name = &job.tool;
+        // The dispatcher stops the call at its timeout and tells this worker; the worker's own
+        // limit, an ack wait later, is the backstop for a cancellation that never arrives.
+        let limit = job.timeout_ms.saturating_add(self.config.remote.ack_wait_ms);
+        let done = if job.timeout_ms == 0 {
+            Ok(run.await)
+        } else {
+            tokio::time::timeout(Duration::from_millis(limit), run).await
+        };
+        match done {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(ToolError::tool(format!(
+                "`{name}` failed internally on worker `{}` (it panicked); its outcome is unknown. Do not assume it took effect.",
+                self.id
+            ))),
+            Err(_) => Err(ToolError {
+                category: ErrorCategory::Timeout,
+                message: format!("`{name}` did not finish within {limit} ms and was stopped; its outcome is unknown."),
+                field: None,
+                started: true,
+            }),
+        }
+    }
+
+    /// Writes `done` over this worker's claim; a claim overwritten meanwhile means the call was
+    /// given up, and the result is dropped.
+    async fn record_done(&self, job: &Job, rev: u64, result: Result<ToolOutput, ToolError>) {
+        let cfg = &self.config.remote;
+        let mut outcome = WireOutcome::from(result);
+        let mut object = None;
+        if let Some(content) = outcome.content_mut()
+            && content.len() > cfg.inline_result_max_bytes
+        {
+            let size = content.len();
+            match self.broker.results.put(job.key.as_str(), &mut content.as_bytes()).await {
+                Ok(_) => {
+                    object = Some(job.key.clone());
+                    content.clear();
+                }
+                Err(e) => {
+                    outcome = WireOutcome::from(Err(ToolError::outcome_unknown(format!(
+                        "`{}` finished on worker `{}`, but its output ({size} bytes) could not be stored ({e}); check before retrying.",
+                        job.tool, self.id
+                    ))));
+                }
+            }
+        }
+        let done = CallRecord::Done {
+            worker: self.id.clone(),
+            outcome,
+            object,
+        };
+        let give_up = Instant::now() + Duration::from_millis(cfg.ack_wait_ms.saturating_mul(3)).max(Duration::from_secs(30));
+        loop {
+            match records::update(&self.broker.records, &job.key, &done, rev).await {
+                Ok(_) => return,
+                Err(CasError::Conflict) => {
+                    if !matches!(records::read(&self.broker.records, &job.key).await, Ok(Some((CallRecord::Done { ref worker, .. }, _))) if *worker == self.id)
+                    {
+                        tracing::info!(key = %job.key, "the call was given up meanwhile; its result is dropped");
+                    }
+                    return;
+                }
+                Err(CasError::Nats(e)) if Instant::now() > give_up => {
+                    tracing::error!(key = %job.key, error = %e, "cannot record a result; the dispatcher will report its outcome as unknown");
+                    return;
+                }
+                Err(CasError::Nats(_)) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+    }
+
+    /// Calls addressed to this worker: claimed, answered `started` (or why not), then run.
+    async fn serve_direct(self: Arc<Self>, mut direct: async_nats::Subscriber) {
+        while let Some(msg) = direct.next().await {
+            let this = Arc::clone(&self);
+            actix::spawn(async move {
+                let reply = msg.reply.clone();
+                let job: Result<Job, _> = serde_json::from_slice(&msg.payload);
+                let (answer, run) = match job {
+                    Err(e) => (format!("not a call: {e}"), None),
+                    Ok(job) => match this.claim(&job, 1).await {
+                        Claim::Mine(rev) => ("started".to_string(), Some((job, Held::Claimed(rev)))),
+                        Claim::Taken => ("taken or given up already".to_string(), None),
+                        Claim::Failed(e) => (format!("cannot claim it: {e}"), None),
+                    },
+                };
+                if let Some(reply) = reply {
+                    let _ = this.broker.client.publish(reply, answer.into()).await;
+                }
+                if let Some((job, held)) = run {
+                    this.work(job, held, None, None).await;
+                }
+            });
+        }
+    }
+
+    /// A cancellation names a call running here: it is stopped.
+    async fn serve_cancels(self: Arc<Self>, mut cancels: async_nats::Subscriber) {
+        while let Some(msg) = cancels.next().await {
+            let key = String::from_utf8_lossy(&msg.payload).into_owned();
+            if let Some(stop) = lock(&self.running).remove(&key) {
+                let _ = stop.send(());
+            }
+        }
+    }
+
+    /// Lets running calls finish (up to the grace period), then withdraws the announcement.
+    async fn shut_down(&self) {
+        let grace = Instant::now() + Duration::from_secs(self.config.remote.worker_shutdown_grace_secs);
+        while !lock(&self.running).is_empty() && Instant::now() < grace {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let _ = self.broker.workers.delete(&self.id).await;
+        let _ = self.broker.client.flush().await;
+    }
+}

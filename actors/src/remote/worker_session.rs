@@ -1,0 +1,68 @@
+//! What a session is on a worker: the state its tools keep there (background shell tasks, the
+//! files it read), and nothing of the dispatcher's (catalog, saved outputs, tool search).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use toolslot::builtin::background::TaskTable;
+use toolslot::tool::{ErrorCategory, SessionServices, SessionState, ToolError, ToolFinder};
+
+/// One session's state on this worker.
+#[derive(Default)]
+pub struct WorkerSession {
+    files: Mutex<HashMap<PathBuf, SystemTime>>,
+    state: SessionState,
+}
+
+impl SessionServices for WorkerSession {
+    fn file_read_state(&self, path: &Path) -> Option<SystemTime> {
+        self.files.lock().unwrap_or_else(|p| p.into_inner()).get(path).copied()
+    }
+    fn record_file_state(&self, path: &Path, modified: SystemTime) {
+        self.files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(path.to_path_buf(), modified);
+    }
+    fn activate_tools(&self, _names: &[String]) {}
+    fn search_index(&self) -> Option<Arc<dyn ToolFinder>> {
+        None
+    }
+    fn load_overflow(&self, id: &str) -> Result<String, ToolError> {
+        Err(ToolError::refused(
+            ErrorCategory::Unavailable,
+            format!("saved output `{id}` is kept by the dispatcher, not by workers"),
+        ))
+    }
+    fn state(&self) -> Option<&SessionState> {
+        Some(&self.state)
+    }
+    fn run_detached(&self, work: toolslot::tool::Detached) -> Result<(), toolslot::tool::Detached> {
+        // A background task's log pump and watchdog run on the worker's runtime.
+        tokio::spawn(work);
+        Ok(())
+    }
+}
+
+/// The sessions this worker has seen, each dropped (killing its background tasks) once it has
+/// none left and was idle for `idle`.
+#[derive(Default)]
+pub struct WorkerSessions {
+    sessions: Mutex<HashMap<String, (Arc<WorkerSession>, Instant)>>,
+}
+
+impl WorkerSessions {
+    /// The session `id`, made on first use; sessions idle past `idle` with no background task
+    /// left are forgotten on the way.
+    pub fn get(&self, id: &str, idle: std::time::Duration) -> Arc<WorkerSession> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.retain(|sid, (s, at)| sid == id || at.elapsed() < idle || !s.state.get_or_default::<TaskTable>().is_empty());
+        let entry = sessions
+            .entry(id.to_string())
+            .or_insert_with(|| (Arc::new(WorkerSession::default()), Instant::now()));
+        entry.1 = Instant::now();
+        Arc::clone(&entry.0)
+    }
+}

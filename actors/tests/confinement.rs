@@ -1,0 +1,187 @@
+//! Workspace confinement through the binary (issue #12, part 5): the last component of a
+//! path, special files, and paths built to make resolution slow, as a model would send them.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::*;
+
+const SECRET: &str = "outside-secret-7f3a";
+
+/// A workspace holding `link` (a symlink to a file outside holding [`SECRET`]), `dirlink` (to
+/// the folder outside), `zero` (to /dev/zero) and `fifo` (a named pipe nobody writes).
+fn hostile_bed() -> (Bed, tempfile::TempDir) {
+    let bed = Bed::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), format!("{SECRET}\n")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), bed.ws.join("link")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), bed.ws.join("dirlink")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", bed.ws.join("zero")).unwrap();
+    let status = std::process::Command::new("mkfifo").arg(bed.ws.join("fifo")).status().unwrap();
+    assert!(status.success());
+    std::fs::write(bed.ws.join("inside.txt"), "inside text\n").unwrap();
+    (bed, outside)
+}
+
+/// Every spelling of a path that ends outside the workspace.
+fn escapes() -> Vec<&'static str> {
+    vec![
+        "link",
+        "link/",
+        "link/.",
+        "./link/./",
+        "link//",
+        "nothing/../link",
+        "nothing/../link/",
+        "dirlink/secret.txt",
+        "dirlink/./secret.txt",
+        "dirlink/",
+        "nothing/../dirlink/secret.txt",
+        "zero",
+        "zero/",
+    ]
+}
+
+fn calls_for(tool: &'static str) -> Vec<(&'static str, Value)> {
+    escapes()
+        .into_iter()
+        .map(|p| {
+            let args = match tool {
+                "grep_files" => json!({"pattern": "secret", "path": p}),
+                "edit_file" => json!({"path": p, "search": SECRET, "replace": "x"}),
+                _ => json!({"path": p}),
+            };
+            (tool, args)
+        })
+        .collect()
+}
+
+#[test]
+fn the_last_component_never_reaches_outside_through_replay() {
+    let (bed, outside) = hostile_bed();
+    for tool in ["read_file", "grep_files", "edit_file"] {
+        let calls = calls_for(tool);
+        let run = bed.replay("[approval]\nmode = \"full-auto\"\n", &calls);
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        let results = run.results();
+        assert_eq!(results.len(), calls.len());
+        for (r, (_, args)) in results.iter().zip(&calls) {
+            let content = r["content"].as_str().unwrap();
+            assert!(!content.contains(SECRET), "{tool} {args} read the outside file: {content}");
+            assert_eq!(r["is_error"], true, "{tool} {args} was not refused: {content}");
+        }
+    }
+    // Nothing outside was changed either.
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
+        format!("{SECRET}\n")
+    );
+    // What is inside still works, through a symlink that stays inside too.
+    std::os::unix::fs::symlink("inside.txt", bed.ws.join("inner_link")).unwrap();
+    let run = bed.replay(
+        "[approval]\nmode = \"full-auto\"\n",
+        &[
+            ("read_file", json!({"path": "inner_link/"})),
+            ("grep_files", json!({"pattern": "inside", "path": "."})),
+        ],
+    );
+    assert!(run.content(0).contains("inside text"), "{}", run.content(0));
+    assert!(run.content(1).contains("inside.txt:1:inside text"), "{}", run.content(1));
+}
+
+#[test]
+fn special_files_are_refused_at_once_and_the_process_exits() {
+    let (bed, _outside) = hostile_bed();
+    let started = Instant::now();
+    let run = bed.replay(
+        "[approval]\nmode = \"full-auto\"\n[execution]\ncall_timeout_ms = 20000\n",
+        &[
+            ("read_file", json!({"path": "fifo"})),
+            ("grep_files", json!({"pattern": "x", "path": "fifo"})),
+            ("edit_file", json!({"path": "fifo", "search": "a", "replace": "b"})),
+            ("grep_files", json!({"pattern": "x"})),
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "a FIFO held the call: {:?}",
+        started.elapsed()
+    );
+    let c = run.content(0);
+    assert!(run.results()[0]["is_error"] == true && c.contains("FIFO"), "{c}");
+    assert!(!run.content(3).contains("timed out"), "{}", run.content(3));
+}
+
+#[test]
+fn a_device_in_the_workspace_is_never_read_without_bound() {
+    // A device node cannot be made without privileges, so /dev/zero is reached the way a
+    // workspace would hold it: through a bind of the path the model gives, here an absolute
+    // path into /dev (outside, refused) and a symlink whose target is inside /dev.
+    let (bed, _outside) = hostile_bed();
+    let run = bed.replay(
+        "[approval]\nmode = \"full-auto\"\n",
+        &[
+            ("read_file", json!({"path": "/dev/zero"})),
+            ("read_file", json!({"path": "zero"})),
+            ("grep_files", json!({"pattern": "x", "path": "zero/"})),
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    for r in run.results() {
+        assert_eq!(r["is_error"], true, "{r}");
+        assert!(r["content"].as_str().unwrap().len() < 2000, "{r}");
+    }
+}
+
+#[test]
+fn absurd_paths_are_refused_at_once_naming_the_limit() {
+    let (bed, _outside) = hostile_bed();
+    let deep = "a/".repeat(300_000);
+    let many_dots = "./".repeat(300_000) + "inside.txt";
+    let ups = "x/../".repeat(100_000) + "inside.txt";
+    let started = Instant::now();
+    let run = bed.replay(
+        "[approval]\nmode = \"full-auto\"\n[repair]\nmax_input_bytes = 4194304\n",
+        &[
+            ("read_file", json!({"path": deep})),
+            ("write_file", json!({"path": format!("{deep}x"), "content": "x"})),
+            ("read_file", json!({"path": many_dots})),
+            ("grep_files", json!({"pattern": "x", "path": ups})),
+            ("read_file", json!({"path": "b/".repeat(200) + "x"})),
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "resolution was slow: {:?}",
+        started.elapsed()
+    );
+    for i in 0..4 {
+        let c = run.content(i);
+        assert!(c.contains("workspace.max_path_bytes"), "{i}: {}", &c[..c.len().min(300)]);
+    }
+    // Within the limits, a long path of missing folders is an ordinary "not found".
+    assert!(!run.content(4).contains("workspace.max_path"), "{}", run.content(4));
+}
+
+#[test]
+fn serve_confines_the_last_component_too() {
+    let (bed, _outside) = hostile_bed();
+    let server = bed.serve("[loop_guard]\nfailure_warn = 1000\nfailure_pause = 1000\n");
+    let session = server.session(&bed.ws);
+    let calls: Vec<(&str, Value)> = escapes().into_iter().map(|p| ("read_file", json!({"path": p}))).collect();
+    let results = server.round(&session, &calls);
+    assert_eq!(results.len(), calls.len());
+    for r in &results {
+        assert!(!r["content"].as_str().unwrap().contains(SECRET), "{r}");
+        assert_eq!(r["is_error"], true, "{r}");
+    }
+    // A FIFO neither hangs the call nor the server: the next round runs.
+    let results = server.round(&session, &[("read_file", json!({"path": "fifo"}))]);
+    assert!(results[0]["content"].as_str().unwrap().contains("FIFO"), "{}", results[0]);
+    let results = server.round(&session, &[("read_file", json!({"path": "inside.txt"}))]);
+    assert!(results[0]["content"].as_str().unwrap().contains("inside text"));
+}

@@ -1,0 +1,420 @@
+//! Remote execution against a real nats-server and real `toolslot worker` processes, driven
+//! through the binary (`toolslot replay`). Every fault test asserts exactly one result per call,
+//! and at most one side effect per call that may write (an append-only marker file).
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::nats::*;
+
+const READER: &str = r#"import json, os, sys, time
+args = json.load(sys.stdin)
+with open(args["marker"], "a") as f:
+    f.write(f"{os.getppid()}\n")
+time.sleep(float(args.get("secs", 0)))
+print("read ok")
+"#;
+
+/// A config routing the shell tools and the read-only extension `slow_read` to pool `shell`.
+fn setup_with(nats: &Nats, sandbox: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("reader.py");
+    std::fs::write(&script, READER).unwrap();
+    let extra = format!(
+        r#"[[extensions]]
+name = "slow_read"
+description = "Reads slowly"
+capabilities = ["read_only"]
+command = ["python3", "{}"]
+input_schema = '{{"type":"object","properties":{{"marker":{{"type":"string"}},"secs":{{"type":"number"}}}},"required":["marker"]}}'
+parallel = true
+"#,
+        script.display()
+    );
+    let config = write_config(dir.path(), nats, SHELL_ROUTES, sandbox, &extra);
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    (dir, config)
+}
+
+/// As [`setup_with`], with the OS sandbox on: workers run commands as in-process execution would.
+fn setup(nats: &Nats) -> (tempfile::TempDir, std::path::PathBuf) {
+    setup_with(nats, "auto")
+}
+
+fn shell(command: &str) -> (&'static str, serde_json::Value) {
+    ("exec_shell", json!({ "command": command }))
+}
+
+#[test]
+fn routed_calls_run_on_a_worker_and_large_results_come_back_whole() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let ws = dir.path().join("ws");
+    let _w = worker(&config, "shell", &[("WHO", "the-worker")]);
+    // 20 000 lines: more than the shell budget and more than a record holds (4 KiB here).
+    let mut replay = Replay::start(&config, &ws, &[sse(&[shell("echo ran by $WHO"), shell("seq 1 20000")])]);
+    let results = replay.round(2, 60);
+    assert_eq!(results[0]["is_error"], false, "{results:?}");
+    assert!(results[0]["content"].as_str().unwrap().contains("ran by the-worker"), "{results:?}");
+    let big = results[1]["content"].as_str().unwrap();
+    assert!(big.starts_with("1\n2\n3\n") && big.contains("20000"), "head and tail kept");
+    // Cut on the worker as it streamed (bounded capture), head and tail kept, and carried back
+    // through the object store (it is larger than a record's 4 KiB here).
+    assert!(big.len() < 60_000, "cut: {} bytes", big.len());
+    assert!(
+        !big.contains("retrieve_tool_result ref="),
+        "no saved output is promised: workers keep none"
+    );
+}
+
+#[test]
+fn a_pool_without_a_live_worker_answers_unavailable_at_once() {
+    let _one = serial();
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &nats,
+        r#"{ "exec_shell" = "nobody" }"#,
+        "auto",
+        "[execution]\ncall_timeout_ms = 600000",
+    );
+    let marker = dir.path().join("marker");
+    let started = std::time::Instant::now();
+    let mut replay = Replay::start(&config, dir.path(), &[sse(&[shell(&format!("echo x >> {}", marker.display()))])]);
+    let results = replay.round(1, 60);
+    let meta = error_meta(results[0]["content"].as_str().unwrap());
+    assert_eq!(meta["error"], "unavailable", "{results:?}");
+    assert_eq!(meta["side_effect"], "not_started", "{results:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "answered long before the call's timeout"
+    );
+    assert!(lines(&marker).is_empty(), "nothing ran");
+}
+
+#[test]
+fn a_worker_killed_during_a_writing_call_gives_outcome_unknown_and_no_second_run() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    // Inside the workspace: the only folder an approved command may write in the sandbox.
+    let marker = dir.path().join("ws/marker");
+    let mut first = worker(&config, "shell", &[]);
+    let mut replay = Replay::start(
+        &config,
+        &dir.path().join("ws"),
+        &[sse(&[shell(&format!("echo run >> {}; sleep 30", marker.display()))])],
+    );
+    wait_until(30, "the command to start", || lines(&marker).len() == 1);
+    first.kill();
+    // A second worker is there to be tempted: a call that may write is never delivered again.
+    let _second = worker(&config, "shell", &[]);
+    let results = replay.round(1, 60);
+    let content = results[0]["content"].as_str().unwrap();
+    assert_eq!(error_meta(content)["error"], "outcome_unknown", "{content}");
+    assert!(
+        content.contains("was running on worker") && content.contains("check before retrying"),
+        "{content}"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(lines(&marker).len(), 1, "run once, never again");
+}
+
+#[test]
+fn a_worker_killed_during_a_read_only_call_hands_it_to_another_once() {
+    let _one = serial();
+    let nats = Nats::start();
+    // Without the OS sandbox: a read-only call sees the files read-only there, and this one
+    // must leave a mark to count its deliveries.
+    let (dir, config) = setup_with(&nats, "none");
+    // Inside the workspace: the only folder an approved command may write in the sandbox.
+    let marker = dir.path().join("ws/marker");
+    let mut a = worker(&config, "shell", &[]);
+    let mut b = worker(&config, "shell", &[]);
+    let call = ("slow_read", json!({"marker": marker.display().to_string(), "secs": 4}));
+    let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[call])]);
+    wait_until(30, "the first delivery", || lines(&marker).len() == 1);
+    // The marker names the process that ran the extension: kill that worker.
+    let first = lines(&marker)[0].parse::<u32>().unwrap();
+    if first == a.pid() {
+        a.kill();
+    } else {
+        assert_eq!(first, b.pid(), "the extension runs under a worker");
+        b.kill();
+    }
+    let results = replay.round(1, 60);
+    assert_eq!(results[0]["is_error"], false, "{results:?}");
+    assert!(results[0]["content"].as_str().unwrap().contains("read ok"));
+    let runs = lines(&marker);
+    assert_eq!(runs.len(), 2, "delivered once more, to the other worker: {runs:?}");
+    assert_ne!(runs[0], runs[1]);
+}
+
+#[test]
+fn a_call_queued_for_a_worker_that_died_before_taking_it_is_never_run() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    // Inside the workspace: the only folder an approved command may write in the sandbox.
+    let marker = dir.path().join("ws/marker");
+    let mut w = worker(&config, "shell", &[]);
+    // Killed while its announcement is still fresh: the dispatcher queues the call for it.
+    w.kill();
+    let mut replay = Replay::start(
+        &config,
+        &dir.path().join("ws"),
+        &[sse(&[shell(&format!("echo run >> {}", marker.display()))])],
+    );
+    let results = replay.round(1, 60);
+    let meta = error_meta(results[0]["content"].as_str().unwrap());
+    assert_eq!(meta["error"], "unavailable", "{results:?}");
+    assert_eq!(meta["side_effect"], "not_started", "{results:?}");
+    // A worker that comes up now finds the call given up, and does not run it.
+    let _late = worker(&config, "shell", &[]);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(lines(&marker).is_empty(), "never run");
+}
+
+#[test]
+fn a_worker_stopped_past_the_ack_wait_loses_the_call_and_kills_it_when_it_wakes() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    // Inside the workspace: the only folder an approved command may write in the sandbox.
+    let marker = dir.path().join("ws/marker");
+    let w = worker(&config, "shell", &[]);
+    let command = format!("echo start >> {m}; sleep 6; echo end >> {m}", m = marker.display());
+    let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[shell(&command)])]);
+    wait_until(30, "the command to start", || lines(&marker).len() == 1);
+    let started = std::time::Instant::now();
+    signal(w.pid(), libc::SIGSTOP);
+    let results = replay.round(1, 60);
+    let content = results[0]["content"].as_str().unwrap();
+    assert_eq!(error_meta(content)["error"], "outcome_unknown", "{content}");
+    signal(w.pid(), libc::SIGCONT);
+    // Awake, the worker finds its claim overwritten and kills the command before it ends.
+    std::thread::sleep(Duration::from_secs(8).saturating_sub(started.elapsed()));
+    assert_eq!(lines(&marker), vec!["start".to_string()], "stopped before its end");
+}
+
+#[test]
+fn nats_killed_and_restarted_mid_call_loses_nothing() {
+    let _one = serial();
+    let mut nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    // Inside the workspace: the only folder an approved command may write in the sandbox.
+    let marker = dir.path().join("ws/marker");
+    let _w = worker(&config, "shell", &[]);
+    let command = format!("echo run >> {}; sleep 3; echo finished", marker.display());
+    let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[shell(&command)])]);
+    wait_until(30, "the command to start", || lines(&marker).len() == 1);
+    nats.kill();
+    std::thread::sleep(Duration::from_millis(1000));
+    nats.restart();
+    let results = replay.round(1, 90);
+    assert_eq!(results[0]["is_error"], false, "{results:?}");
+    assert!(results[0]["content"].as_str().unwrap().contains("finished"), "{results:?}");
+    assert_eq!(lines(&marker).len(), 1, "run once");
+}
+
+#[test]
+fn background_tasks_stay_on_the_worker_that_started_them() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let _a = worker(&config, "shell", &[("WHO", "a")]);
+    let _b = worker(&config, "shell", &[("WHO", "b")]);
+    // Each poll waits a moment first (a command on any worker), so that the task has written.
+    let poll = || sse(&[shell("sleep 0.7"), ("shell_output", json!({"task_id": "t1"}))]);
+    let rounds = [
+        sse(&[("exec_shell", json!({"command": "echo task on $WHO; sleep 1", "background": true}))]),
+        poll(),
+        poll(),
+    ];
+    let mut replay = Replay::start(&config, &dir.path().join("ws"), &rounds);
+    let started = replay.round(1, 60);
+    assert!(started[0]["content"].as_str().unwrap().contains("t1"), "{started:?}");
+    let mut output = String::new();
+    for _ in 0..2 {
+        let r = replay.round(2, 60);
+        assert_eq!(r[1]["is_error"], false, "every poll reaches the task's worker: {r:?}");
+        output.push_str(r[1]["content"].as_str().unwrap());
+    }
+    assert!(output.contains("task on a") || output.contains("task on b"), "{output}");
+    assert!(output.contains("exited with code 0"), "{output}");
+}
+
+#[test]
+fn a_call_that_times_out_is_stopped_on_its_worker() {
+    let _one = serial();
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &nats, SHELL_ROUTES, "auto", "[execution]\ncall_timeout_ms = 1500");
+    let marker = dir.path().join("marker");
+    let _w = worker(&config, "shell", &[]);
+    // It would end after 3 s: after the call's timeout (1.5 s), before the worker's own
+    // backstop (the timeout plus an ack wait, 3.5 s).
+    let command = format!("echo start >> {m}; sleep 3; echo end >> {m}", m = marker.display());
+    let started = std::time::Instant::now();
+    let mut replay = Replay::start(&config, dir.path(), &[sse(&[shell(&command)])]);
+    let results = replay.round(1, 60);
+    assert_eq!(
+        error_meta(results[0]["content"].as_str().unwrap())["error"],
+        "timeout",
+        "{results:?}"
+    );
+    // The dispatcher's cancellation reaches the worker, which kills the command's process
+    // group before it ends.
+    std::thread::sleep(Duration::from_millis(3400).saturating_sub(started.elapsed()));
+    assert_eq!(lines(&marker), vec!["start".to_string()], "stopped before its end");
+}
+
+#[test]
+fn tools_only_workers_host_are_announced_and_routed() {
+    let _one = serial();
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let routes = r#"{ "time__*" = "mcp" }"#;
+    // The worker runs the MCP server; the dispatcher knows of it only from the announcement.
+    let worker_dir = dir.path().join("worker");
+    std::fs::create_dir_all(&worker_dir).unwrap();
+    let server = format!(
+        "[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"time\"\ncommand = [\"{}\", \"--local-timezone=UTC\"]\ndefer = false\nrequired = true\n",
+        repo().join(".test-deps/venv/bin/mcp-server-time").display()
+    );
+    let _w = worker(&write_config(&worker_dir, &nats, routes, "auto", &server), "mcp", &[]);
+    let config = write_config(dir.path(), &nats, routes, "auto", "");
+    let catalog = std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
+        .args(["catalog", "--format", "json", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&catalog.stdout);
+    assert!(listed.contains("time__get_current_time"), "{listed}");
+    let call = ("time__get_current_time", json!({"timezone": "UTC"}));
+    let mut replay = Replay::start(&config, dir.path(), &[sse(&[call])]);
+    let results = replay.round(1, 60);
+    let content = results[0]["content"].as_str().unwrap();
+    assert_eq!(results[0]["is_error"], false, "{content}");
+    assert!(
+        content.starts_with("<external_content source=\"time__get_current_time\"") && content.contains("UTC"),
+        "{content}"
+    );
+}
+
+#[test]
+fn serve_routes_calls_to_workers_from_its_worker_threads() {
+    let _one = serial();
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    // Sessions on two worker threads, the hub's listeners on the server's own.
+    let extra = format!("[server]\nbind = \"{addr}\"\n[execution]\nworkers = 2");
+    let config = write_config(dir.path(), &nats, SHELL_ROUTES, "auto", &extra);
+    let _w = worker(&config, "shell", &[("WHO", "the-worker")]);
+    let _serve = serve(&config);
+    let body = json!({"workspace": dir.path(), "approval_mode": "full-auto"}).to_string();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (status, text) = http(&addr, "POST", "/v1/sessions", body.as_bytes());
+        assert_eq!(status, 200, "{text}");
+        ids.push(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()["session_id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    for id in &ids {
+        let round = sse(&[shell("echo one on $WHO"), shell("echo two on $WHO")]);
+        let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes());
+        assert_eq!(status, 200, "{text}");
+        let last: serde_json::Value = text
+            .split("\n\n")
+            .filter_map(|f| f.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .last()
+            .unwrap();
+        let results = last["results"].as_array().unwrap();
+        assert_eq!(results.len(), 2, "{last}");
+        assert!(results[0]["content"].as_str().unwrap().contains("one on the-worker"), "{last}");
+        assert!(results[1]["content"].as_str().unwrap().contains("two on the-worker"), "{last}");
+    }
+}
+
+#[test]
+fn a_worker_told_to_stop_finishes_its_call_then_leaves_the_pool() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    // Inside the workspace: the only folder an approved command may write in the sandbox.
+    let marker = dir.path().join("ws/marker");
+    let mut w = worker(&config, "shell", &[]);
+    let command = format!("echo run >> {}; sleep 1; echo finished", marker.display());
+    let rounds = [
+        sse(&[shell(&command)]),
+        sse(&[shell(&format!("echo again >> {}", marker.display()))]),
+    ];
+    let mut replay = Replay::start(&config, &dir.path().join("ws"), &rounds);
+    wait_until(30, "the command to start", || lines(&marker).len() == 1);
+    signal(w.pid(), libc::SIGTERM);
+    let first = replay.round(1, 60);
+    assert!(
+        first[0]["content"].as_str().unwrap().contains("finished"),
+        "the running call ends normally: {first:?}"
+    );
+    let status = w.child.wait().unwrap();
+    assert!(status.success(), "a clean exit: {status:?}");
+    // Gone from the pool: the next call is not run, and says so.
+    let second = replay.round(1, 60);
+    let meta = error_meta(second[0]["content"].as_str().unwrap());
+    assert_eq!(
+        (meta["error"].as_str(), meta["side_effect"].as_str()),
+        (Some("unavailable"), Some("not_started")),
+        "{second:?}"
+    );
+    assert_eq!(lines(&marker), vec!["run".to_string()]);
+}
+
+#[test]
+fn an_unreachable_nats_server_is_a_one_line_startup_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, format!("[remote]\nnats_url = \"nats://127.0.0.1:{port}\"\n")).unwrap();
+    for args in [vec!["catalog"], vec!["worker", "--pool", "shell"]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
+            .args(&args)
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("cannot reach NATS") && !err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn a_writing_call_longer_than_the_ack_wait_is_kept_alive_by_progress_acks() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    // Inside the workspace: the only folder an approved command may write in the sandbox.
+    let marker = dir.path().join("ws/marker");
+    let _w = worker(&config, "shell", &[]);
+    // Five seconds against an ack wait of two: without in-progress acks the server would count
+    // the delivery as lost, and the call would come back `outcome_unknown`.
+    let command = format!("echo run >> {}; sleep 5; echo finished", marker.display());
+    let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[shell(&command)])]);
+    let results = replay.round(1, 60);
+    assert_eq!(results[0]["is_error"], false, "{results:?}");
+    assert!(results[0]["content"].as_str().unwrap().contains("finished"), "{results:?}");
+    assert_eq!(lines(&marker).len(), 1);
+}

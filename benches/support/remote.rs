@@ -1,0 +1,309 @@
+//! `--remote N`: the load harness through NATS JetStream to worker processes.
+//!
+//! Starts a nats-server (JetStream, a temporary store) and, for each worker count 1, 2, 4, …
+//! up to N, that many worker processes (this bench binary re-run as `--as-worker`, hosting the
+//! bench's tool with the real `toolslot_actors::remote::run_worker`), and drives the same load
+//! through the same pipeline once in-process and once routed to the workers. Each worker has
+//! K slots; the load keeps 2·N·K calls in flight, so the queue is never empty. Reports calls/s
+//! side by side with the ideal N·K·(1 s / tool time), the dispatch overhead per call (one call
+//! per round, one session: p50/p99 remote minus in-process), and the CPU time per call of the
+//! dispatcher, the workers and the server. Every round is checked for exactly one result per
+//! call.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use toolslot::config::Config;
+use toolslot::event::PipelineEvent;
+use toolslot::registry::{LiveRegistry, RegistryBuilder};
+use toolslot::tool::ToolSpec;
+use toolslot_actors::remote::RemoteHub;
+use toolslot_actors::{Dispatcher, RoundInput, SessionOptions};
+
+use super::Cost;
+
+/// What `--remote` runs.
+pub struct RemoteArgs {
+    /// The largest worker count (1, 2, 4, … up to it are measured).
+    pub workers: usize,
+    /// Slots per worker.
+    pub slots: usize,
+    /// The tool (`sleep10ms`, `sleep1ms`, `noop`).
+    pub tool: &'static str,
+    /// Seconds of load per measurement.
+    pub seconds: f64,
+}
+
+fn tool_millis(tool: &str) -> f64 {
+    match tool {
+        "sleep10ms" => 10.0,
+        "sleep20ms" => 20.0,
+        "sleep1ms" => 1.0,
+        _ => 0.0,
+    }
+}
+
+/// A child killed by its pid when dropped.
+struct Kid(Child);
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// User + system CPU time of process `pid` so far (from /proc), in µs.
+fn cpu_us_of(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    // SAFETY: sysconf only reads a system constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    ticks * 1_000_000 / hz
+}
+
+fn bench_config(nats_url: &str, overflow: &std::path::Path, slots: usize) -> Arc<Config> {
+    let mut env: Vec<(String, String)> = vec![
+        ("TOOLSLOT_LOOP_GUARD__EXEMPT".into(), "noop,sleep1ms,sleep10ms,sleep20ms".into()),
+        ("TOOLSLOT_OVERFLOW__DIR".into(), overflow.display().to_string()),
+        ("TOOLSLOT_APPROVAL__MODE".into(), "full-auto".into()),
+        ("TOOLSLOT_REMOTE__NATS_URL".into(), nats_url.into()),
+        ("TOOLSLOT_REMOTE__WORKER_SLOTS".into(), slots.to_string()),
+    ];
+    env.extend(std::env::vars().filter(|(k, _)| k.starts_with("TOOLSLOT_")));
+    let mut cfg = Config::load_with_env(None, env).expect("bench config loads");
+    for tool in ["noop", "sleep1ms", "sleep10ms", "sleep20ms"] {
+        cfg.remote.routes.insert(tool.into(), "bench".into());
+    }
+    Arc::new(cfg)
+}
+
+fn tools() -> Vec<Arc<dyn ToolSpec>> {
+    ["noop", "sleep1ms", "sleep10ms", "sleep20ms"]
+        .into_iter()
+        .map(|t| Arc::new(Cost(t)) as Arc<dyn ToolSpec>)
+        .collect()
+}
+
+/// `--as-worker URL SLOTS`: one worker process of pool `bench`, hosting the bench's tools.
+pub fn worker_main(url: &str, slots: usize) -> ! {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let config = bench_config(url, dir.path(), slots);
+    let registry = LiveRegistry::from(RegistryBuilder::new(Arc::clone(&config)).extend(tools()).build());
+    let options = toolslot_actors::remote::WorkerOptions {
+        pool: "bench".into(),
+        slots,
+    };
+    let result = actix_rt::System::new().block_on(toolslot_actors::remote::run_worker(config, registry, options));
+    if let Err(e) = result {
+        eprintln!("worker: {e}");
+        std::process::exit(2);
+    }
+    std::process::exit(0);
+}
+
+fn start_worker(url: &str, slots: usize) -> Kid {
+    let exe = std::env::current_exe().expect("the bench binary");
+    let mut child = Command::new(exe)
+        .args(["--as-worker", url, &slots.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("a worker process");
+    let stderr = child.stderr.take().expect("its stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(l)) if l.contains(" ready (") => break,
+            Some(_) => {}
+            None => panic!("a worker died before it was ready"),
+        }
+    }
+    // The rest of its stderr is drained so that it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Kid(child)
+}
+
+fn start_nats(store: &std::path::Path) -> (Kid, String) {
+    let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".test-deps/venv/bin/nats-server");
+    assert!(bin.exists(), "{} is missing: run scripts/install-test-deps.sh", bin.display());
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new(bin)
+        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        .arg(store)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nats-server starts");
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (Kid(child), format!("nats://127.0.0.1:{port}"))
+}
+
+struct Measured {
+    calls: usize,
+    elapsed: Duration,
+    bad: usize,
+    latencies: Vec<Duration>,
+}
+
+/// `sessions` sessions each submitting rounds of `calls` parallel calls to `tool` until
+/// `seconds` have passed (or `rounds` rounds each, when given).
+async fn drive(dispatcher: &Dispatcher, tool: &str, sessions: usize, calls: usize, seconds: f64, rounds: Option<usize>) -> Measured {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let body = Arc::new(super::round(tool, calls, |i| json!({"i": i})));
+    let bad = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let until = Instant::now() + Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let runs = (0..sessions).map(|_| {
+        let s = dispatcher.open_session(SessionOptions {
+            workspace: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        });
+        let (body, bad, done) = (Arc::clone(&body), Arc::clone(&bad), Arc::clone(&done));
+        async move {
+            let mut latencies = Vec::new();
+            let mut n = 0;
+            while rounds.map_or(Instant::now() < until, |r| n < r) {
+                n += 1;
+                let t = Instant::now();
+                let input = RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body.as_ref().clone())])));
+                let Ok(mut rx) = dispatcher.submit_round(&s, input) else {
+                    bad.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let mut ok = false;
+                let mut completes = 0;
+                while let Some(e) = rx.recv().await {
+                    if let PipelineEvent::RoundComplete { results, .. } = e {
+                        completes += 1;
+                        ok = results.len() == calls && results.iter().enumerate().all(|(i, r)| r.index == i && !r.is_error);
+                        if !ok {
+                            eprintln!("bad round: {:?}", results.iter().find(|r| r.is_error).map(|r| &r.content));
+                        }
+                    }
+                }
+                latencies.push(t.elapsed());
+                if !(ok && completes == 1) {
+                    bad.fetch_add(1, Ordering::Relaxed);
+                }
+                done.fetch_add(calls, Ordering::Relaxed);
+            }
+            let _ = dispatcher.close_session(&s);
+            latencies
+        }
+    });
+    let mut latencies: Vec<Duration> = futures::future::join_all(runs).await.into_iter().flatten().collect();
+    latencies.sort();
+    Measured {
+        calls: done.load(Ordering::Relaxed),
+        elapsed: start.elapsed(),
+        bad: bad.load(Ordering::Relaxed),
+        latencies,
+    }
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn self_cpu_us() -> u64 {
+    cpu_us_of(std::process::id())
+}
+
+/// Runs the comparison; returns the number of bad rounds.
+pub fn run(args: RemoteArgs) -> usize {
+    let store = tempfile::tempdir().expect("a temporary folder");
+    let overflow = tempfile::tempdir().expect("a temporary folder");
+    let (nats, url) = start_nats(store.path());
+    let config = bench_config(&url, overflow.path(), args.slots);
+    let ideal_per_slot = match tool_millis(args.tool) {
+        0.0 => f64::INFINITY,
+        ms => 1000.0 / ms,
+    };
+    let mut counts = vec![1usize];
+    while counts.last().is_some_and(|&n| n * 2 <= args.workers) {
+        counts.push(counts.last().copied().unwrap_or(1) * 2);
+    }
+    println!(
+        "remote load: tool={} slots/worker={} {} s per run; in-flight calls = 2·N·slots",
+        args.tool, args.slots, args.seconds
+    );
+    println!(
+        "| workers N | ideal calls/s | in-process calls/s | remote calls/s | remote / ideal | CPU-µs per call: dispatcher | workers | nats-server |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut bad_total = 0;
+    let system = actix_rt::System::new();
+    system.block_on(async {
+        let hub = RemoteHub::start(&config).await.expect("the bench reaches its nats-server");
+        let local = Dispatcher::new(
+            Arc::clone(&config),
+            Arc::new(RegistryBuilder::new(Arc::clone(&config)).extend(tools()).build()),
+        );
+        let remote = Dispatcher::new(
+            Arc::clone(&config),
+            Arc::new(RegistryBuilder::new(Arc::clone(&config)).extend(hub.route(tools())).build()),
+        );
+        let mut workers: Vec<Kid> = Vec::new();
+        for &n in &counts {
+            while workers.len() < n {
+                workers.push(start_worker(&url, args.slots));
+            }
+            // The hub hears the new workers' announcements.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let sessions = 2 * n;
+            let inproc = drive(&local, args.tool, sessions, args.slots, args.seconds, None).await;
+            let cpu = |workers: &[Kid]| (self_cpu_us(), workers.iter().map(|w| cpu_us_of(w.0.id())).sum::<u64>(), cpu_us_of(nats.0.id()));
+            let before = cpu(&workers);
+            let rem = drive(&remote, args.tool, sessions, args.slots, args.seconds, None).await;
+            let after = cpu(&workers);
+            bad_total += inproc.bad + rem.bad;
+            let rate = |m: &Measured| m.calls as f64 / m.elapsed.as_secs_f64();
+            let ideal = n as f64 * args.slots as f64 * ideal_per_slot;
+            let per = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / rem.calls.max(1) as f64;
+            println!(
+                "| {n} | {ideal:.0} | {:.0} | {:.0} | {:.0}% | {:.0} | {:.0} | {:.0} |",
+                rate(&inproc),
+                rate(&rem),
+                100.0 * rate(&rem) / ideal,
+                per(before.0, after.0),
+                per(before.1, after.1),
+                per(before.2, after.2)
+            );
+        }
+        // Overhead: one session, one call per round, nothing queued.
+        let rounds = 200;
+        let a = drive(&local, args.tool, 1, 1, 0.0, Some(rounds)).await;
+        let b = drive(&remote, args.tool, 1, 1, 0.0, Some(rounds)).await;
+        bad_total += a.bad + b.bad;
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        println!(
+            "dispatch overhead per call ({rounds} rounds of one call, one session): p50 {:.0} µs, p99 {:.0} µs (remote p50 {:.0} µs / p99 {:.0} µs, in-process p50 {:.0} µs / p99 {:.0} µs)",
+            us(pct(&b.latencies, 0.5)) - us(pct(&a.latencies, 0.5)),
+            us(pct(&b.latencies, 0.99)) - us(pct(&a.latencies, 0.99)),
+            us(pct(&b.latencies, 0.5)),
+            us(pct(&b.latencies, 0.99)),
+            us(pct(&a.latencies, 0.5)),
+            us(pct(&a.latencies, 0.99)),
+        );
+        println!("rounds with a lost, duplicated or misordered result: {bad_total}");
+        drop(workers);
+    });
+    drop(nats);
+    bad_total
+}

@@ -1,0 +1,263 @@
+//! What travels between a dispatcher and its workers, as JSON.
+//!
+//! A [`Job`] is one call, published to its pool's work queue. Its [`CallRecord`] is the one
+//! place its fate is written, with compare-and-set revisions, so that exactly one party
+//! decides it: a worker claims it (`started`) before the tool runs and writes `done` over its
+//! own claim; a dispatcher that gives up writes `abandoned` over whatever is there. Whoever
+//! writes second finds the revision changed and stands down: a call is never run after it was
+//! given up, and a late result never replaces the one the model already has.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::tool::{Capability, CutReport, ErrorCategory, Grant, OutputKind, ToolError, ToolOutput, ToolSource};
+
+/// One call for a worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// The call's key: its record's key, its message id (de-duplication) and its object name.
+    pub key: String,
+    /// The tool, by its catalog name.
+    pub tool: String,
+    /// The validated arguments.
+    pub input: Value,
+    /// The session the call belongs to.
+    pub session: String,
+    /// The session's workspace (the same path on the worker's machine).
+    pub workspace: PathBuf,
+    /// The provider's call id.
+    pub call_id: String,
+    /// The call's index in its response.
+    pub index: usize,
+    /// Whether the tool is read-only (may be delivered again if its worker is lost).
+    pub read_only: bool,
+    /// The call's timeout (ms, 0 = none).
+    pub timeout_ms: u64,
+    /// Unix time (ms) after which no worker may start it: the dispatcher has answered by then.
+    pub not_after_ms: u64,
+    /// What the dispatcher's approval gate cleared the call to do; the worker's sandbox holds
+    /// the call's programs to it. Absent: nothing beyond reading.
+    #[serde(default)]
+    pub grant: Grant,
+}
+
+/// The fate of a call, kept under its key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum CallRecord {
+    /// A worker claimed the call; the tool may be running.
+    Started {
+        /// The worker.
+        worker: String,
+        /// Which delivery of the call this is (1 for the first).
+        attempt: i64,
+    },
+    /// The call ended on a worker.
+    Done {
+        /// The worker.
+        worker: String,
+        /// How it ended.
+        outcome: WireOutcome,
+        /// Where the content is, when it was too large for the record (an object name).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        object: Option<String>,
+    },
+    /// The dispatcher gave the call up; nothing may start it any more.
+    Abandoned {
+        /// Why.
+        reason: String,
+        /// The worker that had claimed it, if one had.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker: Option<String>,
+    },
+}
+
+/// A tool's outcome in transit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WireOutcome {
+    /// The tool produced output.
+    Output {
+        /// [`ToolOutput::content`].
+        content: String,
+        /// [`ToolOutput::is_error`].
+        is_error: bool,
+        /// Whether the shell budget applies.
+        shell: bool,
+        /// [`ToolOutput::trailer`].
+        trailer: Option<String>,
+        /// [`ToolOutput::partial`].
+        partial: bool,
+        /// [`ToolOutput::cut`]: the tool cut its output itself while it streamed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cut: Option<CutReport>,
+    },
+    /// The tool failed or refused.
+    Error {
+        /// [`ToolError::category`].
+        category: ErrorCategory,
+        /// [`ToolError::message`].
+        message: String,
+        /// [`ToolError::field`].
+        field: Option<String>,
+        /// [`ToolError::started`].
+        started: bool,
+    },
+}
+
+impl From<Result<ToolOutput, ToolError>> for WireOutcome {
+    fn from(r: Result<ToolOutput, ToolError>) -> Self {
+        match r {
+            Ok(o) => WireOutcome::Output {
+                content: o.content,
+                is_error: o.is_error,
+                shell: o.kind == OutputKind::Shell,
+                trailer: o.trailer,
+                partial: o.partial,
+                cut: o.cut,
+            },
+            Err(e) => WireOutcome::Error {
+                category: e.category,
+                message: e.message,
+                field: e.field,
+                started: e.started,
+            },
+        }
+    }
+}
+
+impl From<WireOutcome> for Result<ToolOutput, ToolError> {
+    fn from(w: WireOutcome) -> Self {
+        match w {
+            WireOutcome::Output {
+                content,
+                is_error,
+                shell,
+                trailer,
+                partial,
+                cut,
+            } => Ok(ToolOutput {
+                content,
+                is_error,
+                kind: if shell { OutputKind::Shell } else { OutputKind::Other },
+                trailer,
+                partial,
+                cut,
+            }),
+            WireOutcome::Error {
+                category,
+                message,
+                field,
+                started,
+            } => Err(ToolError {
+                category,
+                message,
+                field,
+                started,
+            }),
+        }
+    }
+}
+
+impl WireOutcome {
+    /// The content, for outcomes that carry output.
+    pub fn content_mut(&mut self) -> Option<&mut String> {
+        match self {
+            WireOutcome::Output { content, .. } => Some(content),
+            WireOutcome::Error { .. } => None,
+        }
+    }
+}
+
+/// What a worker says about itself, kept under its id while it lives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Announcement {
+    /// The worker's id.
+    pub worker: String,
+    /// Its pool.
+    pub pool: String,
+    /// Calls it runs at once.
+    pub slots: usize,
+    /// Calls it is running.
+    pub running: Vec<String>,
+    /// The toolslot version it runs.
+    pub version: String,
+    /// The tools it hosts.
+    pub tools: Vec<AnnouncedTool>,
+}
+
+/// One tool a worker hosts, described as the pipeline needs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnnouncedTool {
+    /// Catalog name.
+    pub name: String,
+    /// Description for the model.
+    pub description: String,
+    /// Input schema.
+    pub input_schema: Value,
+    /// Declared capabilities.
+    pub capabilities: Vec<Capability>,
+    /// Supports parallel calls.
+    pub parallel: bool,
+    /// Deferred until tool_search loads it.
+    pub defer: bool,
+    /// Exempt from the loop guard's repeat rule.
+    pub loop_exempt: bool,
+    /// Where it comes from on the worker.
+    pub source: ToolSource,
+}
+
+impl AnnouncedTool {
+    /// The description of `spec`.
+    pub fn of(spec: &dyn crate::tool::ToolSpec) -> Self {
+        Self {
+            name: spec.name().to_string(),
+            description: spec.description().to_string(),
+            input_schema: spec.input_schema(),
+            capabilities: spec.capabilities().to_vec(),
+            parallel: spec.supports_parallel(),
+            defer: spec.defer_loading(),
+            loop_exempt: spec.loop_exempt(),
+            source: spec.source(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_survive_the_trip() {
+        let out = ToolOutput {
+            content: "x".into(),
+            is_error: true,
+            kind: OutputKind::Shell,
+            trailer: Some("[exit code: 1]".into()),
+            partial: false,
+            cut: Some(CutReport {
+                omitted_bytes: 5,
+                ..Default::default()
+            }),
+        };
+        for r in [
+            Ok(out),
+            Err(ToolError::outcome_unknown("lost")),
+            Err(ToolError::invalid("path", "bad")),
+        ] {
+            let wire = WireOutcome::from(r.clone());
+            let json = serde_json::to_string(&CallRecord::Done {
+                worker: "w".into(),
+                outcome: wire,
+                object: None,
+            })
+            .unwrap();
+            let CallRecord::Done { outcome, .. } = serde_json::from_str(&json).unwrap() else {
+                panic!("{json}")
+            };
+            assert_eq!(Result::<ToolOutput, ToolError>::from(outcome), r);
+        }
+    }
+}

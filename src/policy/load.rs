@@ -101,7 +101,7 @@ impl Policy {
             let shown = path.display().to_string();
             let place = format!("{} policy {shown}", kind.name());
             policy.add_rules(&file.policy.rules, kind, Some(shown), &place, workspace)?;
-            policy.add_hooks(&file.hooks, kind, &place)?;
+            policy.add_hooks(&file.hooks, kind, &place, path.parent())?;
             policy.files.push(path);
         }
         let shown = config.source_file.as_ref().map(|p| p.display().to_string());
@@ -110,7 +110,8 @@ impl Policy {
             None => "config".to_string(),
         };
         policy.add_rules(&config.policy.rules, LayerKind::Config, shown, &place, workspace)?;
-        policy.add_hooks(&config.hooks, LayerKind::Config, &place)?;
+        let base = config.source_file.as_deref().and_then(Path::parent);
+        policy.add_hooks(&config.hooks, LayerKind::Config, &place, base)?;
         Ok(policy)
     }
 
@@ -135,8 +136,19 @@ impl Policy {
         Ok(())
     }
 
-    fn add_hooks(&mut self, hooks: &[HookConfig], layer: LayerKind, place: &str) -> Result<(), PolicyError> {
+    /// Adds `hooks`; a word of a hook's command that starts with `./` or `../` is a path relative
+    /// to `base`, the folder of the file that declares it (hooks run in the workspace).
+    fn add_hooks(&mut self, hooks: &[HookConfig], layer: LayerKind, place: &str, base: Option<&Path>) -> Result<(), PolicyError> {
         for (index, config) in hooks.iter().enumerate() {
+            let mut config = config.clone();
+            if let Some(base) = base.filter(|b| !b.as_os_str().is_empty()) {
+                for word in &mut config.command {
+                    if word.starts_with("./") || word.starts_with("../") {
+                        *word = base.join(&*word).display().to_string();
+                    }
+                }
+            }
+            let config = &config;
             let bad = |reason: String| PolicyError::Rule {
                 place: format!("{place} hooks"),
                 index,

@@ -96,8 +96,13 @@ pub enum ApprovalDecision {
     Approved,
     /// Run this call and later ones with the same approval key.
     ApprovedForSession,
+    /// Run this call, and later ones with the same approval key in this project: an allow rule
+    /// was written into the project's policy file.
+    ApprovedForProject,
     /// Do not run it.
     Rejected,
+    /// Do not run it, nor later calls with the same approval key in this session.
+    RejectedForSession,
     /// Covered by an earlier `approved_for_session`.
     CachedApproval,
     /// The same call was rejected before.
@@ -209,6 +214,30 @@ pub enum PipelineEvent {
         id: Arc<str>,
         /// The decision.
         decision: ApprovalDecision,
+    },
+    /// Nobody decided on call `index` within `approval.timeout_ms`: it was refused, and nothing
+    /// was remembered.
+    ApprovalExpired {
+        /// Index in the response.
+        index: usize,
+        /// Provider id.
+        id: String,
+        /// How long it waited (ms).
+        timeout_ms: u64,
+    },
+    /// A pre_tool_use hook rewrote call `index`'s input; the call was judged again (rules,
+    /// approval) as the input it now is, and runs with `input`.
+    InputRewritten {
+        /// Index in the response.
+        index: usize,
+        /// Provider id.
+        id: String,
+        /// The hook's command.
+        hook: String,
+        /// The input as the model sent it (after repair).
+        original_input: Value,
+        /// The input that is judged and runs.
+        input: Value,
     },
     /// A tool (or its refusal) ended.
     CallFinished {

@@ -97,7 +97,10 @@ impl ApprovalActor {
         else {
             return false;
         };
-        match self.approvals.cached(&ticket.head.name, &ticket.head.input, approval_key) {
+        match self
+            .approvals
+            .cached(&ticket.head.name, &ticket.head.input, approval_key, ticket.trace.sticky)
+        {
             Some(decision) => {
                 self.shared.emit(PipelineEvent::ApprovalDecided {
                     index: ticket.head.index,
@@ -161,7 +164,7 @@ impl ApprovalActor {
             ticket,
             answer: Some(tx),
         });
-        let timeout = self.shared.config.execution.approval_timeout_ms;
+        let timeout = self.shared.config.approval_timeout_ms();
         let mut cancel = self.shared.cancel.subscribe();
         let wait = async move {
             let answer = async {

@@ -15,6 +15,7 @@ use actix::Message;
 use serde_json::Value;
 use toolslot::notice::Notice;
 use toolslot::plan::Action;
+use toolslot::plan::approval::Trace;
 use toolslot::stream::{RawCall, RoundEnd, StopReason};
 use toolslot::tool::{ToolError, ToolOutput};
 
@@ -43,6 +44,8 @@ pub struct Ticket {
     pub head: CallHead,
     /// Run (and how) or refuse (and why). The approval stage may turn a run into a refusal.
     pub action: Action,
+    /// Who decided, and with which rule (a remembered approval never covers a sticky ask).
+    pub trace: Trace,
 }
 
 impl Ticket {
@@ -51,6 +54,7 @@ impl Ticket {
         Self {
             head,
             action: Action::Refuse(error),
+            trace: Trace::default(),
         }
     }
 }

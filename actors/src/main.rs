@@ -17,7 +17,7 @@ fn main() -> ExitCode {
         Err(e) => {
             // One line, no backtrace: the contract promises a reason, never a panic trace.
             eprintln!("toolslot: {e}");
-            ExitCode::from(2)
+            ExitCode::from(e.exit_code())
         }
     }
 }

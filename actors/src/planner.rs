@@ -112,6 +112,8 @@ impl PlannerActor {
                 config: &shared.config,
                 mode: shared.mode,
                 services: Some(shared.memory.as_ref()),
+                policy: &shared.policy,
+                workspace: &shared.workspace,
             };
             let mut guard = shared.guard();
             for call in calls {
@@ -217,6 +219,7 @@ fn announce(shared: &SessionShared, names: &mut Vec<Arc<str>>, planned: PlannedC
         notices,
         thought_signature,
         action,
+        trace,
     } = planned;
     for n in notices {
         shared.notice(n);
@@ -246,6 +249,7 @@ fn announce(shared: &SessionShared, names: &mut Vec<Arc<str>>, planned: PlannedC
     Ticket {
         head: CallHead { index, id, name, input },
         action,
+        trace,
     }
 }
 

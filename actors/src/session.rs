@@ -11,6 +11,7 @@ use toolslot::config::{ApprovalMode, Config};
 use toolslot::event::PipelineEvent;
 use toolslot::notice::{Notice, NoticeKind};
 use toolslot::plan::loop_guard::LoopGuard;
+use toolslot::policy::Policy;
 use toolslot::registry::LiveRegistry;
 use toolslot::session::SessionMemory;
 use toolslot::stream::Dialect;
@@ -40,6 +41,9 @@ pub struct SessionOptions {
     pub approval_mode: Option<ApprovalMode>,
     /// Dialect of the streams (default: detected).
     pub dialect: Option<Dialect>,
+    /// The session's policy, already loaded (default: loaded for the workspace when the session
+    /// opens; one that does not load refuses every call with its error).
+    pub policy: Option<Arc<Policy>>,
 }
 
 /// What a session's tools may consult: its memory, and the round's event stream for
@@ -158,6 +162,8 @@ pub struct SessionShared {
     pub workspace: PathBuf,
     /// Approval mode.
     pub mode: ApprovalMode,
+    /// Policy rules and hooks.
+    pub policy: Arc<Policy>,
     /// Dialect, if fixed.
     pub dialect: Option<Dialect>,
     /// The session's language servers (started on the first edit that needs one).
@@ -238,7 +244,11 @@ impl SessionShared {
         let guard = LoopGuard::new(config.loop_guard.clone());
         let sink = EventSink::new(config.execution.live_buffer);
         let workspace = options.workspace.unwrap_or_else(|| PathBuf::from("."));
+        let policy = options
+            .policy
+            .unwrap_or_else(|| Arc::new(Policy::load(&config, &workspace).unwrap_or_else(|e| Policy::refusing(e.to_string()))));
         Self {
+            policy,
             lsp: crate::lsp::SessionLsp::new(Arc::clone(&config), workspace.clone()),
             inputs: crate::inputs::PendingInputs::default(),
             answers_input: AtomicBool::new(false),

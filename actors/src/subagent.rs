@@ -127,6 +127,8 @@ impl Tool for SpawnAgent {
                     workspace: Some(ctx.workspace.clone()),
                     approval_mode: Some(mode),
                     dialect: None,
+                    // The same workspace: the same layers, read again.
+                    policy: None,
                 },
                 (self.factory)(depth),
             );

@@ -132,12 +132,15 @@ pub async fn direct_round(
         }
     }
     let catalog = memory.catalog();
+    let policy = toolslot::policy::Policy::empty();
     let ctx = PlanContext {
         registry: catalog.registry(),
         catalog: &catalog,
         config,
         mode: config.approval.mode,
         services: Some(memory.as_ref()),
+        policy: &policy,
+        workspace: std::path::Path::new("."),
     };
     let planned: Vec<_> = calls
         .iter()

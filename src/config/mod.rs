@@ -30,8 +30,14 @@ pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
 pub struct Config {
     /// Out-of-process tools declared by the user.
     pub extensions: Vec<ExtensionConfig>,
+    /// Programs run before and after tool calls.
+    pub hooks: Vec<HookConfig>,
     /// Approval policy.
     pub approval: ApprovalConfig,
+    /// Policy rules and where the other layers' files are.
+    pub policy: PolicyConfig,
+    /// The ledger of decisions.
+    pub audit: AuditConfig,
     /// Network policy.
     pub network: NetworkConfig,
     /// Which built-in tools exist.
@@ -74,6 +80,10 @@ pub struct Config {
     pub lsp: LspConfig,
     /// Remote tool workers over NATS JetStream.
     pub remote: RemoteConfig,
+    /// The `--config` file this configuration was loaded from, if any (named in explanations
+    /// of its rules).
+    #[serde(skip)]
+    pub source_file: Option<PathBuf>,
 }
 
 /// How calls that need approval are treated (docs/CONTRACT.md, "Approval modes").
@@ -111,6 +121,180 @@ impl std::str::FromStr for ApprovalMode {
 pub struct ApprovalConfig {
     /// The session's default approval mode.
     pub mode: ApprovalMode,
+    /// How long a call waits for the host's decision before it expires (ms, 0 = for ever).
+    pub timeout_ms: u64,
+}
+
+/// `[policy]` of the configuration: the config layer's rules, the managed file, hook limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// The organisation's policy file (`~/` is the home folder); a missing file is no rules.
+    pub managed_file: String,
+    /// How long one hook may run (ms) when its table does not say.
+    pub hook_timeout_ms: u64,
+    /// Largest stdout or stderr read from a hook (bytes); more counts as a failure.
+    pub hook_max_output_bytes: usize,
+    /// The config layer's rules.
+    pub rules: Vec<RuleConfig>,
+}
+
+/// What a rule decides for the calls it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleDecision {
+    /// Run without asking (never a command that is not plain; never a wider sandbox).
+    Allow,
+    /// Ask the host, whatever the mode.
+    Ask,
+    /// Refuse.
+    Deny,
+}
+
+impl RuleDecision {
+    /// `allow`, `ask` or `deny`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Ask => "ask",
+            Self::Deny => "deny",
+        }
+    }
+}
+
+/// One `[[policy.rules]]` table, as written (docs/CONTRACT.md, "Policy rules").
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// Glob over tool names (`exec_shell`, `git__*`).
+    pub tool: String,
+    /// What the rule decides.
+    pub decision: RuleDecision,
+    /// A prefix of words matched against every simple command of a shell command (`*` as the
+    /// last word matches any rest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Glob over path-like arguments, relative to the workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// A JSON pointer into the input and a glob its value must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<InputMatcher>,
+    /// The approval key a call must have (written by `approve_for_project`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Shown to the model when the rule denies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Inputs the rule must and must not match, checked when the policy loads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub examples: Option<RuleExamples>,
+}
+
+/// `input = { pointer = "/url", glob = "https://*" }` (or `["/url", "https://*"]`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct InputMatcher {
+    /// A JSON pointer (RFC 6901) into the call's input.
+    pub pointer: String,
+    /// The glob the value there must match.
+    pub glob: String,
+}
+
+impl<'de> Deserialize<'de> for InputMatcher {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Table {
+            pointer: String,
+            glob: String,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Table(Table),
+            Pair(String, String),
+        }
+        match Repr::deserialize(d).map_err(|_| serde::de::Error::custom("input must be { pointer = \"/field\", glob = \"…\" }"))? {
+            Repr::Table(t) => Ok(Self {
+                pointer: t.pointer,
+                glob: t.glob,
+            }),
+            Repr::Pair(pointer, glob) => Ok(Self { pointer, glob }),
+        }
+    }
+}
+
+/// `examples = { match = [...], not_match = [...] }`: a string is the command (for a rule with
+/// `command`), the path (with `path`) or the value at the pointer (with `input`); a table is a
+/// whole input.
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RuleExamples {
+    /// Inputs the rule must match.
+    #[serde(default, rename = "match")]
+    pub matches: Vec<serde_json::Value>,
+    /// Inputs it must not match.
+    #[serde(default)]
+    pub not_match: Vec<serde_json::Value>,
+}
+
+/// When a hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookEvent {
+    /// Before the call is approved and run: may block, ask, allow or rewrite its input.
+    PreToolUse,
+    /// After it ran: may add context to the result, or withhold it.
+    PostToolUse,
+}
+
+/// What a hook that crashed, timed out or answered garbage counts as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookOnError {
+    /// As a block (the default: a broken check must not let the call through).
+    #[default]
+    Block,
+    /// As if the hook said nothing.
+    Allow,
+}
+
+/// One `[[hooks]]` table.
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HookConfig {
+    /// `pre_tool_use` or `post_tool_use`.
+    pub event: HookEvent,
+    /// Glob over tool names (default every tool).
+    #[serde(default = "any_tool")]
+    pub tool: String,
+    /// Program and arguments; the call arrives as JSON on stdin.
+    pub command: Vec<String>,
+    /// How long it may run (ms; default `policy.hook_timeout_ms`).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// What a failure counts as.
+    #[serde(default)]
+    pub on_error: HookOnError,
+}
+
+fn any_tool() -> String {
+    "*".into()
+}
+
+/// `[audit]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// Folder of the per-session ledgers (`~/` expands; "" = no ledger).
+    pub ledger_dir: String,
+}
+
+impl AuditConfig {
+    /// The ledger folder, `~` expanded; `None` when no ledger is kept.
+    pub fn ledger_path(&self) -> Option<PathBuf> {
+        (!self.ledger_dir.is_empty()).then(|| expand_home(&self.ledger_dir))
+    }
 }
 
 /// How network tools are approved.
@@ -212,8 +396,9 @@ pub struct ExecutionConfig {
     pub workers: usize,
     /// Events a live subscriber may fall behind.
     pub live_buffer: usize,
-    /// Approval wait before treating silence as rejection (ms, 0 = forever).
-    pub approval_timeout_ms: u64,
+    /// The old name of `approval.timeout_ms`, still read when that one is 0.
+    #[serde(default)]
+    pub approval_timeout_ms: Option<u64>,
 }
 
 /// `[shell]`.
@@ -627,6 +812,15 @@ pub struct ExtensionConfig {
 }
 
 impl Config {
+    /// How long a call waits for the host's decision (ms, 0 = for ever): `approval.timeout_ms`,
+    /// or the old `execution.approval_timeout_ms` when only that one is set.
+    pub fn approval_timeout_ms(&self) -> u64 {
+        match self.approval.timeout_ms {
+            0 => self.execution.approval_timeout_ms.unwrap_or(0),
+            ms => ms,
+        }
+    }
+
     /// Loads the built-in defaults, overlaid by `file` and then by `TOOLSLOT_*` variables.
     ///
     /// # Errors
@@ -660,7 +854,7 @@ impl Config {
         })?;
         let vars: config::Map<String, String> = env.into_iter().filter(|(k, _)| k.starts_with("TOOLSLOT_")).collect();
         if vars.is_empty() {
-            return without_env.validated();
+            return without_env.validated().map(|c| c.loaded_from(file));
         }
         let names: Vec<String> = vars.keys().cloned().collect();
         let env_source = config::Environment::with_prefix("TOOLSLOT")
@@ -683,6 +877,12 @@ impl Config {
                 reason: e.to_string(),
             })?
             .validated()
+            .map(|c| c.loaded_from(file))
+    }
+
+    fn loaded_from(mut self, file: Option<&Path>) -> Self {
+        self.source_file = file.map(Path::to_path_buf);
+        self
     }
 
     /// Checks relations between keys that serde cannot express.
@@ -722,6 +922,12 @@ impl Config {
             if server.extensions.iter().all(|e| e.trim_start_matches('.').is_empty()) {
                 return Err(refuse(format!("`{}` handles no file extension", server.name)));
             }
+        }
+        if self.hooks.iter().any(|h| h.command.is_empty()) {
+            return Err(ConfigError::Invalid {
+                key: "hooks.command".into(),
+                reason: "a hook needs a program to run".into(),
+            });
         }
         for (pattern, pool) in &self.remote.routes {
             if pool.is_empty() || !pool.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {

@@ -5,13 +5,16 @@
 //! covers later calls with the same `approval_key` (for the shell, program and subcommand;
 //! for network tools, the host; for file writes, the path).
 
-use std::collections::HashSet;
+use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::canonical_json;
-use crate::config::{ApprovalMode, NetworkPolicy};
+use crate::config::{ApprovalMode, NetworkPolicy, RuleDecision};
 use crate::event::ApprovalDecision;
+use crate::ledger::Source;
+use crate::policy::{RuleRef, Verdict};
 use crate::tool::{ApprovalRequirement, Grant};
 
 /// What to do with a call before it runs.
@@ -65,42 +68,158 @@ pub fn grant(requirement: ApprovalRequirement, network_tool: bool, policy: Netwo
     }
 }
 
+/// Who decided what happens to a call, and with which rule (the ledger's `source` and
+/// `rule`, and the text a refusal gives).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trace {
+    /// Rule or mode (then hook, host or timeout as the call goes on); `None` before the gate.
+    pub source: Option<Source>,
+    /// The rule that decided.
+    pub rule: Option<RuleRef>,
+    /// Why (a rule's or hook's reason).
+    pub reason: Option<String>,
+    /// A remembered approval does not cover this call (a managed ask under
+    /// `allow_override = false`); the host is asked every time.
+    pub sticky: bool,
+    /// Only the host may let it run: a rule or hook asked (an allow from a hook cannot lift it).
+    pub forced_ask: bool,
+}
+
+/// The rules' verdict, then the mode's table: what happens to a call before the host is asked.
+///
+/// A deny is refused; an ask is asked in every mode (read-only refuses what is not Auto, as
+/// it refuses everything that is not); an allow runs without asking unless the network policy
+/// or read-only mode refuses it. The grant is the requirement's, whoever decided: a rule never
+/// widens the sandbox.
+pub fn decide(requirement: ApprovalRequirement, mode: ApprovalMode, verdict: &Verdict) -> (Gate, Trace) {
+    let by_rule = |forced_ask| Trace {
+        source: Some(Source::Rule),
+        rule: verdict.rule.clone(),
+        reason: verdict.reason.clone(),
+        sticky: verdict.sticky,
+        forced_ask,
+    };
+    let by_mode = Trace {
+        source: Some(Source::Mode),
+        ..Trace::default()
+    };
+    let mode_gate = gate(requirement, mode);
+    match verdict.decision {
+        Some(RuleDecision::Deny) => (Gate::Refuse, by_rule(false)),
+        _ if requirement == ApprovalRequirement::Refused => (Gate::Refuse, by_mode),
+        Some(_) if mode_gate == Gate::Refuse => (Gate::Refuse, by_mode),
+        Some(RuleDecision::Ask) => (Gate::Ask(requirement.max(ApprovalRequirement::Suggest)), by_rule(true)),
+        Some(RuleDecision::Allow) => (Gate::Run, by_rule(false)),
+        None => (mode_gate, by_mode),
+    }
+}
+
 /// The precise fingerprint of a call: tool and canonical arguments.
 pub fn exact_fingerprint(tool: &str, input: &Value) -> String {
     format!("{tool}\u{0}{}", canonical_json(input))
 }
 
-/// A session's remembered decisions.
-#[derive(Debug, Default, Clone)]
+/// The key a one-off rejection is remembered under: the tool and its exact arguments.
+fn rejection_key(tool: &str, input: &Value) -> String {
+    format!("{tool}:call:{}", canonical_json(input))
+}
+
+/// What a remembered decision does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Remembers {
+    /// Later calls with the key run without asking.
+    Approve,
+    /// Later calls with the key are refused without asking.
+    Reject,
+}
+
+/// One remembered decision: `{"key", "tool", "decision", "scope", "input"}` over the API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Remembered {
+    /// The key later calls are matched by (an approval key, or for a one-off rejection the
+    /// tool and its exact arguments).
+    pub key: String,
+    /// The tool of the call that was decided.
+    pub tool: String,
+    /// Approve or reject.
+    pub decision: Remembers,
+    /// `session` (approve_for_session, approve_for_project, reject_for_session) or `call` (a
+    /// one-off rejection, which refuses the same call again).
+    pub scope: String,
+    /// The input of the call that was decided, to show what it was.
+    pub input: Value,
+}
+
+/// A session's remembered decisions. Serializable: a session resumed elsewhere keeps them.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionApprovals {
-    approved_keys: HashSet<String>,
-    rejected: HashSet<String>,
+    approved: BTreeMap<String, Remembered>,
+    rejected: BTreeMap<String, Remembered>,
 }
 
 impl SessionApprovals {
     /// A decision an earlier one implies for this call, if any. Rejection is checked first:
-    /// a call the user refused stays refused even if a looser approval would cover it.
-    pub fn cached(&self, tool: &str, input: &Value, approval_key: &str) -> Option<ApprovalDecision> {
-        if self.rejected.contains(&exact_fingerprint(tool, input)) {
+    /// a call the user refused stays refused even if a looser approval would cover it. A
+    /// `sticky` call (a managed ask) is never covered by a remembered approval.
+    pub fn cached(&self, tool: &str, input: &Value, approval_key: &str, sticky: bool) -> Option<ApprovalDecision> {
+        if self.rejected.contains_key(&rejection_key(tool, input)) || self.rejected.contains_key(approval_key) {
             return Some(ApprovalDecision::CachedRejection);
         }
-        if self.approved_keys.contains(approval_key) {
+        if !sticky && self.approved.contains_key(approval_key) {
             return Some(ApprovalDecision::CachedApproval);
         }
         None
     }
 
-    /// Remembers a host's decision.
+    /// Remembers a host's decision (a one-off approval is not remembered).
     pub fn record(&mut self, decision: ApprovalDecision, tool: &str, input: &Value, approval_key: &str) {
+        let entry = |key: String, decision, scope: &str| Remembered {
+            key,
+            tool: tool.to_string(),
+            decision,
+            scope: scope.to_string(),
+            input: input.clone(),
+        };
         match decision {
-            ApprovalDecision::ApprovedForSession => {
-                self.approved_keys.insert(approval_key.to_string());
+            ApprovalDecision::ApprovedForSession | ApprovalDecision::ApprovedForProject => {
+                self.approved.insert(
+                    approval_key.to_string(),
+                    entry(approval_key.to_string(), Remembers::Approve, "session"),
+                );
+            }
+            ApprovalDecision::RejectedForSession => {
+                self.rejected.insert(
+                    approval_key.to_string(),
+                    entry(approval_key.to_string(), Remembers::Reject, "session"),
+                );
             }
             ApprovalDecision::Rejected => {
-                self.rejected.insert(exact_fingerprint(tool, input));
+                let key = rejection_key(tool, input);
+                self.rejected.insert(key.clone(), entry(key, Remembers::Reject, "call"));
             }
             ApprovalDecision::Approved | ApprovalDecision::CachedApproval | ApprovalDecision::CachedRejection => {}
         }
+    }
+
+    /// Every remembered decision, approvals first, each by key.
+    pub fn list(&self) -> Vec<Remembered> {
+        self.approved.values().chain(self.rejected.values()).cloned().collect()
+    }
+
+    /// Forgets the decisions remembered under `key`; whether there were any.
+    pub fn revoke(&mut self, key: &str) -> bool {
+        let a = self.approved.remove(key).is_some();
+        let r = self.rejected.remove(key).is_some();
+        a || r
+    }
+
+    /// Forgets every remembered decision; how many there were.
+    pub fn revoke_all(&mut self) -> usize {
+        let n = self.approved.len() + self.rejected.len();
+        self.approved.clear();
+        self.rejected.clear();
+        n
     }
 }
 
@@ -146,10 +265,10 @@ mod tests {
         let mut s = SessionApprovals::default();
         s.record(ApprovalDecision::Rejected, "exec_shell", &json!({"command": "rm -rf build"}), "k1");
         assert_eq!(
-            s.cached("exec_shell", &json!({"command": "rm -rf build"}), "k1"),
+            s.cached("exec_shell", &json!({"command": "rm -rf build"}), "k1", false),
             Some(ApprovalDecision::CachedRejection)
         );
-        assert_eq!(s.cached("exec_shell", &json!({"command": "rm -rf dist"}), "k2"), None);
+        assert_eq!(s.cached("exec_shell", &json!({"command": "rm -rf dist"}), "k2", false), None);
         s.record(
             ApprovalDecision::ApprovedForSession,
             "exec_shell",
@@ -157,14 +276,92 @@ mod tests {
             "exec_shell:cargo build",
         );
         assert_eq!(
-            s.cached("exec_shell", &json!({"command": "cargo build --release"}), "exec_shell:cargo build"),
+            s.cached(
+                "exec_shell",
+                &json!({"command": "cargo build --release"}),
+                "exec_shell:cargo build",
+                false
+            ),
             Some(ApprovalDecision::CachedApproval)
+        );
+        assert_eq!(
+            s.cached(
+                "exec_shell",
+                &json!({"command": "cargo build --release"}),
+                "exec_shell:cargo build",
+                true
+            ),
+            None,
+            "a managed ask is asked every time"
         );
         s.record(ApprovalDecision::Approved, "write_file", &json!({"path": "a"}), "write_file:a");
         assert_eq!(
-            s.cached("write_file", &json!({"path": "a"}), "write_file:a"),
+            s.cached("write_file", &json!({"path": "a"}), "write_file:a", false),
             None,
             "a one-off approval is not remembered"
         );
+    }
+
+    #[test]
+    fn remembered_decisions_are_listed_revoked_and_serialized() {
+        let mut s = SessionApprovals::default();
+        s.record(
+            ApprovalDecision::ApprovedForSession,
+            "exec_shell",
+            &json!({"command": "cargo build"}),
+            "exec_shell:cargo build",
+        );
+        s.record(
+            ApprovalDecision::RejectedForSession,
+            "exec_shell",
+            &json!({"command": "git push"}),
+            "exec_shell:git push",
+        );
+        s.record(ApprovalDecision::Rejected, "write_file", &json!({"path": "a"}), "write_file:a");
+        assert_eq!(
+            s.cached("exec_shell", &json!({"command": "git push origin"}), "exec_shell:git push", false),
+            Some(ApprovalDecision::CachedRejection)
+        );
+        let listed = s.list();
+        assert_eq!(listed.len(), 3);
+        assert_eq!(listed[0].key, "exec_shell:cargo build");
+        assert_eq!(listed[0].decision, Remembers::Approve);
+        let back: SessionApprovals = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        assert!(s.revoke("exec_shell:cargo build"));
+        assert!(!s.revoke("exec_shell:cargo build"));
+        assert_eq!(
+            s.cached("exec_shell", &json!({"command": "cargo build"}), "exec_shell:cargo build", false),
+            None
+        );
+        assert_eq!(s.revoke_all(), 2);
+        assert!(s.list().is_empty());
+    }
+
+    #[test]
+    fn rules_decide_before_the_mode_and_never_past_a_refusal() {
+        use crate::policy::{LayerKind, RuleRef};
+        let rule = |d| Verdict {
+            decision: Some(d),
+            rule: Some(RuleRef {
+                layer: LayerKind::Config,
+                file: None,
+                index: 0,
+            }),
+            reason: None,
+            sticky: false,
+            unsure: false,
+        };
+        let none = Verdict::default();
+        assert_eq!(decide(Required, FullAuto, &rule(RuleDecision::Ask)).0, Gate::Ask(Required));
+        assert_eq!(decide(Auto, FullAuto, &rule(RuleDecision::Ask)).0, Gate::Ask(Suggest));
+        assert_eq!(decide(Auto, Ask, &rule(RuleDecision::Deny)).0, Gate::Refuse);
+        assert_eq!(decide(Required, Ask, &rule(RuleDecision::Allow)).0, Gate::Run);
+        assert_eq!(decide(Required, ReadOnly, &rule(RuleDecision::Allow)).0, Gate::Refuse);
+        assert_eq!(decide(Refused, FullAuto, &rule(RuleDecision::Allow)).0, Gate::Refuse);
+        assert_eq!(decide(Required, Ask, &none).0, Gate::Ask(Required));
+        let (_, trace) = decide(Required, Ask, &rule(RuleDecision::Allow));
+        assert_eq!(trace.source, Some(Source::Rule));
+        assert_eq!(decide(Required, Ask, &none).1.source, Some(Source::Mode));
     }
 }

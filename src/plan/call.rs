@@ -8,13 +8,14 @@
 
 use serde_json::Value;
 
-use super::approval::{Gate, gate, grant};
+use super::approval::{Gate, Trace, decide, grant};
 use super::finalize::{RepairMark, finalize_call};
 use super::loop_guard::LoopGuard;
 use super::resolve::resolve_call;
-use crate::config::{ApprovalMode, Config};
+use crate::config::{ApprovalMode, Config, HookEvent};
 use crate::notice::{Notice, NoticeKind};
-use crate::registry::{Catalog, Registry};
+use crate::policy::{Call, Policy};
+use crate::registry::{Catalog, RegisteredTool, Registry};
 use crate::repair::args::decode_stringified;
 use crate::repair::names::NameLimits;
 use crate::stream::RawCall;
@@ -63,6 +64,8 @@ pub struct PlannedCall {
     pub thought_signature: Option<String>,
     /// The decision.
     pub action: Action,
+    /// Who made it, and with which rule (for the ledger and the refusal's text).
+    pub trace: Trace,
 }
 
 /// What planning reads: the session's view of the tools and its policy.
@@ -76,6 +79,10 @@ pub struct PlanContext<'a> {
     pub config: &'a Config,
     /// The session's approval mode.
     pub mode: ApprovalMode,
+    /// The session's policy rules and hooks.
+    pub policy: &'a Policy,
+    /// The session's workspace (where rules' paths are relative to).
+    pub workspace: &'a std::path::Path,
     /// The session, whose handles a `$handle` argument reads (none: such arguments are left
     /// as they are, and validation judges them).
     pub services: Option<&'a dyn SessionServices>,
@@ -104,6 +111,7 @@ pub fn plan_call(ctx: PlanContext<'_>, call: &RawCall, cut: bool, guard: &mut Lo
         notices: finalized.notices,
         thought_signature: call.thought_signature.clone(),
         action: Action::Refuse(ToolError::refused(ErrorCategory::Unavailable, "not planned")),
+        trace: Trace::default(),
     };
     if let Some(refusal) = finalized.refusal {
         planned.action = Action::Refuse(refusal);
@@ -164,36 +172,49 @@ pub fn plan_call(ctx: PlanContext<'_>, call: &RawCall, cut: bool, guard: &mut Lo
         planned.action = Action::Refuse(error);
         return planned;
     }
+    judge(ctx, tool, &mut planned, call.complete);
+    planned
+}
+
+/// Judges `planned`'s input (already validated) for `tool`: the requirement for this input,
+/// the policy's rules, the mode; then whether it may run in parallel or start early, and its
+/// grant. Run again when a hook rewrote the input ([`rejudge`]).
+pub fn judge(ctx: PlanContext<'_>, tool: &RegisteredTool, planned: &mut PlannedCall, complete: bool) {
+    let name = planned.name.clone();
     let requirement = tool.spec.approval_requirement_for_input(&planned.input, ctx.config.network.policy);
-    let g = gate(requirement, ctx.mode);
+    let key_of = || tool.spec.approval_key(&planned.input);
+    let verdict = ctx.policy.evaluate(&Call::new(&name, &planned.input, ctx.workspace, &key_of));
+    let (g, trace) = decide(requirement, ctx.mode, &verdict);
+    planned.trace = trace;
     if g == Gate::Refuse {
-        let why = if requirement == ApprovalRequirement::Refused {
+        let why = if verdict.decision == Some(crate::config::RuleDecision::Deny) {
+            let reason = verdict.reason.as_deref().unwrap_or("a policy rule denies it");
+            format!("Denied by policy: {reason}. `{name}` was not run; do not retry it in another form.")
+        } else if requirement == ApprovalRequirement::Refused {
             format!("Not run: `{name}` reaches the network and the network policy is deny.")
         } else {
             format!("Not approved: `{name}` needs approval and the session is in read-only mode; nothing was run.")
         };
         planned.action = Action::Refuse(ToolError::refused(ErrorCategory::NotApproved, why));
-        return planned;
+        return;
     }
     let meta = &tool.meta;
     let parallel_safe = meta.parallel_safe && requirement == ApprovalRequirement::Auto && g == Gate::Run;
     // Network tools never start early: their approval can depend on host policy that the
     // host may still change while the model is speaking, and a request once sent cannot be
-    // taken back. Interactive tools need the user, who is still reading the stream.
+    // taken back. Interactive tools need the user, who is still reading the stream. A call a
+    // hook must see first waits for it.
     let speculative = ctx.config.execution.speculative_start
         && parallel_safe
         && meta.static_approval == ApprovalRequirement::Auto
         && !meta.network
         && !meta.interactive
-        && call.complete
+        && complete
         // Unrepaired means the arguments parsed strictly as sent: nothing repaired runs early.
-        && planned.repair == RepairMark::None;
-    // The key is only needed when the host is asked; most calls never are.
-    let approval_key = if matches!(g, Gate::Ask(_)) {
-        tool.spec.approval_key(&planned.input)
-    } else {
-        String::new()
-    };
+        && planned.repair == RepairMark::None
+        && !ctx.policy.has_hooks(HookEvent::PreToolUse, &name);
+    // The key is needed when the host is asked (and by the ledger's remembered approvals).
+    let approval_key = if matches!(g, Gate::Ask(_)) { key_of() } else { String::new() };
     planned.action = Action::Run {
         gate: g,
         requirement,
@@ -202,5 +223,26 @@ pub fn plan_call(ctx: PlanContext<'_>, call: &RawCall, cut: bool, guard: &mut Lo
         speculative,
         grant: grant(requirement, meta.network, ctx.config.network.policy),
     };
-    planned
+}
+
+/// Judges `planned` again with the input a hook gave it: validated against the tool's schema
+/// and checks, then the rules and the mode as for a fresh call (no early start, no second
+/// count by the loop guard). An invalid input refuses the call.
+pub fn rejudge(ctx: PlanContext<'_>, planned: &mut PlannedCall) {
+    let Some(tool) = ctx.registry.get(&planned.name) else {
+        planned.action = Action::Refuse(ToolError::refused(
+            ErrorCategory::UnknownTool,
+            format!("Unknown tool `{}`.", planned.name),
+        ));
+        return;
+    };
+    if let Err(mut error) = tool.validate_input(&planned.input) {
+        error.message = format!(
+            "A hook rewrote the input into one `{}` does not take: {}",
+            planned.name, error.message
+        );
+        planned.action = Action::Refuse(error);
+        return;
+    }
+    judge(ctx, tool, planned, false);
 }

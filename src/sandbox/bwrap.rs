@@ -11,7 +11,14 @@ use std::path::{Path, PathBuf};
 use super::{Grant, View};
 
 /// The options that wrap a command (the program and its arguments follow `--`).
-pub(super) fn args(workspace: &Path, grant: Grant, view: View, writable: &[PathBuf], confined: &[PathBuf]) -> Vec<OsString> {
+pub(super) fn args(
+    workspace: &Path,
+    grant: Grant,
+    view: View,
+    writable: &[PathBuf],
+    confined: &[PathBuf],
+    protected: Option<(&Path, bool)>,
+) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |parts: &[&dyn AsRef<std::ffi::OsStr>]| {
         for p in parts {
@@ -57,6 +64,13 @@ pub(super) fn args(workspace: &Path, grant: Grant, view: View, writable: &[PathB
         push(&[&"--bind", &workspace, &workspace]);
         for w in writable {
             push(&[&"--bind-try", w, w]);
+        }
+        // The project's policy folder stays read-only inside the writable workspace; where
+        // there is none, an empty read-only one stands in its place so that none can be made.
+        match protected {
+            Some((folder, true)) => push(&[&"--ro-bind", &folder, &folder]),
+            Some((folder, false)) => push(&[&"--tmpfs", &folder, &"--remount-ro", &folder]),
+            None => {}
         }
     } else {
         push(&[&"--ro-bind", &workspace, &workspace]);

@@ -20,12 +20,14 @@ mod bwrap;
 mod denial;
 #[cfg(target_os = "linux")]
 mod landlock;
+mod protect;
 mod spawn;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 pub use denial::denial_note;
+pub use protect::Protected;
 pub use spawn::{Guard, Request, Sandboxed, command};
 
 use crate::config::SandboxMode;

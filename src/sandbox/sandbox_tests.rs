@@ -289,3 +289,37 @@ fn the_none_backend_is_plain_and_auto_picks_the_strongest() {
     assert!(unavailable_notice(SandboxMode::Auto).is_none());
     assert!(unavailable_notice(SandboxMode::None).is_some());
 }
+
+#[test]
+fn a_program_cleared_to_write_cannot_change_the_projects_policy() {
+    let attack = "mkdir -p .toolslot; echo '[[policy.rules]]' > .toolslot/policy.toml; mv .toolslot .gone; mkdir .toolslot; echo evil > .toolslot/policy.toml; echo done > ok.txt";
+    let none = (SandboxMode::None, Backend::None);
+    for (mode, want) in BACKENDS.into_iter().chain([none]) {
+        // No policy yet: none may be made.
+        let ws = tempfile::tempdir().unwrap();
+        let out = run(mode, want, WRITE, View::Full, ws.path(), attack);
+        assert!(
+            ws.path().join("ok.txt").exists(),
+            "{mode:?}: the rest of the workspace is writable: {}",
+            out.stderr
+        );
+        assert!(!ws.path().join(".toolslot/policy.toml").exists(), "{mode:?}: a policy was made");
+        assert!(
+            !ws.path().join(".toolslot").exists(),
+            "{mode:?}: the stand-in folder is left behind"
+        );
+        // A policy the team wrote stays as it is.
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir(ws.path().join(".toolslot")).unwrap();
+        let policy = "[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"deny\"\n";
+        std::fs::write(ws.path().join(".toolslot/policy.toml"), policy).unwrap();
+        for script in [attack, "rm -rf .toolslot", "echo '' > .toolslot/policy.toml"] {
+            run(mode, want, WRITE, View::Full, ws.path(), script);
+            assert_eq!(
+                std::fs::read_to_string(ws.path().join(".toolslot/policy.toml")).unwrap(),
+                policy,
+                "{mode:?}: `{script}` changed the policy"
+            );
+        }
+    }
+}

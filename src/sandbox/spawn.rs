@@ -46,6 +46,8 @@ pub struct Sandboxed {
 pub struct Guard {
     ruleset: Option<std::os::fd::OwnedFd>,
     temp: Option<PathBuf>,
+    /// The project's policy, put back as it was when the program ends.
+    policy: Option<super::Protected>,
 }
 
 impl Guard {
@@ -108,11 +110,16 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
     };
     let backend = backend(shell.sandbox);
     let mut guard = Guard::default();
+    // Only a program cleared to write could change the workspace's policy.
+    if req.grant.write {
+        guard.policy = Some(super::Protected::snapshot(&workspace));
+    }
     let mut cmd = match (backend, bwrap_path()) {
         (Backend::Bwrap, Some(bwrap)) => {
             let confined = confined_dirs(path_var.as_deref());
             let mut cmd = tokio::process::Command::new(bwrap);
-            cmd.args(super::bwrap::args(&workspace, req.grant, req.view, &writable, &confined))
+            let protected = guard.policy.as_ref().map(super::Protected::folder);
+            cmd.args(super::bwrap::args(&workspace, req.grant, req.view, &writable, &confined, protected))
                 .arg("--")
                 .arg(req.program)
                 .args(req.args);

@@ -24,7 +24,22 @@ pub struct Script {
     pub segments: Vec<Segment>,
     /// Why the script is not plain, in source order; empty when it is.
     pub not_plain: Vec<String>,
+    /// The files its redirections name (`> out`, `< in`, `2>> log`), as the shell opens them,
+    /// or as written when they are not literal; nested ones included, a wrapped shell's not.
+    pub redirects: Vec<String>,
 }
+
+/// Reasons after which the words may not be what the shell runs: bash's grammar and the `sh`
+/// that runs the command could read the bytes differently, or the parse gave up. A rule cannot
+/// be sure of a match in such a script ([`Script::is_ambiguous`]).
+const AMBIGUOUS: &[&str] = &[PARSE_ERROR, NO_GRAMMAR, TOO_DEEP, CONTROL, CONTINUATION, BRACES];
+const PARSE_ERROR: &str = "it does not parse as a shell command";
+const NO_GRAMMAR: &str = "the shell grammar is unavailable";
+const TOO_DEEP: &str = "shells nested too deep to follow";
+const CONTROL: &str =
+    "a control character or unusual space (a carriage return, an escape, a no-break space, …) that shells read differently";
+const CONTINUATION: &str = "a line continuation";
+const BRACES: &str = "brace expansion";
 
 /// One simple command: a program and its arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +81,29 @@ impl Script {
         self.not_plain.is_empty()
     }
 
+    /// Whether the words of this script, or of a script a wrapper in it runs, may differ from
+    /// what the shell runs: it did not parse, or holds bytes (a carriage return, a line
+    /// continuation, brace expansion) that shells read differently. A rule that finds no match
+    /// in such a script cannot be sure there is none.
+    pub fn is_ambiguous(&self) -> bool {
+        self.not_plain.iter().any(|r| AMBIGUOUS.contains(&r.as_str()))
+            || self
+                .segments
+                .iter()
+                .any(|s| matches!(&s.runs, Runs::Script(inner) if inner.is_ambiguous()))
+    }
+
+    /// Every redirection target, this script's and those of the scripts its wrappers run.
+    pub fn all_redirects(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self.redirects.iter().map(String::as_str).collect();
+        for s in &self.segments {
+            if let Runs::Script(inner) = &s.runs {
+                out.extend(inner.all_redirects());
+            }
+        }
+        out
+    }
+
     /// The top-level simple commands (depth 0).
     pub fn top_level(&self) -> impl Iterator<Item = &Segment> {
         self.segments.iter().filter(|s| s.depth == 0)
@@ -100,9 +138,10 @@ pub(super) fn parse_nested(command: &str, depth: usize) -> Script {
     let mut script = Script {
         segments: Vec::new(),
         not_plain: Vec::new(),
+        redirects: Vec::new(),
     };
     if depth > MAX_NESTING {
-        script.not_plain.push("shells nested too deep to follow".into());
+        script.not_plain.push(TOO_DEEP.into());
         return script;
     }
     // Bytes bash's grammar reads as a word gap, or skips, where `sh` keeps them in a word.
@@ -110,12 +149,10 @@ pub(super) fn parse_nested(command: &str, depth: usize) -> Script {
         .chars()
         .any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{7f}' || (c.is_whitespace() && !matches!(c, ' ' | '\t' | '\n')))
     {
-        script.not_plain.push(
-            "a control character or unusual space (a carriage return, an escape, a no-break space, …) that shells read differently".into(),
-        );
+        script.not_plain.push(CONTROL.into());
     }
     if command.contains("\\\n") {
-        script.not_plain.push("a line continuation".into());
+        script.not_plain.push(CONTINUATION.into());
     }
     let tree = PARSER.with(|cell| {
         let mut slot = cell.borrow_mut();
@@ -130,12 +167,12 @@ pub(super) fn parse_nested(command: &str, depth: usize) -> Script {
         slot.as_mut().and_then(|p| p.parse(command, None))
     });
     let Some(tree) = tree else {
-        script.not_plain.push("the shell grammar is unavailable".into());
+        script.not_plain.push(NO_GRAMMAR.into());
         return script;
     };
     let root = tree.root_node();
     if root.has_error() {
-        script.not_plain.push("it does not parse as a shell command".into());
+        script.not_plain.push(PARSE_ERROR.into());
     }
     let mut walk = Walk {
         src: command,
@@ -176,7 +213,7 @@ impl Walk<'_> {
 
     fn node(&mut self, n: Node, depth: usize) {
         if n.is_error() || n.is_missing() {
-            self.reason("it does not parse as a shell command");
+            self.reason(PARSE_ERROR);
         }
         if !n.is_named() {
             match n.kind() {
@@ -190,6 +227,7 @@ impl Walk<'_> {
             "program" | "list" | "pipeline" => self.children(n, depth),
             "comment" => {}
             "command" => self.command(n, depth),
+            "file_redirect" | "herestring_redirect" | "heredoc_redirect" => self.redirect(n, depth),
             kind => {
                 self.reason(describe(kind));
                 self.children(n, depth + 1);
@@ -215,10 +253,7 @@ impl Walk<'_> {
                     self.reason("a variable assignment");
                     self.children(k, depth + 1);
                 }
-                "file_redirect" | "herestring_redirect" | "heredoc_redirect" => {
-                    self.reason("a redirection");
-                    self.children(k, depth + 1);
-                }
+                "file_redirect" | "herestring_redirect" | "heredoc_redirect" => self.redirect(k, depth),
                 "comment" => {}
                 _ => literal &= self.word(k, depth, &mut words),
             }
@@ -234,6 +269,27 @@ impl Walk<'_> {
             wrappers,
             runs,
         });
+    }
+
+    /// A redirection: not plain; the file it names is kept (as written when it is not literal),
+    /// and commands nested in it are walked.
+    fn redirect(&mut self, n: Node, depth: usize) {
+        self.reason("a redirection");
+        if n.kind() != "file_redirect" {
+            self.children(n, depth + 1);
+            return;
+        }
+        let mut cursor = n.walk();
+        let targets: Vec<Node> = n.children_by_field_name("destination", &mut cursor).collect();
+        let mut words = Vec::new();
+        for t in targets {
+            self.word(t, depth + 1, &mut words);
+        }
+        // `2>&1` names a descriptor, not a file.
+        let file = words.concat();
+        if !file.is_empty() && !file.chars().all(|c| c.is_ascii_digit() || c == '-') {
+            self.script.redirects.push(file);
+        }
     }
 
     /// Appends the word `n` stands for; false when it is not literal (its nested commands
@@ -335,7 +391,7 @@ fn describe(kind: &str) -> String {
         "if_statement" | "while_statement" | "for_statement" | "c_style_for_statement" | "case_statement" | "test_command" => {
             "a compound command (`if`, `for`, `while`, `case`, `[[ ]]`)".into()
         }
-        "ERROR" => "it does not parse as a shell command".into(),
+        "ERROR" => PARSE_ERROR.into(),
         other => format!("shell syntax `{other}`"),
     }
 }
@@ -462,6 +518,25 @@ mod tests {
         let nested: Vec<Vec<&str>> = s.segments.iter().filter(|s| s.depth > 0).map(words).collect();
         assert!(nested.contains(&vec!["git", "push"]), "{nested:?}");
         assert!(nested.contains(&vec!["rm", "-rf", "x"]), "{nested:?}");
+    }
+
+    #[test]
+    fn redirections_name_their_files() {
+        let s = parse("cat < 'in put' > out 2>&1 && ls 2>> logs/err >&2 && echo $(cat < .env)");
+        assert_eq!(s.redirects, vec!["in put", "out", "logs/err", ".env"]);
+        assert!(!s.is_plain());
+        assert_eq!(parse("cat <<< x").redirects, Vec::<String>::new());
+        assert_eq!(parse("sh -c 'ls > a'").all_redirects(), vec!["a"]);
+    }
+
+    #[test]
+    fn ambiguity_is_a_parse_error_or_bytes_shells_read_differently() {
+        for c in ["ls 'unterminated", "ls\rx", "ec\\\nho", "echo {a,b}", "sh -c 'ls \"'", "ls &&"] {
+            assert!(parse(c).is_ambiguous(), "{c:?}");
+        }
+        for c in ["ls", "ls > x", "echo $(id)", "(ls)", "ls & x", "sh -c 'ls; x'"] {
+            assert!(!parse(c).is_ambiguous(), "{c:?}");
+        }
     }
 
     #[test]

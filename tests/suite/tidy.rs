@@ -49,22 +49,25 @@ const FLOORS: &[&[&str]] = &[
     // Ground: configuration and pure helpers every layer uses.
     &["config", "canonical", "tool_name", "schema"],
     &["notice", "child_env", "child_group"],
+    // The ledger of decisions: plain file IO over canonical JSON.
+    &["ledger"],
     // Plain data the contract serializes.
     &["event"],
     // The trait layer: what a tool is, and the services it may ask its host for.
     &["tool"],
     // Input: what the model sent, made usable.
     &["forgery", "repair", "shell"],
-    &["stream"],
+    // What a team allows, asks about and denies, read against the input as the shell reads it.
+    &["stream", "policy"],
     &["registry"],
     // The economics of results (and what a language server adds to them) and the OS sandbox
     // programs run in; then decisions about calls, which may read what results kept (handles).
     &["output", "lsp", "sandbox"],
     &["plan"],
     // Tools of each source.
-    &["builtin", "mcp", "extension", "remote"],
+    &["builtin", "mcp", "extension", "remote", "hooks"],
     // What holds a session together.
-    &["session", "observe"],
+    &["session", "observe", "project_policy"],
 ];
 
 /// The floor of a top-level slot module.

@@ -1,7 +1,9 @@
 //! Command-line parsing and the subcommands.
 
 mod catalog;
+mod ledger;
 mod mcp_check;
+mod policy;
 mod replay;
 mod search;
 mod worker;
@@ -58,6 +60,12 @@ pub enum Command {
     },
     /// Connect to one MCP server as toolslot would: list its tools, optionally call each.
     McpCheck(mcp_check::McpCheckArgs),
+    /// Explain what the policy decides for a call, or check that every layer loads.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
+    /// Verify a session's ledger of decisions.
+    #[command(subcommand)]
+    Ledger(ledger::LedgerCommand),
     /// Run a pool's tools for dispatchers that route calls to it over NATS JetStream.
     Worker(worker::WorkerArgs),
     /// Rank deferred tools for a query, as tool_search does.
@@ -108,6 +116,19 @@ pub enum CliError {
     /// Whoever read our output went away (`| head`): not an error of ours.
     #[error("broken pipe")]
     BrokenPipe,
+    /// A check ran and found a fault (a ledger whose chain breaks): exit status 1.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl CliError {
+    /// The exit status: 1 for a check that found a fault, 2 for anything unusable.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Failed(_) => 1,
+            _ => 2,
+        }
+    }
 }
 
 /// Runs the chosen subcommand.
@@ -116,6 +137,8 @@ pub fn run(args: Cli) -> Result<(), CliError> {
         Command::Serve { config } => serve(config.as_deref()),
         Command::Replay(args) => replay::run(args),
         Command::McpCheck(args) => mcp_check::run(args),
+        Command::Policy(command) => policy::run(command),
+        Command::Ledger(command) => ledger::run(command),
         Command::Worker(args) => worker::run(args),
         Command::Catalog {
             config,

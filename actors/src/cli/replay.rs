@@ -93,6 +93,11 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     if !workspace.is_dir() {
         return Err(CliError::Usage(format!("--workspace `{}` is not a folder", workspace.display())));
     }
+    // A session does not start under a policy that does not load, or a mode it forbids.
+    let policy = Arc::new(toolslot::policy::Policy::load(&cfg, &workspace).map_err(|e| CliError::Usage(e.to_string()))?);
+    if let Some(why) = policy.forbids(cfg.approval.mode) {
+        return Err(CliError::Usage(why));
+    }
     let runner = super::recorded_runner(&args.agent_responses)?;
     let system = actix_rt::System::new();
     system.block_on(async move {
@@ -102,7 +107,12 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         }
         let toolset_remote = toolset.remote.clone();
         let dispatcher = toolset.attach(Dispatcher::new(cfg, toolset.registry.clone()));
-        let session = dispatcher.open_session(SessionOptions { workspace: Some(workspace), approval_mode: None, dialect });
+        let session = dispatcher.open_session(SessionOptions {
+            workspace: Some(workspace),
+            approval_mode: None,
+            dialect,
+            policy: Some(policy),
+        });
         let can_prompt = answerer == Answerer::Prompt && std::io::stdin().is_terminal() && !args.files.iter().any(|f| f == "-");
         let mut asked = 0usize;
         for file in &args.files {
@@ -205,6 +215,8 @@ fn pretty_line(event: &PipelineEvent) -> String {
             n, index, server, message, ..
         } => format!("input    #{index} {server} asks (request {n}): {message}"),
         PipelineEvent::InputAnswered { n, index, action } => format!("answered #{index} request {n}: {action:?}"),
+        PipelineEvent::ApprovalExpired { index, timeout_ms, .. } => format!("expired  #{index} after {timeout_ms} ms"),
+        PipelineEvent::InputRewritten { index, hook, input, .. } => format!("rewrote  #{index} by `{hook}`: {input}"),
         PipelineEvent::Subagent { index, session, event, .. } => {
             format!("sub-agent of #{index} (session {session}): {}", pretty_line(event))
         }

@@ -190,6 +190,7 @@ pub async fn create_session(state: web::Data<State>, http: HttpRequest, body: we
             workspace,
             approval_mode: mode,
             dialect,
+            policy: None,
         },
         state.config.server.max_sessions,
     )?;

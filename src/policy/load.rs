@@ -1,0 +1,194 @@
+//! The four layers, read from their files and the configuration.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::glob::{Glob, Kind};
+use super::rule::{LayerKind, Rule, RuleRef};
+use super::{Policy, PolicyError, examples};
+use crate::config::{Config, HookConfig, RuleConfig, expand_home};
+
+/// The project's policy file, relative to the workspace.
+pub const PROJECT_FILE: &str = ".toolslot/policy.toml";
+/// The user's policy file (`~` is the home folder).
+pub const USER_FILE: &str = "~/.toolslot/policy.toml";
+
+/// A policy file: `[policy]` with its rules (and, in the managed file only, `allow_override`
+/// and `forbid_full_auto`), and `[[hooks]]` (not in a project's file).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default)]
+    policy: FilePolicy,
+    #[serde(default)]
+    hooks: Vec<HookConfig>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePolicy {
+    #[serde(default)]
+    rules: Vec<RuleConfig>,
+    allow_override: Option<bool>,
+    forbid_full_auto: Option<bool>,
+}
+
+/// A hook, with the layer it came from.
+#[derive(Debug, Clone)]
+pub struct Hook {
+    /// As written.
+    pub config: HookConfig,
+    /// Its layer (managed, user or config).
+    pub layer: LayerKind,
+    tool: Glob,
+}
+
+impl Hook {
+    /// Whether it runs for calls of `tool`.
+    pub fn applies_to(&self, tool: &str) -> bool {
+        self.tool.is_match(tool)
+    }
+}
+
+impl Policy {
+    /// Reads every layer for `workspace`: the managed file (`policy.managed_file`), the
+    /// project's (`.toolslot/policy.toml`), the user's (`~/.toolslot/policy.toml`), then the
+    /// configuration's rules and hooks. A missing file is a layer without rules.
+    ///
+    /// # Errors
+    /// A [`PolicyError`] in one line naming the file and rule: an unreadable or malformed file,
+    /// a rule that does not compile, an example that misbehaves, `allow_override` or
+    /// `forbid_full_auto` outside the managed file, hooks in a project's file (a checkout must
+    /// not bring programs that run on their own).
+    pub fn load(config: &Config, workspace: &Path) -> Result<Policy, PolicyError> {
+        let mut policy = Policy::empty();
+        policy.project_file = workspace.join(PROJECT_FILE);
+        let user = expand_home(USER_FILE);
+        let managed = expand_home(&config.policy.managed_file);
+        // The home folder as workspace: its project file is the user's, read once, as the user's.
+        let same = |a: &Path, b: &Path| a.canonicalize().ok().is_some_and(|a| b.canonicalize().ok() == Some(a));
+        let project = (!same(&policy.project_file, &user)).then(|| policy.project_file.clone());
+        let layers = [
+            (LayerKind::Managed, Some(managed)),
+            (LayerKind::Project, project),
+            (LayerKind::User, Some(user)),
+        ];
+        for (kind, path) in layers {
+            let Some(path) = path else { continue };
+            let Some(file) = read(&path)? else { continue };
+            let not_here = |key: &str| PolicyError::NotHere {
+                path: path.clone(),
+                reason: format!("`{key}` belongs in the managed policy file only"),
+            };
+            if kind != LayerKind::Managed {
+                if file.policy.allow_override.is_some() {
+                    return Err(not_here("allow_override"));
+                }
+                if file.policy.forbid_full_auto.is_some() {
+                    return Err(not_here("forbid_full_auto"));
+                }
+            } else {
+                policy.allow_override = file.policy.allow_override.unwrap_or(true);
+                policy.forbid_full_auto = file.policy.forbid_full_auto.unwrap_or(false);
+            }
+            if kind == LayerKind::Project && !file.hooks.is_empty() {
+                return Err(PolicyError::NotHere {
+                    path,
+                    reason: "hooks may not be declared in a project's policy file: a checkout must not bring programs that run by themselves (declare them in the user's or managed file, or the config)".into(),
+                });
+            }
+            let shown = path.display().to_string();
+            let place = format!("{} policy {shown}", kind.name());
+            policy.add_rules(&file.policy.rules, kind, Some(shown), &place, workspace)?;
+            policy.add_hooks(&file.hooks, kind, &place, path.parent())?;
+            policy.files.push(path);
+        }
+        let shown = config.source_file.as_ref().map(|p| p.display().to_string());
+        let place = match &shown {
+            Some(f) => format!("config {f}"),
+            None => "config".to_string(),
+        };
+        policy.add_rules(&config.policy.rules, LayerKind::Config, shown, &place, workspace)?;
+        let base = config.source_file.as_deref().and_then(Path::parent);
+        policy.add_hooks(&config.hooks, LayerKind::Config, &place, base)?;
+        Ok(policy)
+    }
+
+    fn add_rules(
+        &mut self,
+        rules: &[RuleConfig],
+        layer: LayerKind,
+        file: Option<String>,
+        place: &str,
+        workspace: &Path,
+    ) -> Result<(), PolicyError> {
+        for (index, written) in rules.iter().enumerate() {
+            let at = RuleRef {
+                layer,
+                file: file.clone(),
+                index,
+            };
+            let rule = Rule::compile(written, at, place)?;
+            examples::check(&rule, place, workspace)?;
+            self.rules.push(rule);
+        }
+        Ok(())
+    }
+
+    /// Adds `hooks`; a word of a hook's command that starts with `./` or `../` is a path relative
+    /// to `base`, the folder of the file that declares it (hooks run in the workspace).
+    fn add_hooks(&mut self, hooks: &[HookConfig], layer: LayerKind, place: &str, base: Option<&Path>) -> Result<(), PolicyError> {
+        for (index, config) in hooks.iter().enumerate() {
+            let mut config = config.clone();
+            if let Some(base) = base.filter(|b| !b.as_os_str().is_empty()) {
+                for word in &mut config.command {
+                    if word.starts_with("./") || word.starts_with("../") {
+                        *word = base.join(&*word).display().to_string();
+                    }
+                }
+            }
+            let config = &config;
+            let bad = |reason: String| PolicyError::Rule {
+                place: format!("{place} hooks"),
+                index,
+                tool: config.tool.clone(),
+                reason,
+            };
+            if config.command.is_empty() {
+                return Err(bad("a hook needs a command".into()));
+            }
+            let tool = Glob::new(&config.tool, Kind::Text).map_err(|e| bad(format!("tool: {e}")))?;
+            self.hooks.push(Hook {
+                config: config.clone(),
+                layer,
+                tool,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A policy file, or `None` when there is none.
+fn read(path: &PathBuf) -> Result<Option<PolicyFile>, PolicyError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(PolicyError::File {
+                path: path.clone(),
+                reason: e.to_string(),
+            });
+        }
+    };
+    toml::from_str(&text).map(Some).map_err(|e| {
+        // The parser's report spans lines (a snippet of the file); one line is what is shown:
+        // where, then what.
+        let shown = e.to_string();
+        let at = shown.lines().next().unwrap_or("malformed TOML");
+        PolicyError::File {
+            path: path.clone(),
+            reason: format!("{at}: {}", e.message().lines().next().unwrap_or("")),
+        }
+    })
+}

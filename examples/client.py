@@ -47,9 +47,12 @@ def main():
                 print(json.dumps(event)[:200])
                 if event["type"] == "approval_required":
                     # Answered from another connection while this one keeps streaming.
-                    index = event["index"]
+                    # `request` names this question: the answer can never reach a later one.
+                    index, request = event["index"], event["request"]
                     threading.Thread(
-                        target=lambda: client.post(f"/v1/sessions/{session}/approvals/{index}", json={"decision": decision}).raise_for_status()
+                        target=lambda: client.post(
+                            f"/v1/sessions/{session}/approvals/{index}", json={"decision": decision, "request": request}
+                        ).raise_for_status()
                     ).start()
                 if event["type"] == "round_complete":
                     for result in event["results"]:

@@ -192,6 +192,9 @@ pub enum PipelineEvent {
         requirement: ApprovalRequirement,
         /// Arguments.
         input: Arc<Value>,
+        /// The question's number in the session (from 1): an answer that names it reaches
+        /// this question only, never a later one about a call with the same index.
+        request: u64,
     },
     /// An event of a sub-agent's session, which call `index` (spawn_agent) started: its
     /// approval requests and decisions, so the host can answer them at `session` (the child's

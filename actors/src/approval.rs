@@ -39,6 +39,8 @@ pub enum HostDecision {
 pub struct Answer {
     /// The call.
     pub index: usize,
+    /// The question (its `approval_required`'s `request`), when the host names it.
+    pub request: Option<u64>,
     /// The decision.
     pub decision: HostDecision,
 }
@@ -63,9 +65,13 @@ pub struct ApprovalActor {
     /// The call the host is being asked about, with the message it came in (whose earlier
     /// calls were sent on; the rest wait in it).
     asking: Option<Asking>,
+    /// Questions asked so far in the session: each gets the next number.
+    asked: u64,
 }
 
 struct Asking {
+    /// The question's number in the session.
+    request: u64,
     /// The message the call came from, less what was already sent on.
     msg: Planned,
     /// The call asked about (taken out of `msg`).
@@ -83,6 +89,7 @@ impl ApprovalActor {
             approvals: SessionApprovals::default(),
             queue: VecDeque::new(),
             asking: None,
+            asked: 0,
         }
     }
 
@@ -124,6 +131,11 @@ impl ApprovalActor {
             // failure leaves every call in hand.
             match guarded::<Self, _>(Stage::Approval, &shared, ctx, || self.decide_now(&mut ticket)) {
                 Ok(false) => passed.push(ticket),
+                // Nobody is left to answer: refused as cancelled, without a question.
+                Ok(true) if shared.is_cancelled() => {
+                    ticket.action = Action::Refuse(crate::batch_executor::cancelled_waiting(&ticket.head.name));
+                    passed.push(ticket);
+                }
                 Ok(true) => {
                     msg.calls = calls.collect();
                     self.send(msg.round, passed, None, false);
@@ -151,6 +163,8 @@ impl ApprovalActor {
             Action::Run { requirement, .. } => requirement,
             Action::Refuse(_) => ApprovalRequirement::Required,
         };
+        self.asked += 1;
+        let request = self.asked;
         let (tx, rx) = oneshot::channel();
         self.shared.emit(PipelineEvent::ApprovalRequired {
             index: ticket.head.index,
@@ -158,8 +172,10 @@ impl ApprovalActor {
             name: Arc::clone(&ticket.head.name),
             requirement,
             input: Arc::clone(&ticket.head.input),
+            request,
         });
         self.asking = Some(Asking {
+            request,
             msg,
             ticket,
             answer: Some(tx),
@@ -196,8 +212,13 @@ impl ApprovalActor {
         };
         let shared = Arc::clone(&self.shared);
         let approvals = &mut self.approvals;
+        // Silence (a cancelled round, an expired question) is nobody's decision: it refuses
+        // this call and is not remembered, so the same call asks again in a later round.
+        let heard = answer.is_some();
         let recorded = guarded::<Self, _>(Stage::Approval, &shared, ctx, || {
-            if let Action::Run { approval_key, .. } = &ticket.action {
+            if let Action::Run { approval_key, .. } = &ticket.action
+                && heard
+            {
                 approvals.record(decision, &ticket.head.name, &ticket.head.input, approval_key);
             }
         });
@@ -212,6 +233,9 @@ impl ApprovalActor {
             decision,
         });
         apply(&mut ticket, decision);
+        if !heard && self.shared.is_cancelled() {
+            ticket.action = Action::Refuse(crate::batch_executor::cancelled_waiting(&ticket.head.name));
+        }
         self.send(msg.round, vec![ticket], None, false);
         // What waited behind the question goes on: the rest of its message, then the queue.
         let mut next = Some(msg);
@@ -299,7 +323,7 @@ impl Handler<Answer> for ApprovalActor {
     type Result = Result<(), NotWaiting>;
     fn handle(&mut self, msg: Answer, _ctx: &mut Context<Self>) -> Self::Result {
         match self.asking.as_mut() {
-            Some(a) if a.ticket.head.index == msg.index => match a.answer.take() {
+            Some(a) if a.ticket.head.index == msg.index && msg.request.is_none_or(|r| r == a.request) => match a.answer.take() {
                 Some(tx) => tx.send(msg.decision).map_err(|_| NotWaiting(msg.index)),
                 None => Err(NotWaiting(msg.index)),
             },

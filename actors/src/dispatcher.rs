@@ -17,7 +17,7 @@ use crate::approval::{Answer, HostDecision};
 use crate::session::{SessionOptions, SessionShared, Stage};
 use crate::session_table::SessionTable;
 use crate::stages::Stages;
-use crate::submission::{self, NotStarted, RoundInput};
+use crate::submission::{self, NotStarted, RoundInput, SubmissionState};
 
 /// Why a Dispatcher call was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -251,11 +251,45 @@ impl Dispatcher {
         input: RoundInput,
         dialect: Option<toolslot::stream::Dialect>,
     ) -> Result<mpsc::UnboundedReceiver<PipelineEvent>, DispatchError> {
+        self.submit_numbered(id, input, dialect).map(|(_, events)| events)
+    }
+
+    /// As [`Dispatcher::submit_round_in`], with the submission's number in the session, which
+    /// [`Dispatcher::cancel_submission`] and [`Dispatcher::submission_state`] take: a host that
+    /// may give a submission up later names the one it means, never the one after it.
+    ///
+    /// # Errors
+    /// As [`Dispatcher::submit_round`].
+    pub fn submit_numbered(
+        &self,
+        id: &str,
+        input: RoundInput,
+        dialect: Option<toolslot::stream::Dialect>,
+    ) -> Result<(u64, mpsc::UnboundedReceiver<PipelineEvent>), DispatchError> {
         let handle = self.session(id)?;
         submission::start(&handle.shared, &handle.stages, &handle.arbiter, input, dialect).map_err(|e| match e {
             NotStarted::Running => DispatchError::RoundRunning(id.to_string()),
             NotStarted::Gone => DispatchError::Gone(id.to_string()),
         })
+    }
+
+    /// Cancels submission `number` of the session, as [`Dispatcher::cancel_round`] does, but
+    /// only while it is the one running: one that ended, or a later one, is left alone.
+    /// Returns whether it was cancelled.
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`].
+    pub fn cancel_submission(&self, id: &str, number: u64) -> Result<bool, DispatchError> {
+        let handle = self.session(id)?;
+        Ok(submission::cancel_submission(&handle.shared, &handle.stages, number))
+    }
+
+    /// Where submission `number` of the session is: waiting for its turn, running, or over.
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`].
+    pub fn submission_state(&self, id: &str, number: u64) -> Result<SubmissionState, DispatchError> {
+        Ok(submission::state(&self.session(id)?.shared, number))
     }
 
     /// Runs `future` on the worker thread of session `id`. A host that drives many sessions
@@ -283,8 +317,22 @@ impl Dispatcher {
     /// # Cancel safety
     /// Dropping the future may lose the answer; the request then keeps waiting.
     pub async fn answer_approval(&self, id: &str, index: usize, decision: HostDecision) -> Result<(), DispatchError> {
+        self.answer_request(id, index, None, decision).await
+    }
+
+    /// Answers the approval request of call `index`, and only if it is request `request` (the
+    /// `request` of its `approval_required` event) when given: an answer meant for a question
+    /// that ended (cancelled, expired, a round that is over) never reaches a later question
+    /// about a call with the same index.
+    ///
+    /// # Errors
+    /// [`DispatchError::NotWaiting`] when that question does not wait.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may lose the answer; the request then keeps waiting.
+    pub async fn answer_request(&self, id: &str, index: usize, request: Option<u64>, decision: HostDecision) -> Result<(), DispatchError> {
         let handle = self.session(id)?;
-        match handle.stages.approval.send(Answer { index, decision }).await {
+        match handle.stages.approval.send(Answer { index, request, decision }).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(DispatchError::NotWaiting {
                 session: id.to_string(),

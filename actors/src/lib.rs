@@ -57,5 +57,5 @@ pub use dispatcher::{DispatchError, Dispatcher};
 pub use session::{SessionOptions, Stage};
 pub use stage::StageError;
 pub use subagent::{AgentRunner, RecordedRunner, Turn};
-pub use submission::RoundInput;
+pub use submission::{RoundInput, SubmissionState};
 pub use toolset::{Toolset, ToolsetOptions, build_toolset, build_toolset_with, shutdown_servers};

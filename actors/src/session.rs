@@ -191,6 +191,10 @@ pub struct SessionShared {
     cancelled: AtomicBool,
     /// Closed sessions run nothing more.
     pub closed: AtomicBool,
+    /// The number of the submission holding the session (0: none), and the last one given
+    /// out; a cancellation aimed at one submission takes the lock, so it can never land on the
+    /// next one (see `submission::cancel_submission`).
+    pub(crate) turn: Mutex<crate::submission::Turn>,
     /// Stages told to panic on their next message (tests of supervision).
     faults: Mutex<Vec<Stage>>,
     /// Whether `faults` may hold anything: every handler checks, so the lock is only taken
@@ -266,6 +270,7 @@ impl SessionShared {
             cancel,
             cancelled: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            turn: Mutex::new(crate::submission::Turn::default()),
             faults: Mutex::new(Vec::new()),
             faults_armed: AtomicBool::new(false),
             guard: Mutex::new(guard),

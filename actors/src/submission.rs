@@ -36,24 +36,57 @@ pub(crate) enum NotStarted {
     Gone,
 }
 
+/// Which submission holds the session, by number (numbers start at 1, per session).
+#[derive(Debug, Default)]
+pub(crate) struct Turn {
+    /// The submission running now (0: none).
+    current: u64,
+    /// The last number given out.
+    issued: u64,
+    /// The last number that began running.
+    begun: u64,
+}
+
+/// Where a numbered submission is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubmissionState {
+    /// Accepted, waiting for the previous submission's body to end.
+    Waiting,
+    /// Holding the session.
+    Running,
+    /// Ended (or never known to this session).
+    Over,
+}
+
+fn turn(shared: &SessionShared) -> std::sync::MutexGuard<'_, Turn> {
+    // Each change is a plain store of numbers: a panic cannot leave it half-changed.
+    shared.turn.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Starts a submission; its events arrive on the returned receiver, the last one being the
 /// `round_complete` of its last round, after which the receiver ends. A submission sent once
 /// the running one has completed its last round (its body has not quite ended) waits for it
-/// on the session's thread instead of being refused.
+/// on the session's thread instead of being refused. The number names this submission to
+/// [`cancel_submission`] and [`state`].
 pub(crate) fn start(
     shared: &Arc<SessionShared>,
     stages: &Stages,
     arbiter: &actix::ArbiterHandle,
     input: RoundInput,
     dialect: Option<Dialect>,
-) -> Result<mpsc::UnboundedReceiver<PipelineEvent>, NotStarted> {
+) -> Result<(u64, mpsc::UnboundedReceiver<PipelineEvent>), NotStarted> {
     let waits = take_turn(shared).ok_or(NotStarted::Running)?;
+    let number = {
+        let mut t = turn(shared);
+        t.issued += 1;
+        t.issued
+    };
     let (tx, rx) = mpsc::unbounded_channel();
     let submit = Submit { input, dialect };
     if !waits {
         shared.busy.send_replace(true);
-        begin(shared, stages, tx, submit)?;
-        return Ok(rx);
+        begin(shared, stages, number, tx, submit)?;
+        return Ok((number, rx));
     }
     let waiting = Arc::clone(shared);
     let stages = stages.clone();
@@ -64,23 +97,36 @@ pub(crate) fn start(
             return;
         }
         waiting.busy.send_replace(true);
-        let _ = begin(&waiting, &stages, tx, submit);
+        let _ = begin(&waiting, &stages, number, tx, submit);
     });
     if !spawned {
         shared.submissions.fetch_sub(1, Ordering::SeqCst);
         return Err(NotStarted::Gone);
     }
-    Ok(rx)
+    Ok((number, rx))
 }
 
 /// Opens the submission's stream and hands its input to the head of the chain.
-fn begin(shared: &SessionShared, stages: &Stages, tx: mpsc::UnboundedSender<PipelineEvent>, submit: Submit) -> Result<(), NotStarted> {
+fn begin(
+    shared: &SessionShared,
+    stages: &Stages,
+    number: u64,
+    tx: mpsc::UnboundedSender<PipelineEvent>,
+    submit: Submit,
+) -> Result<(), NotStarted> {
     shared.settled.store(false, Ordering::SeqCst);
     shared.set_sink(Some(tx));
-    // A cancellation of the submission before this one is not ours; a closed session stays
-    // cancelled.
-    if !shared.closed.load(Ordering::SeqCst) {
-        shared.set_cancelled(false);
+    {
+        // Under the turn's lock: a cancellation aimed at the previous submission either came
+        // before (and is cleared here) or finds this one's number and leaves it alone.
+        let mut t = turn(shared);
+        t.current = number;
+        t.begun = number;
+        // A cancellation of the submission before this one is not ours; a closed session
+        // stays cancelled.
+        if !shared.closed.load(Ordering::SeqCst) {
+            shared.set_cancelled(false);
+        }
     }
     // Tools added since the last submission become visible now, never mid-round.
     shared.memory.refresh();
@@ -132,6 +178,7 @@ fn take_turn(shared: &SessionShared) -> Option<bool> {
 /// The submission is over: the session is free for the next one before the host's receiver
 /// ends, so a host that submits as soon as it sees the end is not refused.
 pub(crate) fn finished(shared: &SessionShared) {
+    turn(shared).current = 0;
     shared.set_sink(None);
     // The sink is cleared first, so the submission that waits sets its own after.
     shared.busy.send_replace(false);
@@ -144,6 +191,30 @@ pub(crate) fn cancel(shared: &SessionShared, stages: &Stages) {
     shared.set_cancelled(true);
     stages.approval.do_send(DropPending);
     shared.inputs.drop_all();
+}
+
+/// Cancels submission `number` if it is the one running (the others are left alone: one that
+/// ended, or the next one, which a late cancellation must never reach). Returns whether it
+/// was cancelled.
+pub(crate) fn cancel_submission(shared: &SessionShared, stages: &Stages, number: u64) -> bool {
+    let t = turn(shared);
+    if number == 0 || t.current != number {
+        return false;
+    }
+    cancel(shared, stages);
+    true
+}
+
+/// Where submission `number` is in its life.
+pub(crate) fn state(shared: &SessionShared, number: u64) -> SubmissionState {
+    let t = turn(shared);
+    if t.current == number && number != 0 {
+        SubmissionState::Running
+    } else if number > t.begun && number <= t.issued {
+        SubmissionState::Waiting
+    } else {
+        SubmissionState::Over
+    }
 }
 
 /// Closes the session: as a cancellation, and nothing runs any more.

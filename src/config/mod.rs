@@ -607,6 +607,13 @@ pub struct ServerConfig {
     /// Wrong tokens one client address may present per minute before it is refused (0 = no
     /// limit).
     pub auth_failures_per_minute: u32,
+    /// Cancel a round whose HTTP answer stream the client dropped.
+    pub cancel_on_disconnect: bool,
+    /// How long a dropped round waits for its client before it is cancelled (ms).
+    pub disconnect_grace_ms: u64,
+    /// Silence on a round's answer stream after which an SSE comment is written (ms, 0 =
+    /// never): only a write finds out that the client has gone.
+    pub stream_keepalive_ms: u64,
 }
 
 /// `[remote]`: tools that run on worker processes, reached through NATS JetStream.

@@ -105,6 +105,10 @@ pub struct SessionInfo {
 pub struct ApprovalBody {
     /// `approve`, `approve_for_session` or `reject`.
     pub decision: String,
+    /// The `request` of the `approval_required` event answered: when given, the answer
+    /// reaches that question only (404 once it has ended), never a later one about a call
+    /// with the same index.
+    pub request: Option<u64>,
 }
 
 /// `POST /v1/sessions/{id}/inputs/{n}` body.
@@ -340,7 +344,7 @@ pub async fn post_round(
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(16);
     let mut rx = rx;
     let stream = Box::pin(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)));
-    let events = state.dispatcher.submit_round_in(&id, RoundInput::Bytes(stream), dialect)?;
+    let (number, events) = state.dispatcher.submit_numbered(&id, RoundInput::Bytes(stream), dialect)?;
     state.touch(&id);
     actix_web::rt::spawn(async move {
         let mut seen = 0usize;
@@ -389,10 +393,20 @@ pub async fn post_round(
             .unwrap_or_else(|e| format!("{{\"type\":\"notice\",\"kind\":\"stream_error\",\"message\":\"{e}\"}}"));
         Ok::<_, actix_web::Error>(web::Bytes::from(format!("data: {json}\n\n")))
     });
+    // A client that goes away before the end cancels the round (server.cancel_on_disconnect).
+    let server = &state.config.server;
+    let abandon = server.cancel_on_disconnect.then(|| super::disconnect::Abandon {
+        dispatcher: Arc::clone(&state.dispatcher),
+        watchers: Arc::clone(&state.watchers),
+        session: id.to_string(),
+        number,
+        grace: std::time::Duration::from_millis(server.disconnect_grace_ms),
+    });
+    let keepalive = std::time::Duration::from_millis(server.stream_keepalive_ms);
     Ok(HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header(("cache-control", "no-cache"))
-        .streaming(body))
+        .streaming(super::disconnect::RoundStream::new(body, keepalive, abandon)))
 }
 
 /// Answers a waiting approval request.
@@ -414,7 +428,7 @@ pub async fn answer_approval(
             )));
         }
     };
-    state.dispatcher.answer_approval(&id, index, decision).await?;
+    state.dispatcher.answer_request(&id, index, body.request, decision).await?;
     state.touch(&id);
     Ok(HttpResponse::NoContent().finish())
 }
@@ -448,12 +462,17 @@ pub async fn answer_input(
     responses((status = 200, content_type = "text/event-stream", body = String), (status = 404, body = ErrorBody)))]
 pub async fn session_events(state: web::Data<State>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let rx = state.dispatcher.subscribe(&id)?;
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
+    // Counted while the stream lives: a reader keeps a round whose own client left running.
+    let watching = state.watchers.watch(&id);
+    let stream = futures::stream::unfold((rx, watching), |(mut rx, watching)| async move {
         loop {
             match rx.recv().await {
                 Ok(e) => {
                     let json = serde_json::to_string(&e).unwrap_or_default();
-                    return Some((Ok::<_, actix_web::Error>(web::Bytes::from(format!("data: {json}\n\n"))), rx));
+                    return Some((
+                        Ok::<_, actix_web::Error>(web::Bytes::from(format!("data: {json}\n\n"))),
+                        (rx, watching),
+                    ));
                 }
                 // A slow watcher lost some events; it keeps watching.
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,

@@ -5,6 +5,7 @@
 //! key; every refusal is a 4xx with a one-line JSON reason.
 
 mod api;
+mod disconnect;
 mod guard;
 mod metrics;
 
@@ -71,6 +72,8 @@ pub struct State {
     activity: Mutex<HashMap<String, (Instant, u64)>>,
     /// Host, Origin, token and wrong-token rules.
     admission: Admission,
+    /// Who reads each session's live events (they keep a round whose client left running).
+    watchers: Arc<disconnect::Watchers>,
 }
 
 impl State {
@@ -185,6 +188,7 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
         metrics: Arc::new(Metrics::default()),
         activity: Mutex::new(HashMap::new()),
         admission: Admission::new(&config.server, bound),
+        watchers: Arc::default(),
     });
     let reaper = {
         let state = state.clone();

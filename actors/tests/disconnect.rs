@@ -1,0 +1,229 @@
+//! A round whose client is gone (issue #19), through `toolslot serve` with a real HTTP client
+//! that closes its connection at each stage: before the first call, at `approval_required`,
+//! during a shell command, during an MCP call. The round is cancelled after
+//! `server.disconnect_grace_ms`, a late approval gets 404 and runs nothing, a killed command
+//! leaves no side effect and no process, and the session takes the next round at once.
+//! Also: a round body that is not a provider stream at all ends with a `stream_error` notice.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::*;
+
+/// The grace the tests run with (ms), and the keep-alive that lets the server notice a closed
+/// connection (ms).
+const GRACE_MS: u64 = 400;
+const KEEPALIVE_MS: u64 = 100;
+
+/// How long after the client left the session must take a new round: the grace, a few
+/// keep-alive periods for the server to notice (the first write after a close may still
+/// succeed), and the second the issue allows.
+fn freed_within() -> Duration {
+    Duration::from_millis(GRACE_MS + 3 * KEEPALIVE_MS + 1000)
+}
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `toolslot serve` with the test's grace and `extra` config (its own tables).
+fn serve(bed: &Bed, server_keys: &str, extra: &str) -> Server {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let path = bed.config(&format!(
+        "{extra}\n[server]\nbind = \"127.0.0.1:{port}\"\ntoken = \"{TOKEN}\"\ndisconnect_grace_ms = {GRACE_MS}\nstream_keepalive_ms = {KEEPALIVE_MS}\n{server_keys}\n[overflow]\ndir = \"{}\"\n[audit]\nledger_dir = \"{}\"\n",
+        bed.overflow().display(),
+        bed.dir.path().join("ledger").display()
+    ));
+    let mut child = toolslot()
+        .env("TOOLSLOT_MCP__TOOL_CACHE_DIR", "")
+        .args(["serve", "--config"])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 || line.contains("listening on") {
+            break;
+        }
+    }
+    assert!(line.contains("listening on"), "the server did not start: {line}");
+    std::thread::spawn(move || for _ in err.lines() {});
+    Server {
+        child,
+        addr: format!("127.0.0.1:{port}"),
+    }
+}
+
+impl Server {
+    /// One request, read to its end: the status and the (de-chunked) body.
+    fn http(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+        let mut s = self.send(method, path, body, true);
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        let text = String::from_utf8_lossy(&raw).to_string();
+        let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+            dechunk(rest)
+        } else {
+            rest.to_string()
+        };
+        (status, body)
+    }
+
+    fn send(&self, method: &str, path: &str, body: &[u8], close: bool) -> TcpStream {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}\r\n",
+            self.addr,
+            body.len(),
+            if close { "Connection: close\r\n" } else { "" }
+        )
+        .unwrap();
+        s.write_all(body).unwrap();
+        s
+    }
+
+    fn session(&self, ws: &Path, mode: &str) -> String {
+        let body = json!({"workspace": ws, "approval_mode": mode}).to_string();
+        let (status, text) = self.http("POST", "/v1/sessions", body.as_bytes());
+        assert_eq!(status, 200, "{text}");
+        serde_json::from_str::<Value>(&text).unwrap()["session_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Whether the session runs a round, as `GET /v1/sessions` says.
+    fn running(&self, id: &str) -> bool {
+        let (_, list) = self.http("GET", "/v1/sessions", b"");
+        let list: Value = serde_json::from_str(&list).unwrap();
+        list["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["session_id"] == id && s["running"] == true)
+    }
+
+    /// Sends a round and reads its answer until `until` appears; the connection, still open,
+    /// and what was read.
+    fn round_until(&self, id: &str, body: &str, until: &str) -> (TcpStream, String) {
+        let mut c = self.send("POST", &format!("/v1/sessions/{id}/rounds?dialect=openai-chat"), body.as_bytes(), false);
+        let mut raw = String::new();
+        let mut buf = [0u8; 8192];
+        while !raw.contains(until) {
+            let n = c.read(&mut buf).unwrap();
+            assert!(n > 0, "the answer ended before {until}: {raw}");
+            raw.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        (c, raw)
+    }
+
+    /// A whole round: its events.
+    fn round(&self, id: &str, body: &str) -> (u16, Vec<Value>) {
+        let (status, sse) = self.http("POST", &format!("/v1/sessions/{id}/rounds?dialect=openai-chat"), body.as_bytes());
+        (status, events(&sse))
+    }
+
+    /// Closes `c` (the client going away) and returns how long the session took to be free.
+    fn leave(&self, id: &str, c: TcpStream) -> Duration {
+        let left = Instant::now();
+        drop(c);
+        assert!(eventually(30, || !self.running(id)), "the session stayed running after its client left");
+        left.elapsed()
+    }
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn events(sse: &str) -> Vec<Value> {
+    sse.split("\n\n")
+        .filter_map(|f| f.trim_start_matches(|c| c != 'd').strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect()
+}
+
+fn shell(command: &str) -> String {
+    openai_stream(&[("exec_shell", json!({"command": command}))])
+}
+
+/// The ledger's records of the session (every decision and outcome, one JSON a line).
+fn ledger(bed: &Bed, id: &str) -> Vec<Value> {
+    let path = bed.dir.path().join("ledger").join(format!("{id}.jsonl"));
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn a_client_gone_at_approval_required_cancels_the_round_and_a_late_approve_gets_404() {
+    let bed = Bed::new();
+    let s = serve(&bed, "", "");
+    let id = s.session(&bed.ws, "ask");
+    let (c, raw) = s.round_until(&id, &shell("touch marker"), "\"type\":\"approval_required\"");
+    let request = events(&raw)
+        .into_iter()
+        .find(|e| e["type"] == "approval_required")
+        .unwrap()["request"]
+        .as_u64()
+        .expect("approval_required names its request");
+    let took = s.leave(&id, c);
+    assert!(took < freed_within(), "the session was freed {took:?} after its client left");
+    // The question ended with the round: a late answer, naming it or not, runs nothing.
+    for body in [json!({"decision": "approve"}), json!({"decision": "approve", "request": request})] {
+        let (status, text) = s.http("POST", &format!("/v1/sessions/{id}/approvals/0"), body.to_string().as_bytes());
+        assert_eq!(status, 404, "{text}");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!bed.ws.join("marker").exists(), "the command ran after its round was cancelled");
+    // The next round is accepted, and the same command is asked about again: a cancelled
+    // question is nobody's rejection.
+    let (c, raw) = s.round_until(&id, &shell("touch marker"), "\"type\":\"approval_required\"");
+    assert!(!raw.contains("cached_rejection"), "{raw}");
+    let next = events(&raw).into_iter().find(|e| e["type"] == "approval_required").unwrap()["request"]
+        .as_u64()
+        .unwrap();
+    assert!(next > request, "question numbers go up: {request} then {next}");
+    // An answer naming the old question does not reach the new one about the same index.
+    let old = json!({"decision": "approve", "request": request}).to_string();
+    assert_eq!(s.http("POST", &format!("/v1/sessions/{id}/approvals/0"), old.as_bytes()).0, 404);
+    let reject = json!({"decision": "reject", "request": next}).to_string();
+    assert_eq!(s.http("POST", &format!("/v1/sessions/{id}/approvals/0"), reject.as_bytes()).0, 204);
+    drop(c);
+    assert!(eventually(30, || !s.running(&id)));
+    assert!(!bed.ws.join("marker").exists());
+}

@@ -44,9 +44,8 @@ impl Drop for Server {
 fn serve(bed: &Bed, server_keys: &str, extra: &str) -> Server {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let path = bed.config(&format!(
-        "{extra}\n[server]\nbind = \"127.0.0.1:{port}\"\ntoken = \"{TOKEN}\"\ndisconnect_grace_ms = {GRACE_MS}\nstream_keepalive_ms = {KEEPALIVE_MS}\n{server_keys}\n[overflow]\ndir = \"{}\"\n[audit]\nledger_dir = \"{}\"\n",
-        bed.overflow().display(),
-        bed.dir.path().join("ledger").display()
+        "{extra}\n[server]\nbind = \"127.0.0.1:{port}\"\ntoken = \"{TOKEN}\"\ndisconnect_grace_ms = {GRACE_MS}\nstream_keepalive_ms = {KEEPALIVE_MS}\n{server_keys}\n[overflow]\ndir = \"{}\"\n",
+        bed.overflow().display()
     ));
     let mut child = toolslot()
         .env("TOOLSLOT_MCP__TOOL_CACHE_DIR", "")
@@ -179,16 +178,6 @@ fn shell(command: &str) -> String {
     openai_stream(&[("exec_shell", json!({"command": command}))])
 }
 
-/// The ledger's records of the session (every decision and outcome, one JSON a line).
-fn ledger(bed: &Bed, id: &str) -> Vec<Value> {
-    let path = bed.dir.path().join("ledger").join(format!("{id}.jsonl"));
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
 #[test]
 fn a_client_gone_at_approval_required_cancels_the_round_and_a_late_approve_gets_404() {
     let bed = Bed::new();
@@ -226,4 +215,75 @@ fn a_client_gone_at_approval_required_cancels_the_round_and_a_late_approve_gets_
     drop(c);
     assert!(eventually(30, || !s.running(&id)));
     assert!(!bed.ws.join("marker").exists());
+}
+
+/// The pids of processes whose command line is exactly `words`.
+fn pids_of(words: &[&str]) -> Vec<i32> {
+    let want: Vec<u8> = words.iter().flat_map(|w| w.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            (std::fs::read(e.path().join("cmdline")).ok()? == want).then_some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn a_client_gone_during_a_shell_command_kills_its_process_group() {
+    let bed = Bed::new();
+    let s = serve(&bed, "", "");
+    let id = s.session(&bed.ws, "full-auto");
+    // A length of sleep no other test uses, to find its process.
+    let started = Instant::now();
+    let (c, _) = s.round_until(&id, &shell("sleep 4.173 && touch marker"), "\"type\":\"call_started\"");
+    let mut sleeping = Vec::new();
+    assert!(
+        eventually(10, || {
+            sleeping = pids_of(&["sleep", "4.173"]);
+            !sleeping.is_empty()
+        }),
+        "the command did not start"
+    );
+    let took = s.leave(&id, c);
+    assert!(took < freed_within(), "the session was freed {took:?} after its client left");
+    assert!(
+        eventually(5, || sleeping.iter().all(|p| !alive(*p))),
+        "the command's process outlived its cancelled round"
+    );
+    // Past the moment the command would have written its marker.
+    std::thread::sleep(Duration::from_millis(5000).saturating_sub(started.elapsed()));
+    assert!(!bed.ws.join("marker").exists(), "the command went on after its round was cancelled");
+    // The next round runs.
+    let (status, ev) = s.round(&id, &shell("echo next"));
+    assert_eq!(status, 200);
+    let last = ev.last().unwrap();
+    assert_eq!(last["type"], "round_complete", "{ev:?}");
+    assert!(last["results"][0]["content"].as_str().unwrap().contains("next"), "{last}");
+}
+
+#[test]
+fn a_client_gone_before_the_first_call_frees_the_session() {
+    let bed = Bed::new();
+    let s = serve(&bed, "", "");
+    let id = s.session(&bed.ws, "full-auto");
+    // Only the beginning of the body: text, no call yet; the body never ends.
+    let text = json!({"choices": [{"index": 0, "delta": {"content": "Let me look"}, "finish_reason": null}]});
+    let head = format!("data: {text}\n\n");
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    write!(
+        c,
+        "POST /v1/sessions/{id}/rounds?dialect=openai-chat HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nTransfer-Encoding: chunked\r\n\r\n{:X}\r\n{head}\r\n",
+        s.addr,
+        head.len()
+    )
+    .unwrap();
+    assert!(eventually(10, || s.running(&id)), "the round did not start");
+    let took = s.leave(&id, c);
+    assert!(took < freed_within(), "the session was freed {took:?} after its client left");
+    let (status, ev) = s.round(&id, &shell("touch after"));
+    assert_eq!(status, 200, "the next round was refused");
+    assert_eq!(ev.last().unwrap()["results"][0]["is_error"], false, "{ev:?}");
+    assert!(bed.ws.join("after").exists());
 }

@@ -287,3 +287,32 @@ fn a_client_gone_before_the_first_call_frees_the_session() {
     assert_eq!(ev.last().unwrap()["results"][0]["is_error"], false, "{ev:?}");
     assert!(bed.ws.join("after").exists());
 }
+
+#[test]
+fn a_client_gone_during_an_mcp_call_cancels_it_at_the_server() {
+    let bed = Bed::new();
+    let log = bed.dir.path().join("calls.jsonl");
+    let server = mcp_server("sdk", &sdk_server(&["--name", "sdk", "--slow", "--log", log.to_str().unwrap()]), "");
+    let s = serve(&bed, "", &server);
+    let id = s.session(&bed.ws, "full-auto");
+    let logged = |event: &str| {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|l| l["tool"] == "slow" && l["event"] == event)
+    };
+    let body = openai_stream(&[("sdk__slow", json!({"seconds": 30}))]);
+    let (c, _) = s.round_until(&id, &body, "\"type\":\"call_started\"");
+    assert!(eventually(20, || logged("started")), "the call did not reach the server");
+    let took = s.leave(&id, c);
+    assert!(took < freed_within(), "the session was freed {took:?} after its client left");
+    // The server was told: its handler was interrupted by `notifications/cancelled`.
+    assert!(eventually(10, || logged("cancelled")), "the server never heard of the cancellation");
+    assert!(!logged("finished"));
+    // The server still serves the next round's call.
+    let (status, ev) = s.round(&id, &openai_stream(&[("sdk__echo", json!({"text": "again"}))]));
+    assert_eq!(status, 200);
+    let last = ev.last().unwrap();
+    assert!(last["results"][0]["content"].as_str().unwrap().contains("sdk:echo:again"), "{last}");
+}

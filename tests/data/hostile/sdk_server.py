@@ -6,6 +6,9 @@
   --pids DIR           writes its pid to DIR/NAME.pid and starts `sleep 300` (DIR/NAME-child.pid)
   --ignore-eof         keeps running once stdin ends, ignoring SIGTERM (as servers with a
                        background thread do)
+  --slow               also offers `slow(seconds)`, which sleeps and answers "done"; with --log,
+                       it logs `started`, then `finished` or `cancelled` (a `notifications/cancelled`
+                       from the client interrupts it)
 
 Two of these configured as `a` offering `b__c` and `a__b` offering `c` would both be called
 `a__b__c` by a naive client: the log shows which server a call reached.
@@ -28,6 +31,7 @@ def main():
     parser.add_argument("--log")
     parser.add_argument("--pids")
     parser.add_argument("--ignore-eof", action="store_true")
+    parser.add_argument("--slow", action="store_true")
     args = parser.parse_args()
 
     if args.ignore_eof:
@@ -49,6 +53,25 @@ def main():
                 return f"{args.name}:{tool_name}:{text}"
             return echo
         server.add_tool(make(tool), name=tool, description=f"Echoes text ({args.name}).")
+    if args.slow:
+        def log(event):
+            if args.log:
+                with open(args.log, "a") as f:
+                    f.write(json.dumps({"server": args.name, "tool": "slow", "event": event}) + "\n")
+
+        async def slow(seconds: float) -> str:
+            import anyio
+
+            log("started")
+            try:
+                await anyio.sleep(seconds)
+            except anyio.get_cancelled_exc_class():
+                log("cancelled")
+                raise
+            log("finished")
+            return "done"
+
+        server.add_tool(slow, name="slow", description="Sleeps, then answers done.")
     server.run()
     if args.ignore_eof:
         while True:

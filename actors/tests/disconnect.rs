@@ -128,7 +128,12 @@ impl Server {
     /// Sends a round and reads its answer until `until` appears; the connection, still open,
     /// and what was read.
     fn round_until(&self, id: &str, body: &str, until: &str) -> (TcpStream, String) {
-        let mut c = self.send("POST", &format!("/v1/sessions/{id}/rounds?dialect=openai-chat"), body.as_bytes(), false);
+        let mut c = self.send(
+            "POST",
+            &format!("/v1/sessions/{id}/rounds?dialect=openai-chat"),
+            body.as_bytes(),
+            false,
+        );
         let mut raw = String::new();
         let mut buf = [0u8; 8192];
         while !raw.contains(until) {
@@ -149,7 +154,10 @@ impl Server {
     fn leave(&self, id: &str, c: TcpStream) -> Duration {
         let left = Instant::now();
         drop(c);
-        assert!(eventually(30, || !self.running(id)), "the session stayed running after its client left");
+        assert!(
+            eventually(30, || !self.running(id)),
+            "the session stayed running after its client left"
+        );
         left.elapsed()
     }
 }
@@ -184,10 +192,7 @@ fn a_client_gone_at_approval_required_cancels_the_round_and_a_late_approve_gets_
     let s = serve(&bed, "", "");
     let id = s.session(&bed.ws, "ask");
     let (c, raw) = s.round_until(&id, &shell("touch marker"), "\"type\":\"approval_required\"");
-    let request = events(&raw)
-        .into_iter()
-        .find(|e| e["type"] == "approval_required")
-        .unwrap()["request"]
+    let request = events(&raw).into_iter().find(|e| e["type"] == "approval_required").unwrap()["request"]
         .as_u64()
         .expect("approval_required names its request");
     let took = s.leave(&id, c);
@@ -315,4 +320,54 @@ fn a_client_gone_during_an_mcp_call_cancels_it_at_the_server() {
     assert_eq!(status, 200);
     let last = ev.last().unwrap();
     assert!(last["results"][0]["content"].as_str().unwrap().contains("sdk:echo:again"), "{last}");
+}
+
+#[test]
+fn a_body_that_is_not_a_provider_stream_ends_with_a_stream_error_naming_why() {
+    let bed = Bed::new();
+    let s = serve(&bed, "", "");
+    let id = s.session(&bed.ws, "full-auto");
+    // Bytes of every value, in an order no stream has, with and without line ends.
+    let mut random: Vec<u8> = (0..65536u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    random.retain(|b| *b != b'\n' && *b != b'\r');
+    let mut binary = b"\x7fELF\x02\x01\x01\0\0\0".to_vec();
+    binary.extend((0..4096u32).map(|i| (i * 7 % 256) as u8));
+    let json_doc = json!({"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "exec_shell", "arguments": "{\"command\": \"touch ran\"}"}}]}, "finish_reason": "tool_calls"}]}).to_string();
+    // Events no dialect sends are named as such, as frames the dialect cannot read, or (with
+    // no dialect given) as a stream whose dialect cannot be told.
+    let foreign: &[&str] = &[
+        "stream: none of its 1 SSE events",
+        "malformed",
+        "could not tell the stream's dialect",
+    ];
+    let cases: Vec<(&str, Vec<u8>, &[&str])> = vec![
+        ("random bytes", random, &["hold no SSE `data:` event"]),
+        ("a binary file", binary, &["it begins `\\x7fELF"]),
+        ("a JSON document", json_doc.into_bytes(), &["a JSON document"]),
+        (
+            "prose with line ends",
+            b"Hello,\nthis is not\nan event stream.\n\n".to_vec(),
+            &["hold no SSE `data:` event"],
+        ),
+        ("events no dialect sends", b"data: {\"hello\": \"world\"}\n\n".to_vec(), foreign),
+    ];
+    for (what, body, why) in cases {
+        for dialect in ["?dialect=openai-chat", "?dialect=anthropic", ""] {
+            let (status, sse) = s.http("POST", &format!("/v1/sessions/{id}/rounds{dialect}"), &body);
+            assert_eq!(status, 200, "{what}: {sse}");
+            let ev = events(&sse);
+            let last = ev.last().unwrap_or_else(|| panic!("{what}{dialect}: no events: {sse}"));
+            assert_eq!(last["type"], "round_complete", "{what}{dialect}: {sse}");
+            let errors: Vec<&str> = ev
+                .iter()
+                .filter(|e| e["type"] == "notice" && e["kind"] == "stream_error")
+                .filter_map(|e| e["message"].as_str())
+                .collect();
+            assert!(
+                errors.iter().any(|m| why.iter().any(|w| m.contains(w))),
+                "{what}{dialect}: {errors:?}"
+            );
+        }
+    }
+    assert!(!bed.ws.join("ran").exists(), "a call inside a JSON document ran");
 }

@@ -7,6 +7,7 @@
 
 use super::dialect::{Decoder, Dialect, decoder_for, detect};
 use super::event::{StopReason, StreamEvent};
+use super::shape::BodyShape;
 use super::sse::{SseEvent, SseParser};
 use crate::forgery::ForgeryStripper;
 use crate::notice::{Notice, NoticeKind};
@@ -83,6 +84,10 @@ pub struct Assembler {
     rounds_ended: usize,
     sse: Vec<SseEvent>,
     events: Vec<StreamEvent>,
+    /// The dialect decoded, once known.
+    dialect: Option<Dialect>,
+    /// What the stages made of the bytes: whether they were a provider stream at all.
+    shape: BodyShape,
 }
 
 impl std::fmt::Debug for Assembler {
@@ -104,13 +109,17 @@ impl Assembler {
             rounds_ended: 0,
             sse: Vec::new(),
             events: Vec::new(),
+            dialect,
+            shape: BodyShape::default(),
         }
     }
 
     /// Feeds raw SSE bytes; appends what they completed to `out`.
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<AssemblyEvent>) {
         let mut sse = std::mem::take(&mut self.sse);
+        self.shape.bytes(bytes);
         self.parser.feed_into(bytes, &mut sse);
+        self.shape.frames(sse.len());
         for ev in sse.drain(..) {
             self.decode(ev, out);
         }
@@ -128,7 +137,9 @@ impl Assembler {
     /// that held no round at all still yields one (empty) round, so every submission ends
     /// with a `RoundEnd`.
     pub fn finish(&mut self, out: &mut Vec<AssemblyEvent>) {
-        for ev in self.parser.finish() {
+        let last = self.parser.finish();
+        self.shape.frames(last.len());
+        for ev in last {
             self.decode(ev, out);
         }
         if self.decoder.is_none() && !self.pending.is_empty() {
@@ -145,10 +156,14 @@ impl Assembler {
         if let Some(decoder) = self.decoder.as_mut() {
             decoder.finish(&mut events);
         }
+        self.shape.decoded(&events);
         for ev in events.drain(..) {
             self.apply(ev, out);
         }
         self.events = events;
+        if let Some(why) = self.shape.verdict(self.dialect) {
+            self.apply(StreamEvent::Error(why), out);
+        }
         if self.round.active || self.rounds_ended == 0 || !self.round.calls.is_empty() {
             self.end_round(out);
         }
@@ -159,6 +174,7 @@ impl Assembler {
             match detect(&ev) {
                 Some(dialect) => {
                     self.decoder = Some(decoder_for(dialect));
+                    self.dialect = Some(dialect);
                     let pending = std::mem::take(&mut self.pending);
                     for p in pending {
                         self.decode(p, out);
@@ -174,6 +190,7 @@ impl Assembler {
         if let Some(decoder) = self.decoder.as_mut() {
             decoder.decode(&ev, &mut events);
         }
+        self.shape.decoded(&events);
         for e in events.drain(..) {
             self.apply(e, out);
         }

@@ -7,6 +7,7 @@
 pub mod assembler;
 pub mod dialect;
 pub mod event;
+pub mod shape;
 pub mod sse;
 
 pub use assembler::{Assembler, AssemblyEvent, RawCall, RoundEnd};

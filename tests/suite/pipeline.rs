@@ -455,6 +455,63 @@ fn cancelling_a_round_stops_running_calls_and_still_completes_it() {
 }
 
 #[test]
+fn a_cancellation_aimed_at_one_submission_never_reaches_the_next() {
+    use toolslot_actors::SubmissionState;
+    system(async {
+        let bed = Bed::new("");
+        let d = bed.dispatcher();
+        let s = bed.session(&d);
+        let write = || {
+            RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(openai_chat(
+                &[("write_file", json!({"path": "a.txt", "content": "x"}))],
+                "tool_calls",
+            ))])))
+        };
+        let (first, mut rx) = d.submit_numbered(&s, write(), None).unwrap();
+        let mut events = Vec::new();
+        let mut asked = 0;
+        while let Some(e) = rx.recv().await {
+            if let PipelineEvent::ApprovalRequired { index, request, .. } = &e {
+                asked = *request;
+                // An answer naming another question does not reach this one.
+                assert!(
+                    d.answer_request(&s, *index, Some(request + 1), HostDecision::Approve)
+                        .await
+                        .is_err()
+                );
+                assert_eq!(d.submission_state(&s, first).unwrap(), SubmissionState::Running);
+                assert!(d.cancel_submission(&s, first).unwrap());
+            }
+            events.push(e);
+        }
+        let r = results(&events);
+        assert!(r[0].content.contains("\"error\":\"cancelled\""), "{}", r[0].content);
+        assert!(r[0].content.contains("waited for approval"), "{}", r[0].content);
+        assert!(!bed.workspace.path().join("a.txt").exists());
+        assert_eq!(d.submission_state(&s, first).unwrap(), SubmissionState::Over);
+        // The same call again: asked again (a cancelled question is nobody's rejection), and a
+        // late cancellation of the first submission does not reach this one.
+        let (second, mut rx) = d.submit_numbered(&s, write(), None).unwrap();
+        assert!(second > first);
+        let mut events = Vec::new();
+        while let Some(e) = rx.recv().await {
+            if let PipelineEvent::ApprovalRequired { index, request, .. } = &e {
+                assert!(*request > asked);
+                assert!(!d.cancel_submission(&s, first).unwrap());
+                // The old question's number reaches nothing; this one's is answered.
+                assert!(d.answer_request(&s, *index, Some(asked), HostDecision::Approve).await.is_err());
+                d.answer_request(&s, *index, Some(*request), HostDecision::Approve).await.unwrap();
+            }
+            events.push(e);
+        }
+        assert!(!results(&events)[0].is_error, "{}", results(&events)[0].content);
+        assert!(bed.workspace.path().join("a.txt").exists());
+        // After its end, an answer to any question is refused.
+        assert!(d.answer_request(&s, 0, None, HostDecision::Approve).await.is_err());
+    });
+}
+
+#[test]
 fn a_second_round_while_one_runs_is_refused() {
     system(async {
         let bed = Bed::new("");

@@ -371,3 +371,55 @@ fn a_body_that_is_not_a_provider_stream_ends_with_a_stream_error_naming_why() {
     }
     assert!(!bed.ws.join("ran").exists(), "a call inside a JSON document ran");
 }
+
+/// Opens `GET /v1/sessions/{id}/events` and reads its opening comment.
+fn watch(s: &Server, id: &str) -> TcpStream {
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        c,
+        "GET /v1/sessions/{id}/events HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n",
+        s.addr
+    )
+    .unwrap();
+    let mut raw = String::new();
+    let mut buf = [0u8; 4096];
+    while !raw.contains(": watching") {
+        let n = c.read(&mut buf).unwrap();
+        assert!(n > 0, "the events stream ended: {raw}");
+        raw.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    c
+}
+
+#[test]
+fn a_reader_of_the_sessions_events_keeps_a_round_whose_client_left() {
+    let bed = Bed::new();
+    let s = serve(&bed, "", "");
+    let id = s.session(&bed.ws, "ask");
+    let reader = watch(&s, &id);
+    let (c, raw) = s.round_until(&id, &shell("touch kept"), "\"type\":\"approval_required\"");
+    let request = events(&raw).into_iter().find(|e| e["type"] == "approval_required").unwrap()["request"].clone();
+    drop(c);
+    // Several graces later the round still waits, and the reader's side can approve it.
+    std::thread::sleep(Duration::from_millis(4 * GRACE_MS + 4 * KEEPALIVE_MS));
+    assert!(s.running(&id), "the round was cancelled although its events were read");
+    let approve = json!({"decision": "approve", "request": request}).to_string();
+    assert_eq!(s.http("POST", &format!("/v1/sessions/{id}/approvals/0"), approve.as_bytes()).0, 204);
+    assert!(eventually(10, || bed.ws.join("kept").exists()), "the approved command did not run");
+    assert!(eventually(10, || !s.running(&id)));
+    // Once the reader leaves too, the next abandoned round is cancelled after the grace.
+    let (c, _) = s.round_until(&id, &shell("touch dropped"), "\"type\":\"approval_required\"");
+    drop(c);
+    std::thread::sleep(Duration::from_millis(3 * GRACE_MS));
+    assert!(s.running(&id), "the round was cancelled although its events were read");
+    let took = s.leave(&id, reader);
+    assert!(took < freed_within(), "the session was freed {took:?} after its last reader left");
+    assert_eq!(
+        s.http("POST", &format!("/v1/sessions/{id}/approvals/0"), br#"{"decision": "approve"}"#)
+            .0,
+        404
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!bed.ws.join("dropped").exists());
+}

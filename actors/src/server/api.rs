@@ -480,12 +480,18 @@ pub async fn session_events(state: web::Data<State>, id: web::Path<String>) -> R
             }
         }
     });
-    // A comment first, so clients see the stream open at once.
+    // A comment first, so clients see the stream open at once; keep-alive comments after, so
+    // a reader that left is noticed (and stops keeping abandoned rounds running).
     let opening = futures::stream::iter([Ok::<_, actix_web::Error>(web::Bytes::from_static(b": watching\n\n"))]);
+    let keepalive = std::time::Duration::from_millis(state.config.server.stream_keepalive_ms);
     Ok(HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header(("cache-control", "no-cache"))
-        .streaming(opening.chain(stream)))
+        .streaming(super::disconnect::RoundStream::new(
+            Box::pin(opening.chain(stream)),
+            keepalive,
+            None,
+        )))
 }
 
 /// The model-facing catalog.

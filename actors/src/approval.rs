@@ -133,7 +133,7 @@ impl ApprovalActor {
                 Ok(false) => passed.push(ticket),
                 // Nobody is left to answer: refused as cancelled, without a question.
                 Ok(true) if shared.is_cancelled() => {
-                    ticket.action = Action::Refuse(crate::batch_executor::cancelled_waiting(&ticket.head.name));
+                    ticket.action = Action::Refuse(cancelled_waiting(&ticket.head.name));
                     passed.push(ticket);
                 }
                 Ok(true) => {
@@ -234,7 +234,7 @@ impl ApprovalActor {
         });
         apply(&mut ticket, decision);
         if !heard && self.shared.is_cancelled() {
-            ticket.action = Action::Refuse(crate::batch_executor::cancelled_waiting(&ticket.head.name));
+            ticket.action = Action::Refuse(cancelled_waiting(&ticket.head.name));
         }
         self.send(msg.round, vec![ticket], None, false);
         // What waited behind the question goes on: the rest of its message, then the queue.
@@ -274,6 +274,14 @@ impl ApprovalActor {
             self.send(m.round, m.calls, m.end, m.closes);
         }
     }
+}
+
+/// The refusal of a call whose approval was still awaited when its round was cancelled.
+fn cancelled_waiting(name: &str) -> ToolError {
+    ToolError::refused(
+        ErrorCategory::Cancelled,
+        format!("Cancelled: the host cancelled this round while `{name}` waited for approval; nothing was run."),
+    )
 }
 
 /// Turns a rejection into the call's refusal.

@@ -474,14 +474,6 @@ enum Slot {
     Exclusive { _held: tokio::sync::OwnedRwLockWriteGuard<()> },
 }
 
-/// The refusal of a call whose approval was still awaited when its round was cancelled.
-pub(crate) fn cancelled_waiting(name: &str) -> ToolError {
-    ToolError::refused(
-        ErrorCategory::Cancelled,
-        format!("Cancelled: the host cancelled this round while `{name}` waited for approval; nothing was run."),
-    )
-}
-
 fn cancelled_before() -> ToolError {
     ToolError::refused(
         ErrorCategory::Cancelled,

@@ -242,7 +242,12 @@ fn a_client_gone_during_a_shell_command_kills_its_process_group() {
     let id = s.session(&bed.ws, "full-auto");
     // A length of sleep no other test uses, to find its process.
     let started = Instant::now();
-    let (c, _) = s.round_until(&id, &shell("sleep 4.173 && touch marker"), "\"type\":\"call_started\"");
+    // A second command behind it, which must never start.
+    let body = openai_stream(&[
+        ("exec_shell", json!({"command": "sleep 4.173 && touch marker"})),
+        ("exec_shell", json!({"command": "touch second"})),
+    ]);
+    let (c, _) = s.round_until(&id, &body, "\"type\":\"call_started\"");
     let mut sleeping = Vec::new();
     assert!(
         eventually(10, || {
@@ -260,6 +265,7 @@ fn a_client_gone_during_a_shell_command_kills_its_process_group() {
     // Past the moment the command would have written its marker.
     std::thread::sleep(Duration::from_millis(5000).saturating_sub(started.elapsed()));
     assert!(!bed.ws.join("marker").exists(), "the command went on after its round was cancelled");
+    assert!(!bed.ws.join("second").exists(), "a call of the cancelled round started after it");
     // The next round runs.
     let (status, ev) = s.round(&id, &shell("echo next"));
     assert_eq!(status, 200);

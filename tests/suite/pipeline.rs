@@ -512,6 +512,36 @@ fn a_cancellation_aimed_at_one_submission_never_reaches_the_next() {
 }
 
 #[test]
+fn an_answer_after_its_question_expired_is_refused_and_runs_nothing() {
+    system(async {
+        let bed = Bed::new("[approval]\ntimeout_ms = 100\n");
+        let d = bed.dispatcher();
+        let s = bed.session(&d);
+        let write = || openai_chat(&[("write_file", json!({"path": "late.txt", "content": "x"}))], "tool_calls");
+        for _ in 0..2 {
+            let stream = futures::stream::iter([Ok(write())]);
+            let mut rx = d.submit_round(&s, RoundInput::Bytes(Box::pin(stream))).unwrap();
+            let mut events = Vec::new();
+            let mut asked = None;
+            while let Some(e) = rx.recv().await {
+                if let PipelineEvent::ApprovalRequired { index, request, .. } = &e {
+                    asked = Some((*index, *request));
+                }
+                events.push(e);
+            }
+            // Asked each time: an expired question is nobody's rejection.
+            let (index, request) = asked.expect("asked");
+            assert!(results(&events)[0].is_error);
+            for named in [None, Some(request)] {
+                assert!(d.answer_request(&s, index, named, HostDecision::Approve).await.is_err());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert!(!bed.workspace.path().join("late.txt").exists());
+        }
+    });
+}
+
+#[test]
 fn a_second_round_while_one_runs_is_refused() {
     system(async {
         let bed = Bed::new("");

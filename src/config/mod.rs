@@ -970,6 +970,13 @@ impl Config {
                 });
             }
         }
+        if self.server.cancel_on_disconnect && self.server.disconnect_grace_ms == 0 {
+            return Err(ConfigError::Invalid {
+                key: "server.disconnect_grace_ms".into(),
+                reason: "must be at least 1 with server.cancel_on_disconnect (a round whose events are read is checked again every grace)"
+                    .into(),
+            });
+        }
         if self.loop_guard.repeat_block < 2 {
             return Err(ConfigError::Invalid {
                 key: "loop_guard.repeat_block".into(),
@@ -1089,6 +1096,15 @@ mod tests {
         let env = vec![("TOOLSLOT_APPROVAL__MODE".to_string(), "yolo".to_string())];
         let err = Config::load_with_env(None, env).unwrap_err();
         assert!(err.to_string().contains("TOOLSLOT_APPROVAL__MODE"), "{err}");
+    }
+
+    #[test]
+    fn a_zero_disconnect_grace_is_refused_only_while_it_cancels() {
+        let f = file_with("[server]\ndisconnect_grace_ms = 0\n");
+        let err = Config::load_with_env(Some(f.path()), std::iter::empty()).unwrap_err();
+        assert!(err.to_string().contains("server.disconnect_grace_ms"), "{err}");
+        let f = file_with("[server]\ndisconnect_grace_ms = 0\ncancel_on_disconnect = false\n");
+        assert!(Config::load_with_env(Some(f.path()), std::iter::empty()).is_ok());
     }
 
     #[test]

@@ -401,6 +401,7 @@ pub async fn post_round(
         session: id.to_string(),
         number,
         grace: std::time::Duration::from_millis(server.disconnect_grace_ms),
+        recheck: std::time::Duration::from_millis(server.stream_keepalive_ms),
     });
     let keepalive = std::time::Duration::from_millis(server.stream_keepalive_ms);
     Ok(HttpResponse::Ok()

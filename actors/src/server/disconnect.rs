@@ -80,14 +80,19 @@ pub struct Abandon {
     pub number: u64,
     /// `server.disconnect_grace_ms`.
     pub grace: Duration,
+    /// `server.stream_keepalive_ms`: a reader that left is noticed no sooner.
+    pub recheck: Duration,
 }
 
 impl Abandon {
     /// Waits out the grace (again while someone reads the session's events, or while the
     /// submission still waits for its turn), then cancels the submission if it still runs.
     async fn run(self) {
+        let mut wait = self.grace;
         loop {
-            tokio::time::sleep(self.grace).await;
+            tokio::time::sleep(wait).await;
+            // Checked again no more often than the keep-alive notices a reader leaving.
+            wait = self.grace.max(self.recheck);
             match self.dispatcher.submission_state(&self.session, self.number) {
                 Err(_) | Ok(SubmissionState::Over) => return,
                 Ok(SubmissionState::Waiting) => continue,

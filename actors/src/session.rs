@@ -191,9 +191,9 @@ pub struct SessionShared {
     cancelled: AtomicBool,
     /// Closed sessions run nothing more.
     pub closed: AtomicBool,
-    /// The number of the submission holding the session (0: none), and the last one given
-    /// out; a cancellation aimed at one submission takes the lock, so it can never land on the
-    /// next one (see `submission::cancel_submission`).
+    /// Which numbered submission holds the session; a cancellation aimed at one submission
+    /// takes this lock, as its start and end do, so it can never land on the next one (see
+    /// `submission::cancel_submission`).
     pub(crate) turn: Mutex<crate::submission::Turn>,
     /// Stages told to panic on their next message (tests of supervision).
     faults: Mutex<Vec<Stage>>,

@@ -164,6 +164,8 @@ pub struct SessionShared {
     pub mode: ApprovalMode,
     /// Policy rules and hooks.
     pub policy: Arc<Policy>,
+    /// The session's ledger of decisions and outcomes (`audit.ledger_dir`).
+    pub audit: Arc<crate::audit::Audit>,
     /// Dialect, if fixed.
     pub dialect: Option<Dialect>,
     /// The session's language servers (started on the first edit that needs one).
@@ -249,6 +251,7 @@ impl SessionShared {
             .unwrap_or_else(|| Arc::new(Policy::load(&config, &workspace).unwrap_or_else(|e| Policy::refusing(e.to_string()))));
         Self {
             policy,
+            audit: Arc::new(crate::audit::Audit::new(config.audit.ledger_path(), &id)),
             lsp: crate::lsp::SessionLsp::new(Arc::clone(&config), workspace.clone()),
             inputs: crate::inputs::PendingInputs::default(),
             answers_input: AtomicBool::new(false),

@@ -95,10 +95,7 @@ impl Audit {
             return Ok(());
         };
         let me = Arc::clone(self);
-        let failed = |reason: String| LedgerError {
-            path: dir.clone(),
-            reason,
-        };
+        let failed = |reason: String| LedgerError { path: dir.clone(), reason };
         let written = tokio::task::spawn_blocking(move || me.append_now(record)).await;
         written.map_err(|e| failed(format!("the writer failed: {e}")))?
     }

@@ -60,7 +60,10 @@ pub fn apply(shared: &SessionShared, ticket: &mut Ticket, verdict: &PreVerdict) 
         repair: RepairMark::None,
         notices: Vec::new(),
         thought_signature: None,
-        action: std::mem::replace(&mut ticket.action, Action::Refuse(ToolError::refused(ErrorCategory::Unavailable, ""))),
+        action: std::mem::replace(
+            &mut ticket.action,
+            Action::Refuse(ToolError::refused(ErrorCategory::Unavailable, "")),
+        ),
         trace: std::mem::take(&mut ticket.trace),
     };
     let event = shared.memory.with_catalog(|catalog| {

@@ -311,3 +311,44 @@ fn an_approval_nobody_gives_in_time_expires_and_runs_nothing() {
     assert_eq!(deadline - asked, 400, "{p}");
     waiting.join().unwrap();
 }
+
+/// The test dependencies (installed on first use on a fresh machine, by CI beforehand).
+fn deps() -> PathBuf {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let ok = Command::new("bash")
+            .arg(repo.join("scripts/install-test-deps.sh"))
+            .status()
+            .expect("bash runs")
+            .success();
+        assert!(ok, "installing the test dependencies failed");
+    });
+    repo.join(".test-deps")
+}
+
+#[test]
+fn the_console_shows_what_waited_before_it_opened_and_revokes_in_a_real_browser() {
+    let deps = deps();
+    let s = start("[approval]\ntimeout_ms = 120000\n");
+    let id = open_session(&s);
+    let waiting = round(&s, &id, write_round("late.txt"));
+    wait_pending(&s, &id);
+    // Only now does the page open.
+    let status = Command::new("node")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/console/pending_test.mjs"))
+        .args([format!("http://{}", s.addr), TOKEN.to_string(), id.clone()])
+        .arg(&s.workspace)
+        .env("PLAYWRIGHT_CORE_PATH", deps.join("node/node_modules/playwright-core/package.json"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "the console test failed");
+    let ev = waiting.join().unwrap();
+    assert!(
+        ev.iter()
+            .any(|e| e["type"] == "approval_decided" && e["decision"] == "approved_for_session"),
+        "{ev:?}"
+    );
+    assert!(s.workspace.join("late.txt").exists());
+    assert_eq!(json_of(&s, "GET", &format!("/v1/sessions/{id}/approvals/remembered"))["remembered"], json!([]));
+}

@@ -350,5 +350,30 @@ fn the_console_shows_what_waited_before_it_opened_and_revokes_in_a_real_browser(
         "{ev:?}"
     );
     assert!(s.workspace.join("late.txt").exists());
-    assert_eq!(json_of(&s, "GET", &format!("/v1/sessions/{id}/approvals/remembered"))["remembered"], json!([]));
+    assert_eq!(
+        json_of(&s, "GET", &format!("/v1/sessions/{id}/approvals/remembered"))["remembered"],
+        json!([])
+    );
+}
+
+#[test]
+fn approve_for_project_over_http_reaches_the_next_session() {
+    let s = start("");
+    let id = open_session(&s);
+    let first = round(&s, &id, write_round("notes.txt"));
+    wait_pending(&s, &id);
+    answer(&s, &id, "approve_for_project");
+    let ev = first.join().unwrap();
+    assert!(
+        ev.iter().any(|e| e["type"] == "notice" && e["kind"] == "project_rule_added"),
+        "{ev:?}"
+    );
+    let policy = std::fs::read_to_string(s.workspace.join(".toolslot/policy.toml")).unwrap();
+    assert!(policy.contains("decision = \"allow\"") && policy.contains("write_file"), "{policy}");
+    // Another session in the workspace runs it without asking.
+    let other = open_session(&s);
+    std::fs::remove_file(s.workspace.join("notes.txt")).unwrap();
+    let ev = round(&s, &other, write_round_of("notes.txt", "again")).join().unwrap();
+    assert!(!ev.iter().any(|e| e["type"] == "approval_required"), "{ev:?}");
+    assert_eq!(std::fs::read_to_string(s.workspace.join("notes.txt")).unwrap(), "again");
 }

@@ -654,3 +654,58 @@ fn reject_for_session_refuses_the_same_key_without_asking() {
     assert_eq!(decided, vec!["rejected_for_session", "cached_rejection"], "{events:?}");
     assert!(!bed.marker().exists());
 }
+
+#[test]
+fn a_hooks_decision_joins_the_rules_and_the_mode() {
+    let bed = Bed::new();
+    // ask: asked even in full-auto (and rejected here).
+    let ask = bed.hook(
+        "ask.sh",
+        "cat > /dev/null\necho '{\"decision\": \"ask\", \"reason\": \"a human looks at commits\"}'",
+    );
+    let (_, events, _) = bed.replay(&bed.hooked(&ask, ""), "none", &[a_commit()]);
+    assert!(asked(&events, 0), "{events:?}");
+    assert!(!bed.marker().exists());
+    // deny in JSON: refused with the hook's reason.
+    let deny = bed.hook(
+        "deny.sh",
+        "cat > /dev/null\necho '{\"decision\": \"deny\", \"reason\": \"no commits today\"}'",
+    );
+    let (_, events, _) = bed.replay(&bed.hooked(&deny, ""), "all", &[a_commit()]);
+    let content = results(&events)[0]["content"].as_str().unwrap().to_string();
+    assert!(content.contains("no commits today") && !asked(&events, 0), "{content}");
+    assert!(!bed.marker().exists());
+    // allow: lifts the mode's ask for a plain command...
+    let allow = bed.hook("allow.sh", "cat > /dev/null\necho '{\"decision\": \"allow\"}'");
+    let config = bed.config(&format!(
+        "[approval]\nmode = \"ask\"\n[[hooks]]\nevent = \"pre_tool_use\"\ncommand = [\"{}\"]\n",
+        allow.display()
+    ));
+    let (_, events, _) = bed.replay(&config, "none", &[a_commit()]);
+    assert!(!asked(&events, 0), "{events:?}");
+    assert!(bed.marker().exists());
+    std::fs::remove_file(bed.marker()).unwrap();
+    // ...never for one that is not plain, and never past a rule's ask.
+    let (_, events, _) = bed.replay(
+        &config,
+        "none",
+        &[openai_stream(&[("exec_shell", json!({"command": "git commit -m x; echo $(id)"}))])],
+    );
+    assert!(asked(&events, 0), "{events:?}");
+    bed.project_policy("[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"ask\"\ncommand = [\"git\", \"commit\"]\n");
+    let (_, events, _) = bed.replay(&config, "none", &[a_commit()]);
+    assert!(asked(&events, 0), "{events:?}");
+    assert!(!bed.marker().exists());
+    // The ledger names the hook as who decided a deny.
+    let (_, _, _) = bed.replay(&bed.hooked(&deny, ""), "all", &[a_commit()]);
+    let last = bed
+        .ledgers()
+        .into_iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .find(|t| t.contains("no commits today"));
+    let record: Value = serde_json::from_str(last.expect("a ledger with the hook's deny").lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (record["source"].as_str(), record["decision"].as_str()),
+        (Some("hook"), Some("deny"))
+    );
+}

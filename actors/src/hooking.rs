@@ -13,6 +13,7 @@ use toolslot::hooks::{HookCall, HookContext, PostVerdict, PreVerdict, apply_pre,
 use toolslot::notice::{Notice, NoticeKind};
 use toolslot::plan::{Action, PlanContext, PlannedCall, RepairMark};
 use toolslot::tool::{ErrorCategory, ToolError, ToolOutput};
+use tracing::Instrument;
 
 use crate::chain::{CallHead, Ticket};
 use crate::session::SessionShared;
@@ -37,7 +38,8 @@ pub async fn run_pre(shared: Arc<SessionShared>, head: CallHead) -> PreVerdict {
         workspace: &shared.workspace,
         config: &shared.config,
     };
-    pre_tool_use(&shared.policy, &call, ctx).await
+    let span = crate::stage::span!("pre_hooks", session = %shared.id, index = head.index, tool = %head.name);
+    pre_tool_use(&shared.policy, &call, ctx).instrument(span).await
 }
 
 /// Applies a pre_tool_use verdict to `ticket`: a rewritten input is validated and judged again
@@ -114,7 +116,10 @@ pub async fn run_post(shared: &SessionShared, head: &CallHead, result: &mut Resu
         Some(t) => format!("{}\n{t}", out.content),
         None => out.content.clone(),
     };
-    let verdict: PostVerdict = post_tool_use(&shared.policy, &call, (out.is_error, &shown), ctx).await;
+    let span = crate::stage::span!("post_hooks", session = %shared.id, index = head.index, tool = %head.name);
+    let verdict: PostVerdict = post_tool_use(&shared.policy, &call, (out.is_error, &shown), ctx)
+        .instrument(span)
+        .await;
     for failure in &verdict.ignored_failures {
         shared.notice(Notice::for_call(
             NoticeKind::HookFailed,

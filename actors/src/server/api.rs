@@ -103,7 +103,8 @@ pub struct SessionInfo {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalBody {
-    /// `approve`, `approve_for_session` or `reject`.
+    /// `approve`, `approve_for_session`, `approve_for_project`, `reject` or
+    /// `reject_for_session`.
     pub decision: String,
     /// The `request` of the `approval_required` event answered: when given, the answer
     /// reaches that question only (404 once it has ended), never a later one about a call
@@ -419,15 +420,12 @@ pub async fn answer_approval(
     body: web::Json<ApprovalBody>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, index) = path.into_inner();
-    let decision = match body.decision.as_str() {
-        "approve" => HostDecision::Approve,
-        "approve_for_session" => HostDecision::ApproveForSession,
-        "reject" => HostDecision::Reject,
-        other => {
-            return Err(bad(format!(
-                "unknown decision `{other}` (expected approve, approve_for_session or reject)"
-            )));
-        }
+    let Some(decision) = HostDecision::parse(&body.decision) else {
+        return Err(bad(format!(
+            "unknown decision `{}` (expected {})",
+            body.decision,
+            crate::approval::HOST_DECISIONS
+        )));
     };
     state.dispatcher.answer_request(&id, index, body.request, decision).await?;
     state.touch(&id);

@@ -49,6 +49,7 @@ fn serve(bed: &Bed, server_keys: &str, extra: &str) -> Server {
     ));
     let mut child = toolslot()
         .env("TOOLSLOT_MCP__TOOL_CACHE_DIR", "")
+        .env("TOOLSLOT_AUDIT__LEDGER_DIR", bed.dir.path().join("ledger"))
         .args(["serve", "--config"])
         .arg(&path)
         .stdin(Stdio::null())
@@ -182,6 +183,18 @@ fn events(sse: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The audit ledger's outcome records of session `id`, by call index.
+fn outcomes(bed: &Bed, id: &str) -> Vec<(u64, String)> {
+    let path = bed.dir.path().join("ledger").join(format!("{id}.jsonl"));
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["kind"] == "outcome")
+        .map(|r| (r["index"].as_u64().unwrap_or(u64::MAX), r.to_string()))
+        .collect()
+}
+
 fn shell(command: &str) -> String {
     openai_stream(&[("exec_shell", json!({"command": command}))])
 }
@@ -266,6 +279,12 @@ fn a_client_gone_during_a_shell_command_kills_its_process_group() {
     std::thread::sleep(Duration::from_millis(5000).saturating_sub(started.elapsed()));
     assert!(!bed.ws.join("marker").exists(), "the command went on after its round was cancelled");
     assert!(!bed.ws.join("second").exists(), "a call of the cancelled round started after it");
+    // Each call of the cancelled round has exactly one outcome on record.
+    let recorded = outcomes(&bed, &id);
+    for index in [0, 1] {
+        let of: Vec<&String> = recorded.iter().filter(|(i, _)| *i == index).map(|(_, r)| r).collect();
+        assert_eq!(of.len(), 1, "call {index}: {recorded:?}");
+    }
     // The next round runs.
     let (status, ev) = s.round(&id, &shell("echo next"));
     assert_eq!(status, 200);

@@ -7,6 +7,7 @@
 //! `McpCaller` does: the slot holds no connection and spawns nothing.
 
 pub mod route;
+pub mod session_record;
 mod tool;
 pub mod wire;
 

@@ -77,10 +77,12 @@ struct Asking {
 impl ApprovalActor {
     /// A stage for `shared`'s session, forwarding to `executor`.
     pub fn new(shared: Arc<SessionShared>, executor: Addr<BatchExecutorActor>) -> Self {
+        // A session taken over from another dispatcher keeps what its user decided.
+        let approvals = shared.durable.get().map(|d| d.restored_approvals()).unwrap_or_default();
         Self {
             shared,
             executor,
-            approvals: SessionApprovals::default(),
+            approvals,
             queue: VecDeque::new(),
             asking: None,
         }
@@ -205,6 +207,9 @@ impl ApprovalActor {
             let mut msg = msg;
             msg.calls.insert(0, ticket);
             return self.failed(msg);
+        }
+        if let Some(d) = self.shared.durable.get() {
+            d.approvals(&self.approvals);
         }
         self.shared.emit(PipelineEvent::ApprovalDecided {
             index: ticket.head.index,

@@ -210,7 +210,7 @@ impl Broker {
     }
 }
 
-async fn open_bucket(js: &jetstream::Context, bucket: &str, max_age: Duration) -> Result<kv::Store, BrokerError> {
+pub(crate) async fn open_bucket(js: &jetstream::Context, bucket: &str, max_age: Duration) -> Result<kv::Store, BrokerError> {
     if let Ok(store) = js.get_key_value(bucket).await {
         return Ok(store);
     }

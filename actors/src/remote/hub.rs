@@ -122,6 +122,11 @@ impl RemoteHub {
         }
     }
 
+    /// The hub's connection, for the other users of the same server (durable sessions).
+    pub fn broker(&self) -> &Broker {
+        &self.broker
+    }
+
     fn caller(&self) -> Option<Arc<dyn RemoteCaller>> {
         self.me.upgrade().map(|h| h as Arc<dyn RemoteCaller>)
     }

@@ -52,7 +52,8 @@ impl From<DispatchError> for ApiError {
                 StatusCode::NOT_FOUND
             }
             DispatchError::BadInput(_) => StatusCode::BAD_REQUEST,
-            DispatchError::RoundRunning(_) => StatusCode::CONFLICT,
+            DispatchError::RoundRunning(_) | DispatchError::LeasedElsewhere(_) => StatusCode::CONFLICT,
+            DispatchError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
             DispatchError::TooManySessions(_) => StatusCode::TOO_MANY_REQUESTS,
             DispatchError::Gone(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
@@ -322,6 +323,8 @@ pub async fn post_round(
     mut payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let dialect = parse_dialect(query.dialect.as_deref())?;
+    // A durable session known only to the session store is taken over here.
+    state.dispatcher.adopt(&id).await?;
     let limit = state.config.server.max_body_bytes;
     let declared = req
         .headers()

@@ -7,6 +7,7 @@
 mod api;
 mod guard;
 mod metrics;
+mod rounds;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -33,7 +34,7 @@ pub const LOGIN_HTML: &str = include_str!("login.html");
 #[derive(OpenApi)]
 #[openapi(
     info(title = "toolslot", description = "Governs an LLM agent's tool calls: stream a model's response in, get one result per call back."),
-    paths(api::create_session, api::list_sessions, api::delete_session, api::post_round, api::answer_approval, api::answer_input, api::session_events, api::tools, api::search, api::healthz, api::metrics, api::openapi, api::console, api::mcp_servers, api::session_tools),
+    paths(api::create_session, api::list_sessions, api::delete_session, api::post_round, api::answer_approval, api::answer_input, api::session_events, api::tools, api::search, api::healthz, api::metrics, api::openapi, api::console, api::mcp_servers, api::session_tools, rounds::last_round),
     components(schemas(api::ErrorBody, api::NewSession, api::SessionCreated, api::SessionList, api::SessionInfo, api::ApprovalBody, api::InputBody, api::SearchBody, api::SearchAnswer, api::SearchMatch, api::McpServers, api::McpServerInfo)),
     modifiers(&BearerAuth)
 )]
@@ -232,6 +233,7 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
             .route("/v1/sessions/{id}/approvals/{index}", web::post().to(api::answer_approval))
             .route("/v1/sessions/{id}/inputs/{n}", web::post().to(api::answer_input))
             .route("/v1/sessions/{id}/events", web::get().to(api::session_events))
+            .route("/v1/sessions/{id}/rounds/last", web::get().to(rounds::last_round))
             .route("/v1/tools", web::get().to(api::tools))
             .route("/v1/mcp/servers", web::get().to(api::mcp_servers))
             .route("/v1/sessions/{id}/tools", web::get().to(api::session_tools))

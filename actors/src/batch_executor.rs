@@ -361,7 +361,15 @@ fn traced<F: Future>(span: tracing::Span, fut: F) -> impl Future<Output = F::Out
 ///
 /// # Cancel safety
 /// Dropping the future drops the tool's future, which abandons the call.
-async fn execute(lane: &Lane, round: RoundNo, registry: &Registry, head: CallHead, grant: Grant, started: Instant, speculative: bool) -> PostItem {
+async fn execute(
+    lane: &Lane,
+    round: RoundNo,
+    registry: &Registry,
+    head: CallHead,
+    grant: Grant,
+    started: Instant,
+    speculative: bool,
+) -> PostItem {
     let span = crate::stage::span!("call", session = %lane.shared.id, index = head.index, tool = %head.name, speculative);
     traced(span, execute_inner(lane, round, registry, head, grant, started, speculative)).await
 }

@@ -15,11 +15,11 @@ use toolslot::tool::ToolMetadata;
 
 use crate::approval::{Answer, HostDecision};
 use crate::remote::{DurableSession, LeaseError, SessionStore};
-use toolslot::remote::session_record::{RecordedOptions, RoundRecord, SessionRecord};
 use crate::session::{SessionOptions, SessionShared, Stage};
 use crate::session_table::SessionTable;
 use crate::stages::Stages;
 use crate::submission::{self, NotStarted, RoundInput};
+use toolslot::remote::session_record::{RecordedOptions, RoundRecord, SessionRecord};
 
 /// Why a Dispatcher call was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -348,7 +348,12 @@ impl Dispatcher {
             dialect: record.options.dialect,
             policy: None,
         };
-        self.start_session(id.to_string(), options, self.inner.registry.clone(), Some((record, revision, lease)));
+        self.start_session(
+            id.to_string(),
+            options,
+            self.inner.registry.clone(),
+            Some((record, revision, lease)),
+        );
         Ok(())
     }
 

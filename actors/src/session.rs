@@ -282,7 +282,13 @@ impl SessionShared {
     }
 
     /// A round completed: it is the session's last round (in its durable record, or here).
-    pub fn round_completed(&self, round: u64, stop_reason: toolslot::event::StopReason, text: &str, results: &[toolslot::event::ToolResult]) {
+    pub fn round_completed(
+        &self,
+        round: u64,
+        stop_reason: toolslot::event::StopReason,
+        text: &str,
+        results: &[toolslot::event::ToolResult],
+    ) {
         if let Some(d) = self.durable.get() {
             d.guard(self.guard().state());
             d.completed(round, stop_reason, text, results);

@@ -140,9 +140,14 @@ impl RoundRecord {
         for index in 0..count {
             let result = match self.calls.get(&index) {
                 Some(CallMark::Finished { .. }) => continue,
-                Some(CallMark::Running { id, name }) => unsettled(index, id, name, &ToolError::outcome_unknown(format!(
-                    "`{name}` was running when the dispatcher that ran this session stopped (it was killed, or lost the session's lease); its outcome is unknown. Check before retrying it."
-                ))),
+                Some(CallMark::Running { id, name }) => unsettled(
+                    index,
+                    id,
+                    name,
+                    &ToolError::outcome_unknown(format!(
+                        "`{name}` was running when the dispatcher that ran this session stopped (it was killed, or lost the session's lease); its outcome is unknown. Check before retrying it."
+                    )),
+                ),
                 Some(CallMark::Planned { id, name }) => unsettled(index, id, name, &not_started(name)),
                 None => unsettled(index, "", "", &not_started("this call's tool")),
             };
@@ -241,7 +246,10 @@ impl SessionRecord {
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
         let record: Self = serde_json::from_slice(bytes).map_err(|e| format!("not a session record: {e}"))?;
         if record.format != RECORD_FORMAT {
-            return Err(format!("session record format {} (this build reads {RECORD_FORMAT})", record.format));
+            return Err(format!(
+                "session record format {} (this build reads {RECORD_FORMAT})",
+                record.format
+            ));
         }
         Ok(record)
     }

@@ -97,11 +97,7 @@ impl SessionStore {
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
             Err(e) => return Err(LeaseError::Store(e.to_string())),
         }
-        let entry = self
-            .leases
-            .entry(session)
-            .await
-            .map_err(|e| LeaseError::Store(e.to_string()))?;
+        let entry = self.leases.entry(session).await.map_err(|e| LeaseError::Store(e.to_string()))?;
         match entry {
             Some(e) if e.operation == kv::Operation::Put && e.value.as_ref() != self.me.as_bytes() => Err(LeaseError::Held {
                 session: session.to_string(),
@@ -116,10 +112,14 @@ impl SessionStore {
                     holder: "another dispatcher".into(),
                 }),
             // Gone between the two reads: take it now, or lose to whoever did.
-            None => self.leases.create(session, self.me.clone().into()).await.map_err(|_| LeaseError::Held {
-                session: session.to_string(),
-                holder: "another dispatcher".into(),
-            }),
+            None => self
+                .leases
+                .create(session, self.me.clone().into())
+                .await
+                .map_err(|_| LeaseError::Held {
+                    session: session.to_string(),
+                    holder: "another dispatcher".into(),
+                }),
         }
     }
 
@@ -128,12 +128,7 @@ impl SessionStore {
     /// # Errors
     /// [`LeaseError::Store`] when NATS did not answer or the record is unreadable.
     pub async fn load(&self, session: &str) -> Result<Option<(SessionRecord, u64)>, LeaseError> {
-        let Some(entry) = self
-            .records
-            .entry(session)
-            .await
-            .map_err(|e| LeaseError::Store(e.to_string()))?
-        else {
+        let Some(entry) = self.records.entry(session).await.map_err(|e| LeaseError::Store(e.to_string()))? else {
             return Ok(None);
         };
         if entry.operation != kv::Operation::Put {
@@ -204,22 +199,41 @@ impl SessionStore {
         };
         let span = writer.span.clone();
         tokio::spawn(writer.run(rx).instrument(span));
-        DurableSession {
-            tx,
-            last,
-            lost,
-            approvals,
-        }
+        DurableSession { tx, last, lost, approvals }
     }
 }
 
 /// What a session's writer is told, in order.
 enum Op {
-    Planned { round: u64, index: usize, id: String, name: String },
-    Running { round: u64, index: usize, id: String, name: String, ack: oneshot::Sender<bool> },
-    Finished { round: u64, result: ToolResult },
-    Ended { round: u64, call_count: usize, stop_reason: StopReason, text: String },
-    Completed { round: u64, stop_reason: StopReason, text: String, results: Vec<ToolResult> },
+    Planned {
+        round: u64,
+        index: usize,
+        id: String,
+        name: String,
+    },
+    Running {
+        round: u64,
+        index: usize,
+        id: String,
+        name: String,
+        ack: oneshot::Sender<bool>,
+    },
+    Finished {
+        round: u64,
+        result: ToolResult,
+    },
+    Ended {
+        round: u64,
+        call_count: usize,
+        stop_reason: StopReason,
+        text: String,
+    },
+    Completed {
+        round: u64,
+        stop_reason: StopReason,
+        text: String,
+        results: Vec<ToolResult>,
+    },
     Approvals(SessionApprovals),
     Guard(LoopGuardState),
     Activated(Vec<String>),

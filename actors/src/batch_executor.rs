@@ -190,7 +190,7 @@ impl Lane {
         let counted = std::panic::catch_unwind(AssertUnwindSafe(|| {
             if o.result.as_ref().is_ok_and(|out| !out.is_error) {
                 for observer in &self.observers {
-                    observer.observe(&o.head.name, &o.head.input, &shared.workspace, shared.memory.as_ref());
+                    observer.observe(&o.head.name, &o.head.input, &shared.workspace, shared.services.as_ref());
                 }
                 // A file just read is likely edited next: its language server starts now.
                 shared.lsp.warm_up(&o.head.name, &o.head.input);

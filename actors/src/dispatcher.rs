@@ -243,9 +243,17 @@ impl Dispatcher {
             .store(self.inner.answers_input.load(Ordering::SeqCst), Ordering::SeqCst);
         if let (Some(store), Some((record, revision, lease))) = (self.inner.store.get(), durable) {
             shared.guard().restore(record.loop_guard.clone());
-            if !record.activated.is_empty() {
+            {
                 use toolslot::tool::SessionServices;
-                shared.memory.activate_tools(&record.activated);
+                if !record.activated.is_empty() {
+                    shared.memory.activate_tools(&record.activated);
+                }
+                for (path, modified) in &record.files {
+                    shared.memory.record_file_state(path, *modified);
+                }
+                if let (Some(owner), Some(state)) = (&record.task_owner, shared.memory.state()) {
+                    state.get_or_default::<toolslot::remote::TaskOwner>().set(owner.clone());
+                }
             }
             let weak = Arc::downgrade(&shared);
             let fenced = Box::new(move || {

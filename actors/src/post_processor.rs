@@ -134,6 +134,12 @@ impl PostProcessorActor {
             // Before the ledger takes it: the ledger refuses a second result, and the record
             // keeps the first one filed too.
             d.finished(round.0, f.result.clone());
+            // A background task a call started on a worker stays reachable after a take-over.
+            let owner = toolslot::tool::SessionServices::state(&*shared.memory)
+                .and_then(|s| s.get_or_default::<toolslot::remote::TaskOwner>().get());
+            if owner.is_some() {
+                d.task_owner(owner);
+            }
         }
         if !self.ledger.file(round, f.result) {
             tracing::error!(session = %shared.id, index = head.index, "a second result for a call was dropped");

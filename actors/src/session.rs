@@ -58,7 +58,10 @@ impl toolslot::tool::SessionServices for PipelineServices {
         self.memory.file_read_state(path)
     }
     fn record_file_state(&self, path: &std::path::Path, modified: std::time::SystemTime) {
-        self.memory.record_file_state(path, modified)
+        self.memory.record_file_state(path, modified);
+        if let Some(d) = self.shared.upgrade().as_ref().and_then(|s| s.durable.get()) {
+            d.file_read(path, modified);
+        }
     }
     fn activate_tools(&self, names: &[String]) {
         self.memory.activate_tools(names);

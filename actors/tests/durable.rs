@@ -80,6 +80,11 @@ fn serve_killed_mid_round_leaves_one_result_per_call_and_runs_nothing_twice() {
     let config = serve_config(dir.path(), &nats, &addr, "a");
     let mut first = serve(&config);
     let id = open(&addr, &ws, "full-auto");
+    // A file read before the kill may be edited after it (an edit needs a read first).
+    std::fs::write(ws.join("notes.txt"), "old text\n").unwrap();
+    let read = sse(&[("read_file", json!({"path": "notes.txt"}))]);
+    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), read.as_bytes());
+    assert_eq!(status, 200, "{text}");
     let marker = ws.join("marker");
     let later = ws.join("later");
     // 0 reads and finishes; 1 writes, then sleeps past the kill; 2 waits behind 1 (calls that
@@ -101,7 +106,7 @@ fn serve_killed_mid_round_leaves_one_result_per_call_and_runs_nothing_twice() {
     let last = last_round(&addr, &id, 30);
     assert_eq!(last["type"], "round_complete", "{last}");
     assert_eq!(last["settled"], true, "{last}");
-    assert_eq!(last["round"], 1, "{last}");
+    assert_eq!(last["round"], 2, "{last}");
     let results = last["results"].as_array().unwrap();
     assert_eq!(results.len(), 3, "exactly one result per call: {last}");
     for (i, r) in results.iter().enumerate() {
@@ -121,20 +126,21 @@ fn serve_killed_mid_round_leaves_one_result_per_call_and_runs_nothing_twice() {
     assert_eq!(lines(&marker), vec!["run".to_string()]);
     assert!(!later.exists());
 
-    // The session goes on under the new process: its next round is round 2.
-    let (status, text) = http(
-        &addr,
-        "POST",
-        &format!("/v1/sessions/{id}/rounds"),
-        sse(&[shell("echo again")]).as_bytes(),
-    );
+    // The session goes on under the new process, with what it read: its next round is round 3.
+    let edit = sse(&[
+        shell("echo again"),
+        ("edit_file", json!({"path": "notes.txt", "search": "old", "replace": "new"})),
+    ]);
+    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), edit.as_bytes());
     assert_eq!(status, 200, "{text}");
     let done = events(&text).pop().unwrap();
     assert!(done["results"][0]["content"].as_str().unwrap().contains("again"), "{done}");
+    assert_eq!(done["results"][1]["is_error"], false, "{done}");
+    assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "new text\n");
     let last = last_round(&addr, &id, 5);
     assert_eq!(
         (last["round"].as_u64(), last["settled"].as_bool()),
-        (Some(2), Some(false)),
+        (Some(3), Some(false)),
         "{last}"
     );
 }

@@ -3,7 +3,8 @@
 //! a time under a lease).
 //!
 //! It holds the options the session was opened with, its remembered approvals, its loop-guard
-//! counts, the tools it activated, and its last round call by call: planned, running (the
+//! counts, the tools it activated, the files it read, the worker holding its background
+//! tasks, and its last round call by call: planned, running (the
 //! tool was about to run) or finished with its result. A round its dispatcher did not finish
 //! is settled by whoever takes the session over ([`RoundRecord::settle`]): a running call's
 //! fate is unknown, a call that never started is reported as not started, and every call
@@ -204,6 +205,12 @@ pub struct SessionRecord {
     pub loop_guard: LoopGuardState,
     /// Deferred tools the session activated, in order.
     pub activated: Vec<String>,
+    /// Files the session read, with the modification time it saw (an edit needs a read).
+    #[serde(default)]
+    pub files: BTreeMap<PathBuf, std::time::SystemTime>,
+    /// The worker that holds the session's background tasks, when they run on workers.
+    #[serde(default)]
+    pub task_owner: Option<String>,
     /// The last round, once one began.
     pub last_round: Option<RoundRecord>,
 }
@@ -217,6 +224,8 @@ impl SessionRecord {
             approvals: SessionApprovals::default(),
             loop_guard: LoopGuardState::default(),
             activated: Vec::new(),
+            files: BTreeMap::new(),
+            task_owner: None,
             last_round: None,
         }
     }

@@ -185,6 +185,7 @@ impl SessionStore {
         let last = Arc::new(Mutex::new(record.last_round.clone()));
         let lost = Arc::new(AtomicBool::new(false));
         let approvals = record.approvals.clone();
+        let owner = Mutex::new(record.task_owner.clone());
         let writer = Writer {
             store: Arc::clone(self),
             span: tracing::info_span!("durable", session = %session),
@@ -199,7 +200,13 @@ impl SessionStore {
         };
         let span = writer.span.clone();
         tokio::spawn(writer.run(rx).instrument(span));
-        DurableSession { tx, last, lost, approvals }
+        DurableSession {
+            tx,
+            last,
+            lost,
+            approvals,
+            owner,
+        }
     }
 }
 
@@ -237,6 +244,8 @@ enum Op {
     Approvals(SessionApprovals),
     Guard(LoopGuardState),
     Activated(Vec<String>),
+    FileRead(std::path::PathBuf, std::time::SystemTime),
+    TaskOwner(Option<String>),
     Close,
 }
 
@@ -248,6 +257,8 @@ pub struct DurableSession {
     lost: Arc<AtomicBool>,
     /// The approvals the record held when this dispatcher took the session.
     approvals: SessionApprovals,
+    /// The task owner last written.
+    owner: Mutex<Option<String>>,
 }
 
 impl DurableSession {
@@ -334,6 +345,20 @@ impl DurableSession {
     /// Tools the session activated.
     pub fn activated(&self, names: &[String]) {
         self.send(Op::Activated(names.to_vec()));
+    }
+
+    /// A file the session read, and the modification time it saw.
+    pub fn file_read(&self, path: &std::path::Path, modified: std::time::SystemTime) {
+        self.send(Op::FileRead(path.to_path_buf(), modified));
+    }
+
+    /// The worker holding the session's background tasks, when it changed.
+    pub fn task_owner(&self, owner: Option<String>) {
+        let mut last = self.owner.lock().unwrap_or_else(|p| p.into_inner());
+        if *last != owner {
+            last.clone_from(&owner);
+            self.send(Op::TaskOwner(owner));
+        }
     }
 
     /// The session closed: its record and lease are removed.
@@ -474,6 +499,10 @@ impl Writer {
             Op::Approvals(a) => self.record.approvals = a,
             Op::Guard(g) => self.record.loop_guard = g,
             Op::Activated(names) => self.record.activate(&names),
+            Op::FileRead(path, modified) => {
+                self.record.files.insert(path, modified);
+            }
+            Op::TaskOwner(owner) => self.record.task_owner = owner,
             Op::Close => return true,
         }
         false

@@ -250,4 +250,38 @@ fn a_dispatcher_without_the_lease_cannot_act_for_the_session() {
     assert_eq!(status, 200, "{text}");
     assert_eq!(lines(&marker), vec!["by-b".to_string()]);
     assert!(!stale_marker.exists());
+    // Closed, it is gone from the store: no dispatcher can take it over again.
+    let (status, text) = http(&addr_b, "DELETE", &format!("/v1/sessions/{id}"), b"");
+    assert_eq!(status, 204, "{text}");
+    for addr in [&addr_a, &addr_b] {
+        let (status, text) = http(addr, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");
+        assert_eq!(status, 404, "{text}");
+    }
+}
+
+#[test]
+fn without_nats_the_last_round_is_kept_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = free_addr();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, format!("[server]\nbind = \"{addr}\"\n[shell]\nsandbox = \"auto\"\n")).unwrap();
+    let _serve = serve(&config);
+    let id = open(&addr, dir.path(), "full-auto");
+    let (status, text) = http(&addr, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");
+    assert_eq!(status, 404, "no round yet: {text}");
+    let (status, text) = http(&addr, "GET", "/v1/sessions/0123abcd/rounds/last", b"");
+    assert_eq!(status, 404, "{text}");
+    let round = sse(&[shell("echo one"), shell("echo two")]);
+    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    let mut done = events(&text).pop().unwrap();
+    let last = last_round(&addr, &id, 5);
+    assert_eq!(
+        (last["round"].as_u64(), last["settled"].as_bool()),
+        (Some(1), Some(false)),
+        "{last}"
+    );
+    done["round"] = 1.into();
+    done["settled"] = false.into();
+    assert_eq!(last, done, "the round_complete the host saw");
 }

@@ -305,6 +305,8 @@ pub async fn list_sessions(state: web::Data<State>) -> HttpResponse {
 #[utoipa::path(delete, path = "/v1/sessions/{id}", params(("id" = String, Path, description = "Session id")),
     responses((status = 204), (status = 404, body = ErrorBody)))]
 pub async fn delete_session(state: web::Data<State>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    // A durable session known only to the session store is taken over, then closed with it.
+    state.dispatcher.adopt(&id).await?;
     state.dispatcher.close_session(&id)?;
     state.forget(&id);
     Ok(HttpResponse::NoContent().finish())

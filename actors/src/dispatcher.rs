@@ -262,7 +262,10 @@ impl Dispatcher {
                     s.set_cancelled(true);
                 }
             });
-            let _ = shared.durable.set(store.start(id.clone(), record, revision, lease, fenced));
+            let (durable, writer) = store.start(id.clone(), record, revision, lease, fenced);
+            // The writer lives on the session's thread, as its stages do.
+            arbiter.spawn(writer);
+            let _ = shared.durable.set(durable);
         }
         let stages = Stages::start(&arbiter, &shared);
         self.inner

@@ -170,9 +170,10 @@ impl SessionStore {
         let _ = self.leases.delete_expect_revision(session, Some(lease)).await;
     }
 
-    /// Starts the writer of `session`, whose record is `record` at `revision` (0: not written
-    /// yet) and whose lease this dispatcher holds at `lease` (0: not claimed yet). `fenced`
-    /// runs once if the session is lost to another dispatcher.
+    /// The writer of `session`, whose record is `record` at `revision` (0: not written yet)
+    /// and whose lease this dispatcher holds at `lease` (0: not claimed yet), and the task
+    /// that writes, for the caller to spawn beside the session. `fenced` runs once if the
+    /// session is lost to another dispatcher.
     pub fn start(
         self: &Arc<Self>,
         session: String,
@@ -180,7 +181,7 @@ impl SessionStore {
         revision: u64,
         lease: u64,
         fenced: Box<dyn FnOnce() + Send>,
-    ) -> DurableSession {
+    ) -> (DurableSession, impl std::future::Future<Output = ()> + Send + 'static) {
         let (tx, rx) = mpsc::unbounded_channel();
         let last = Arc::new(Mutex::new(record.last_round.clone()));
         let lost = Arc::new(AtomicBool::new(false));
@@ -199,14 +200,15 @@ impl SessionStore {
             fenced: Some(fenced),
         };
         let span = writer.span.clone();
-        tokio::spawn(writer.run(rx).instrument(span));
-        DurableSession {
+        let task = writer.run(rx).instrument(span);
+        let handle = DurableSession {
             tx,
             last,
             lost,
             approvals,
             owner,
-        }
+        };
+        (handle, task)
     }
 }
 

@@ -189,6 +189,12 @@ fn a_remembered_approval_survives_a_restart() {
         "{evs:?}"
     );
     assert_eq!(lines(&marker).len(), 2, "{evs:?}");
+    // The loop guard's counts came along too: this is the third identical call of the session.
+    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    let done = events(&text).pop().unwrap();
+    assert_eq!(meta(&done["results"][0])["error"], "loop_blocked", "{done}");
+    assert_eq!(lines(&marker).len(), 2, "{done}");
 }
 
 #[test]

@@ -84,6 +84,12 @@ impl State {
         self.activity().insert(id.to_string(), (Instant::now(), 0));
     }
 
+    /// Records a session taken over from the session store (its idle time counts from now),
+    /// unless it is tracked already.
+    fn adopted(&self, id: &str) {
+        self.activity().entry(id.to_string()).or_insert((Instant::now(), 0)).0 = Instant::now();
+    }
+
     /// Marks a request to a session; an id without an entry is left without one.
     fn touch(&self, id: &str) {
         if let Some(entry) = self.activity().get_mut(id) {

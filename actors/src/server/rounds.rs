@@ -16,7 +16,8 @@ use super::api::ApiError;
     responses((status = 200, content_type = "application/json", body = Object), (status = 404, body = super::api::ErrorBody), (status = 409, body = super::api::ErrorBody), (status = 503, body = super::api::ErrorBody)))]
 pub async fn last_round(state: web::Data<State>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     state.dispatcher.adopt(&id).await?;
-    state.touch(&id);
+    // Tracked like a session opened here, so that it is closed when idle.
+    state.adopted(&id);
     let Some(round) = state.dispatcher.last_round(&id)? else {
         return Err(ApiError(StatusCode::NOT_FOUND, format!("session `{id}` has run no round yet")));
     };

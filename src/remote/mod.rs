@@ -12,4 +12,4 @@ mod tool;
 pub mod wire;
 
 pub use route::{Affinity, Routes, affinity};
-pub use tool::{AnnouncedSpec, RemoteAnswer, RemoteCaller, RemoteTool, TaskOwner};
+pub use tool::{AnnouncedSpec, RemoteAnswer, RemoteCaller, RemoteProgress, RemoteTool, TaskOwner};

@@ -32,6 +32,11 @@ pub fn direct_subject(worker: &str) -> String {
     format!("toolslot.worker.{worker}.call")
 }
 
+/// The subject a call's progress reports travel on, from its worker to its dispatcher.
+pub fn progress_subject(key: &str) -> String {
+    format!("toolslot.progress.{key}")
+}
+
 /// The subject a worker hears cancellations of its calls on.
 pub fn cancel_subject(worker: &str) -> String {
     format!("toolslot.cancel.{worker}")

@@ -19,7 +19,7 @@ fn serve_config(dir: &Path, nats: &Nats, addr: &str, name: &str) -> std::path::P
     // Into `[remote]`, which the overflow section follows.
     let text = std::fs::read_to_string(&config)
         .unwrap()
-        .replace("[overflow]", "session_lease_ttl_ms = 2000\n[overflow]");
+        .replace("[overflow]", "session_lease_ttl_ms = 3000\n[overflow]");
     std::fs::write(&config, text).unwrap();
     config
 }

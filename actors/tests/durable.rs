@@ -103,6 +103,18 @@ fn serve_killed_mid_round_leaves_one_result_per_call_and_runs_nothing_twice() {
     let _ = posting.join();
 
     let _second = serve(&config);
+    // Any request naming the session takes it over once the lease is free: here its catalog.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, text) = http(&addr, "GET", &format!("/v1/sessions/{id}/tools"), b"");
+        if status == 200 {
+            assert!(text.contains("exec_shell"), "{text}");
+            break;
+        }
+        assert_eq!(status, 409, "{text}");
+        assert!(Instant::now() < deadline, "{text}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let last = last_round(&addr, &id, 30);
     assert_eq!(last["type"], "round_complete", "{last}");
     assert_eq!(last["settled"], true, "{last}");

@@ -452,6 +452,7 @@ pub async fn answer_input(
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", params(("id" = String, Path, description = "Session id")),
     responses((status = 200, content_type = "text/event-stream", body = String), (status = 404, body = ErrorBody)))]
 pub async fn session_events(state: web::Data<State>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    state.dispatcher.adopt(&id).await?;
     let rx = state.dispatcher.subscribe(&id)?;
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         loop {
@@ -495,6 +496,7 @@ pub async fn session_tools(
     query: web::Query<ToolsQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let format: CatalogFormat = query.format.as_deref().unwrap_or("anthropic").parse().map_err(bad)?;
+    state.dispatcher.adopt(&id).await?;
     let catalog = state.dispatcher.catalog(&id)?;
     state.touch(&id);
     Ok(HttpResponse::Ok()

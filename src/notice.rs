@@ -45,6 +45,12 @@ pub enum NoticeKind {
     /// A tool was admitted with a change its source did not make: the descriptions inside an
     /// oversized schema trimmed, or another name because its own was taken.
     ToolAdjusted,
+    /// A hook failed and was ignored, because it says `on_error = "allow"`.
+    HookFailed,
+    /// `approve_for_project` wrote an allow rule into the project's policy file.
+    ProjectRuleAdded,
+    /// `approve_for_project` could not write its rule; the approval holds for the session only.
+    ProjectRuleFailed,
 }
 
 /// Something the host should know, optionally about one call.

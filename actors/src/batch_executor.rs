@@ -30,12 +30,14 @@ use toolslot::notice::Notice;
 use toolslot::observe::{FileReadObserver, ResultObserver};
 use toolslot::output::counts_as_failure;
 use toolslot::plan::Action;
+use toolslot::plan::approval::Trace;
 use toolslot::plan::batches::{Batch, plan_batches};
 use toolslot::plan::loop_guard::paused_error;
 use toolslot::registry::Registry;
 use toolslot::tool::{ErrorCategory, Grant, ToolContext, ToolError};
 use tracing::Instrument;
 
+use crate::audit::{Record, unrecorded};
 use crate::chain::{CallHead, Outcomes, Planned, PostItem, RoundClose, RoundNo, Speculate, Ticket};
 use crate::post_processor::PostProcessorActor;
 use crate::session::{SessionShared, Stage};
@@ -218,7 +220,7 @@ async fn early(lane: Arc<Lane>, round: RoundNo, calls: Vec<Ticket>, start_after:
     let group = async {
         let mut running: FuturesOrdered<_> = calls
             .into_iter()
-            .map(|t| execute(lane, round, &registry, t.head, grant_of(&t.action), started, true))
+            .map(|t| execute(lane, round, &registry, t.head, grant_of(&t.action), t.trace, started, true))
             .collect();
         let mut held = Vec::new();
         loop {
@@ -306,9 +308,9 @@ async fn round_calls_inner(
         // The batch's calls start together: one reading of the clock for all of them.
         let started = Instant::now();
         let runs = tickets.into_iter().map(|t| match t.action {
-            Action::Refuse(e) => Either::Left(std::future::ready(PostItem::not_run(t.head, e))),
-            Action::Run { .. } if paused => Either::Left(std::future::ready(PostItem::not_run(t.head, paused_error()))),
-            Action::Run { grant, .. } => Either::Right(execute(&lane, round, &registry, t.head, grant, started, false)),
+            Action::Refuse(e) => Either::Left(refuse(&lane, t.head, t.trace, e)),
+            Action::Run { .. } if paused => Either::Left(refuse(&lane, t.head, t.trace, paused_error())),
+            Action::Run { grant, .. } => Either::Right(execute(&lane, round, &registry, t.head, grant, t.trace, started, false)),
         });
         // Started in index order, outcomes in index order whatever the completion order;
         // join_all keeps the futures in one vector (no task per call).
@@ -367,11 +369,48 @@ async fn execute(
     registry: &Registry,
     head: CallHead,
     grant: Grant,
+    trace: Trace,
     started: Instant,
     speculative: bool,
 ) -> PostItem {
     let span = crate::stage::span!("call", session = %lane.shared.id, index = head.index, tool = %head.name, speculative);
-    traced(span, execute_inner(lane, round, registry, head, grant, started, speculative)).await
+    traced(span, async {
+        // A decision that is not on disk did not happen: the call runs only once it is.
+        let audit = &lane.shared.audit;
+        if audit.is_on()
+            && let Err(e) = audit.append(Record::decision(&head, &trace, true, None)).await
+        {
+            tracing::error!(session = %lane.shared.id, index = head.index, error = %e, "ledger write failed; call refused");
+            return PostItem::not_run(head, unrecorded(&e));
+        }
+        let mut item = execute_inner(lane, round, registry, head, grant, started, speculative).await;
+        let ran = item.result.as_ref().map_or_else(|e| e.started, |_| true);
+        let withheld = ran && crate::hooking::run_post(&lane.shared, &item.head, &mut item.result).await;
+        if audit.is_on() {
+            let outcome = match &item.result {
+                _ if withheld => "withheld",
+                Ok(out) if !out.is_error => "ok",
+                Ok(_) | Err(_) => "error",
+            };
+            if let Err(e) = audit.append(Record::outcome(&item.head, &trace, outcome)).await {
+                tracing::error!(session = %lane.shared.id, index = item.head.index, error = %e, "ledger: an outcome could not be recorded");
+            }
+        }
+        item
+    })
+    .await
+}
+
+/// A call that does not run: its refusal is recorded as the decision, and is its outcome.
+async fn refuse(lane: &Lane, head: CallHead, trace: Trace, error: ToolError) -> PostItem {
+    let audit = &lane.shared.audit;
+    if audit.is_on()
+        && let Err(e) = audit.append(Record::decision(&head, &trace, false, Some(&error))).await
+    {
+        // Nothing runs either way; the refusal keeps its own reason.
+        tracing::error!(session = %lane.shared.id, index = head.index, error = %e, "ledger: a refusal could not be recorded");
+    }
+    PostItem::not_run(head, error)
 }
 
 /// What the approval gate cleared a call to do (the sandbox enforces it).

@@ -444,6 +444,57 @@ impl Dispatcher {
         }
     }
 
+    /// The call of session `id` waiting for the host's decision, if any.
+    ///
+    /// # Errors
+    /// [`DispatchError::Gone`] (or unknown session) when the session is not there.
+    pub async fn pending_approval(&self, id: &str) -> Result<Option<crate::approval::Pending>, DispatchError> {
+        let handle = self.session(id)?;
+        handle
+            .stages
+            .approval
+            .send(crate::approval::GetPending)
+            .await
+            .map_err(|_| DispatchError::Gone(id.to_string()))
+    }
+
+    /// Session `id`'s remembered decisions (approve_for_session, reject_for_session, …).
+    ///
+    /// # Errors
+    /// [`DispatchError::Gone`] (or unknown session) when the session is not there.
+    pub async fn remembered_approvals(&self, id: &str) -> Result<Vec<toolslot::plan::approval::Remembered>, DispatchError> {
+        let handle = self.session(id)?;
+        handle
+            .stages
+            .approval
+            .send(crate::approval::GetRemembered)
+            .await
+            .map_err(|_| DispatchError::Gone(id.to_string()))
+    }
+
+    /// Forgets session `id`'s remembered decision under `key` (every one with `None`): later
+    /// calls it covered are asked again. Returns how many were forgotten.
+    ///
+    /// # Errors
+    /// [`DispatchError::Gone`] (or unknown session) when the session is not there.
+    pub async fn revoke_approvals(&self, id: &str, key: Option<String>) -> Result<usize, DispatchError> {
+        let handle = self.session(id)?;
+        handle
+            .stages
+            .approval
+            .send(crate::approval::Revoke { key })
+            .await
+            .map_err(|_| DispatchError::Gone(id.to_string()))
+    }
+
+    /// The workspace of session `id`.
+    ///
+    /// # Errors
+    /// An unknown session.
+    pub fn workspace_of(&self, id: &str) -> Result<std::path::PathBuf, DispatchError> {
+        Ok(self.session(id)?.shared.workspace.clone())
+    }
+
     /// Answers input request `n` of the session (an `input_required` event): accepted with
     /// content (checked against the requested schema), declined or cancelled.
     ///

@@ -31,9 +31,11 @@
 #![warn(missing_docs)]
 
 pub mod approval;
+pub mod audit;
 pub mod batch_executor;
 pub mod chain;
 pub mod dispatcher;
+pub mod hooking;
 pub mod inputs;
 pub mod ledger;
 pub mod lsp;

@@ -118,6 +118,9 @@ impl PlannerActor {
             let mut guard = shared.guard();
             for call in calls {
                 let planned = plan_call(plan_ctx, call, cut, &mut guard);
+                if matches!(planned.action, Action::Run { .. }) && !call.text_before.is_empty() {
+                    shared.remember_text(&call.id, &call.text_before);
+                }
                 round.next += 1;
                 let early = matches!(planned.action, Action::Run { speculative: true, .. }) && stop.is_none() && round.leading_batch_open;
                 let ticket = announce(shared, names, planned);

@@ -154,6 +154,10 @@ impl toolslot::tool::SessionServices for PipelineServices {
     }
 }
 
+/// How many calls' preceding texts a session keeps ([`SessionShared::text_before`]): more than a
+/// round asks about at once.
+const TEXTS_KEPT: usize = 64;
+
 /// State shared by a session's stages and its rounds.
 pub struct SessionShared {
     /// The session id.
@@ -170,6 +174,8 @@ pub struct SessionShared {
     pub mode: ApprovalMode,
     /// Policy rules and hooks.
     pub policy: Arc<Policy>,
+    /// The session's ledger of decisions and outcomes (`audit.ledger_dir`).
+    pub audit: Arc<crate::audit::Audit>,
     /// Dialect, if fixed.
     pub dialect: Option<Dialect>,
     /// The session's language servers (started on the first edit that needs one).
@@ -202,6 +208,9 @@ pub struct SessionShared {
     /// Whether `faults` may hold anything: every handler checks, so the lock is only taken
     /// once a test armed a fault.
     faults_armed: AtomicBool,
+    /// The assistant's text before each recent call, by call id (newest last, at most
+    /// [`TEXTS_KEPT`]): what a host deciding on a call's approval reads as its cause.
+    texts: Mutex<std::collections::VecDeque<(String, String)>>,
     /// The loop guard: session state read by the Planner (checks) and written by the
     /// PostProcessor (outcomes). A session's stages share one arbiter thread, so the lock is
     /// never contended; it replaces a message round trip per batch.
@@ -259,6 +268,7 @@ impl SessionShared {
             .unwrap_or_else(|| Arc::new(Policy::load(&config, &workspace).unwrap_or_else(|e| Policy::refusing(e.to_string()))));
         Self {
             policy,
+            audit: Arc::new(crate::audit::Audit::new(config.audit.ledger_path(), &id)),
             lsp: crate::lsp::SessionLsp::new(Arc::clone(&config), workspace.clone()),
             inputs: crate::inputs::PendingInputs::default(),
             answers_input: AtomicBool::new(false),
@@ -279,6 +289,7 @@ impl SessionShared {
             faults: Mutex::new(Vec::new()),
             faults_armed: AtomicBool::new(false),
             guard: Mutex::new(guard),
+            texts: Mutex::new(std::collections::VecDeque::new()),
             durable: std::sync::OnceLock::new(),
             last_round: Mutex::new(None),
         }
@@ -313,6 +324,26 @@ impl SessionShared {
             Some(d) => d.last_round(),
             None => self.last_round.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }
+    }
+
+    /// Keeps the assistant's text before call `id` (only calls that may be asked about need it).
+    pub fn remember_text(&self, id: &str, text: &str) {
+        let mut texts = self.texts.lock().unwrap_or_else(|p| p.into_inner());
+        if texts.len() == TEXTS_KEPT {
+            texts.pop_front();
+        }
+        texts.push_back((id.to_string(), text.to_string()));
+    }
+
+    /// The assistant's text before call `id`, "" when not kept.
+    pub fn text_before(&self, id: &str) -> String {
+        let texts = self.texts.lock().unwrap_or_else(|p| p.into_inner());
+        texts
+            .iter()
+            .rev()
+            .find(|(i, _)| i == id)
+            .map(|(_, t)| t.clone())
+            .unwrap_or_default()
     }
 
     /// Sends an event to the running submission's stream and to live subscribers.

@@ -14,7 +14,8 @@ use support::nats::*;
 fn serve_config(dir: &Path, nats: &Nats, addr: &str, name: &str) -> std::path::PathBuf {
     let sub = dir.join(name);
     std::fs::create_dir_all(&sub).unwrap();
-    let extra = format!("[server]\nbind = \"{addr}\"\n[execution]\nworkers = 2");
+    // The audit ledger's default folder is the user's home, which a test must not write to.
+    let extra = format!("[server]\nbind = \"{addr}\"\n[execution]\nworkers = 2\n[audit]\nledger_dir = \"\"");
     let config = write_config(&sub, nats, "{}", "auto", &extra);
     // Into `[remote]`, which the overflow section follows.
     let text = std::fs::read_to_string(&config)
@@ -188,6 +189,9 @@ fn a_remembered_approval_survives_a_restart() {
 
     let _second = serve(&config);
     last_round(&addr, &id, 30);
+    let (status, text) = http(&addr, "GET", &format!("/v1/sessions/{id}/approvals/remembered"), b"");
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("exec_shell"), "the remembered approval is listed: {text}");
     let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes());
     assert_eq!(status, 200, "{text}");
     let evs = events(&text);
@@ -282,7 +286,7 @@ fn without_nats_the_last_round_is_kept_in_memory() {
     let dir = tempfile::tempdir().unwrap();
     let addr = free_addr();
     let config = dir.path().join("config.toml");
-    std::fs::write(&config, format!("[server]\nbind = \"{addr}\"\n[shell]\nsandbox = \"auto\"\n")).unwrap();
+    std::fs::write(&config, format!("[server]\nbind = \"{addr}\"\n[shell]\nsandbox = \"auto\"\n[audit]\nledger_dir = \"\"\n")).unwrap();
     let _serve = serve(&config);
     let id = open(&addr, dir.path(), "full-auto");
     let (status, text) = http(&addr, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");

@@ -26,6 +26,7 @@ fn replay(dir: &Path, config: &str, approve: &str, rounds: &[Vec<(&str, Value)>]
     let ws = dir.join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolslot"));
+    cmd.env("TOOLSLOT_AUDIT__LEDGER_DIR", "");
     cmd.env("TOOLSLOT_OVERFLOW__DIR", dir.join("overflow"))
         .args(["replay", "--approve", approve, "--workspace"])
         .arg(&ws)

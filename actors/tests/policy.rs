@@ -376,3 +376,336 @@ fn policy_explain_prints_one_line_and_check_refuses_examples_that_misbehave() {
         assert!(err.contains("rule 0"), "{err}");
     }
 }
+
+impl Bed {
+    /// A hook script in the bed (outside the workspace), `body` after a shebang.
+    fn hook(&self, name: &str, body: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+    /// A config in full-auto with one pre_tool_use hook for exec_shell.
+    fn hooked(&self, hook: &Path, extra: &str) -> PathBuf {
+        self.config(&format!(
+            "[approval]\nmode = \"full-auto\"\n{extra}\n[[hooks]]\nevent = \"pre_tool_use\"\ntool = \"exec_shell\"\ncommand = [\"{}\"]\ntimeout_ms = 1500\n",
+            hook.display()
+        ))
+    }
+    /// The session ledgers written so far.
+    fn ledgers(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.ledger_dir())
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        files
+    }
+}
+
+/// A call cleared to write (`git commit` in full-auto) that leaves the marker when it runs.
+fn a_commit() -> String {
+    openai_stream(&[("exec_shell", json!({"command": "git commit -m x"}))])
+}
+
+#[test]
+fn a_hook_that_fails_in_any_way_blocks_the_call() {
+    let bed = Bed::new();
+    // The control: a hook that answers nothing lets the call run, and the marker appears.
+    let quiet = bed.hook("quiet.sh", "cat > /dev/null\nexit 0");
+    let (code, events, err) = bed.replay(&bed.hooked(&quiet, ""), "none", &[a_commit()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(bed.marker().exists(), "the control did not run: {events:?}");
+    std::fs::remove_file(bed.marker()).unwrap();
+
+    for (name, body, why) in [
+        ("exit1.sh", "echo boom >&2\nexit 1", "status 1"),
+        ("hang.sh", "sleep 30", "did not answer within 1500 ms"),
+        ("garbage.sh", "cat > /dev/null\necho 'sure, go ahead'", "not a JSON object"),
+        ("badjson.sh", "echo '{\"decision\": \"yes\"}'", "not allow, ask or deny"),
+    ] {
+        let hook = bed.hook(name, body);
+        let (code, events, err) = bed.replay(&bed.hooked(&hook, ""), "none", &[a_commit()]);
+        assert_eq!(code, Some(0), "{name}: {err}");
+        let content = results(&events)[0]["content"].as_str().unwrap().to_string();
+        assert!(content.contains("Blocked by a hook") && content.contains(why), "{name}: {content}");
+        assert!(!content.contains("STAND-IN GIT RAN"), "{name}: {content}");
+        assert!(!bed.marker().exists(), "{name}: git ran");
+    }
+
+    // Exit 2 blocks with stderr as the model's reason.
+    let hook = bed.hook("two.sh", "echo 'commits wait for review' >&2\nexit 2");
+    let (_, events, _) = bed.replay(&bed.hooked(&hook, ""), "none", &[a_commit()]);
+    let content = results(&events)[0]["content"].as_str().unwrap().to_string();
+    assert!(content.contains("commits wait for review"), "{content}");
+    assert!(!bed.marker().exists());
+
+    // on_error = "allow" ignores a failure, and says so.
+    let hook = bed.hook("exit1b.sh", "exit 1");
+    let config = bed.config(&format!(
+        "[approval]\nmode = \"full-auto\"\n[[hooks]]\nevent = \"pre_tool_use\"\ncommand = [\"{}\"]\non_error = \"allow\"\n",
+        hook.display()
+    ));
+    let (_, events, _) = bed.replay(&config, "none", &[a_commit()]);
+    assert!(
+        events.iter().any(|e| e["type"] == "notice" && e["kind"] == "hook_failed"),
+        "{events:?}"
+    );
+    assert!(bed.marker().exists());
+}
+
+#[test]
+fn a_rewritten_input_is_judged_as_what_it_now_is() {
+    let bed = Bed::new();
+    // The hook turns a harmless command into a denied one; the rules see the new input.
+    let hook = bed.hook(
+        "rewrite.sh",
+        "cat > /dev/null\necho '{\"updated_input\": {\"command\": \"git push origin main\"}}'",
+    );
+    let config = bed.hooked(&hook, DENY_GIT_PUSH);
+    let (code, events, err) = bed.replay(
+        &config,
+        "all",
+        &[openai_stream(&[("exec_shell", json!({"command": "git status"}))])],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let rewritten = events
+        .iter()
+        .find(|e| e["type"] == "input_rewritten")
+        .unwrap_or_else(|| panic!("no input_rewritten: {events:?}"));
+    assert_eq!(rewritten["original_input"]["command"], "git status");
+    assert_eq!(rewritten["input"]["command"], "git push origin main");
+    let content = results(&events)[0]["content"].as_str().unwrap().to_string();
+    assert!(content.contains("Denied by policy: pushes go through CI"), "{content}");
+    assert!(!bed.marker().exists(), "git ran");
+
+    // A rewrite into a command that needs approval is asked about as that command, in ask mode
+    // (the approval is for the input that runs), and rejected here.
+    let hook = bed.hook(
+        "rewrite2.sh",
+        "cat > /dev/null\necho '{\"updated_input\": {\"command\": \"git commit -m x\"}}'",
+    );
+    let config = bed.config(&format!(
+        "[[hooks]]\nevent = \"pre_tool_use\"\ncommand = [\"{}\"]\n",
+        hook.display()
+    ));
+    let (_, events, _) = bed.replay(&config, "none", &[openai_stream(&[("exec_shell", json!({"command": "ls"}))])]);
+    let asked_for: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "approval_required")
+        .map(|e| &e["input"])
+        .collect();
+    assert_eq!(asked_for, vec![&json!({"command": "git commit -m x"})], "{events:?}");
+    assert!(!bed.marker().exists(), "git ran");
+}
+
+#[test]
+fn a_post_hook_adds_to_the_result() {
+    let bed = Bed::new();
+    let hook = bed.hook("post.sh", "cat > /dev/null\necho '{\"additional_context\": \"REVIEWED-BY-HOOK\"}'");
+    let config = bed.config(&format!(
+        "[approval]\nmode = \"full-auto\"\n[[hooks]]\nevent = \"post_tool_use\"\ncommand = [\"{}\"]\n",
+        hook.display()
+    ));
+    let (_, events, _) = bed.replay(&config, "none", &[a_commit()]);
+    let content = results(&events)[0]["content"].as_str().unwrap().to_string();
+    assert!(
+        content.contains("STAND-IN GIT RAN") && content.contains("REVIEWED-BY-HOOK"),
+        "{content}"
+    );
+}
+
+#[test]
+fn every_decision_is_in_the_ledger_before_its_call_runs() {
+    let bed = Bed::new();
+    bed.project_policy(DENY_GIT_PUSH);
+    let config = bed.config("[approval]\nmode = \"ask\"\n");
+    let calls = [
+        ("exec_shell", json!({"command": "git push"})),
+        ("exec_shell", json!({"command": "git commit -m x"})),
+        ("exec_shell", json!({"command": "ls"})),
+    ];
+    let (code, events, err) = bed.replay(&config, "session", &[openai_stream(&calls)]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(bed.marker().exists(), "{events:?}");
+    let files = bed.ledgers();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let records: Vec<Value> = std::fs::read_to_string(&files[0])
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |index: usize, kind: &str| -> Vec<&Value> { records.iter().filter(|r| r["index"] == index && r["kind"] == kind).collect() };
+    // The denied push: a deny by the rule, and no outcome.
+    let d = of(0, "decision");
+    assert_eq!(d.len(), 1, "{records:?}");
+    assert_eq!((d[0]["decision"].as_str(), d[0]["source"].as_str()), (Some("deny"), Some("rule")));
+    assert_eq!(d[0]["rule"]["layer"], "project");
+    assert!(of(0, "outcome").is_empty());
+    // The commit: allowed by the host for the session, then its outcome, in that order.
+    let d = of(1, "decision");
+    assert_eq!((d[0]["decision"].as_str(), d[0]["source"].as_str()), (Some("allow"), Some("host")));
+    assert_eq!(d[0]["detail"], "approve_for_session");
+    let o = of(1, "outcome");
+    assert_eq!(o.len(), 1);
+    assert!(o[0]["seq"].as_u64() > d[0]["seq"].as_u64());
+    // ls: the mode's.
+    assert_eq!(of(2, "decision")[0]["source"], "mode");
+
+    let verify = |file: &Path| bed.command().args(["ledger", "verify"]).arg(file).output().unwrap();
+    let out = verify(&files[0]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // One changed word breaks the chain at its record.
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let tampered = lines[0].replace("\"deny\"", "\"allow\"");
+    assert_ne!(tampered, lines[0]);
+    let forged = bed.dir.path().join("forged.jsonl");
+    std::fs::write(&forged, format!("{tampered}\n{}\n", lines[1..].join("\n"))).unwrap();
+    let out = verify(&forged);
+    assert_eq!(out.status.code(), Some(1));
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["seq"], 1, "{answer}");
+}
+
+#[test]
+fn a_decision_that_cannot_be_recorded_runs_nothing() {
+    let bed = Bed::new();
+    // The ledger folder's place is taken by a file: nothing can be written there.
+    let blocker = bed.dir.path().join("not-a-folder");
+    std::fs::write(&blocker, "").unwrap();
+    let file = bed.dir.path().join("unwritable.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[overflow]\ndir = \"{}\"\n[audit]\nledger_dir = \"{}\"\n[policy]\nmanaged_file = \"{}\"\n[approval]\nmode = \"full-auto\"\n",
+            bed.dir.path().join("overflow").display(),
+            blocker.join("ledger").display(),
+            bed.managed().display()
+        ),
+    )
+    .unwrap();
+    let (code, events, err) = bed.replay(&file, "none", &[a_commit()]);
+    assert_eq!(code, Some(0), "{err}");
+    let content = results(&events)[0]["content"].as_str().unwrap().to_string();
+    assert!(content.contains("could not be recorded in the ledger"), "{content}");
+    assert!(!bed.marker().exists(), "git ran unrecorded");
+}
+
+#[test]
+fn approve_for_project_writes_the_rule_and_the_next_session_is_not_asked() {
+    let bed = Bed::new();
+    let config = bed.config("[approval]\nmode = \"ask\"\n");
+    let (code, events, err) = bed.replay(&config, "project", &[a_commit()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "approval_decided" && e["decision"] == "approved_for_project"),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|e| e["type"] == "notice" && e["kind"] == "project_rule_added"),
+        "{events:?}"
+    );
+    let policy = std::fs::read_to_string(bed.ws().join(".toolslot/policy.toml")).unwrap();
+    assert!(policy.contains("decision = \"allow\"") && policy.contains("git commit"), "{policy}");
+    assert!(bed.marker().exists());
+    std::fs::remove_file(bed.marker()).unwrap();
+
+    // A new session in the workspace: not asked, and it runs (rejecting every question).
+    let (_, events, _) = bed.replay(&config, "none", &[a_commit()]);
+    assert!(!asked(&events, 0), "{events:?}");
+    assert!(bed.marker().exists(), "{events:?}");
+
+    // A command that is not plain is approved for the session only, and the host is told.
+    let (_, events, _) = bed.replay(
+        &config,
+        "project",
+        &[openai_stream(&[("exec_shell", json!({"command": "git commit -m x > out.txt"}))])],
+    );
+    assert!(
+        events.iter().any(|e| e["type"] == "notice" && e["kind"] == "project_rule_failed"),
+        "{events:?}"
+    );
+    assert!(
+        !std::fs::read_to_string(bed.ws().join(".toolslot/policy.toml"))
+            .unwrap()
+            .contains("out.txt")
+    );
+}
+
+#[test]
+fn reject_for_session_refuses_the_same_key_without_asking() {
+    let bed = Bed::new();
+    let config = bed.config("[approval]\nmode = \"ask\"\n");
+    let (_, events, _) = bed.replay(
+        &config,
+        "reject-session,all",
+        &[a_commit(), openai_stream(&[("exec_shell", json!({"command": "git commit -m y"}))])],
+    );
+    assert!(asked(&events, 0));
+    let decided: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "approval_decided")
+        .map(|e| e["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(decided, vec!["rejected_for_session", "cached_rejection"], "{events:?}");
+    assert!(!bed.marker().exists());
+}
+
+#[test]
+fn a_hooks_decision_joins_the_rules_and_the_mode() {
+    let bed = Bed::new();
+    // ask: asked even in full-auto (and rejected here).
+    let ask = bed.hook(
+        "ask.sh",
+        "cat > /dev/null\necho '{\"decision\": \"ask\", \"reason\": \"a human looks at commits\"}'",
+    );
+    let (_, events, _) = bed.replay(&bed.hooked(&ask, ""), "none", &[a_commit()]);
+    assert!(asked(&events, 0), "{events:?}");
+    assert!(!bed.marker().exists());
+    // deny in JSON: refused with the hook's reason.
+    let deny = bed.hook(
+        "deny.sh",
+        "cat > /dev/null\necho '{\"decision\": \"deny\", \"reason\": \"no commits today\"}'",
+    );
+    let (_, events, _) = bed.replay(&bed.hooked(&deny, ""), "all", &[a_commit()]);
+    let content = results(&events)[0]["content"].as_str().unwrap().to_string();
+    assert!(content.contains("no commits today") && !asked(&events, 0), "{content}");
+    assert!(!bed.marker().exists());
+    // allow: lifts the mode's ask for a plain command...
+    let allow = bed.hook("allow.sh", "cat > /dev/null\necho '{\"decision\": \"allow\"}'");
+    let config = bed.config(&format!(
+        "[approval]\nmode = \"ask\"\n[[hooks]]\nevent = \"pre_tool_use\"\ncommand = [\"{}\"]\n",
+        allow.display()
+    ));
+    let (_, events, _) = bed.replay(&config, "none", &[a_commit()]);
+    assert!(!asked(&events, 0), "{events:?}");
+    assert!(bed.marker().exists());
+    std::fs::remove_file(bed.marker()).unwrap();
+    // ...never for one that is not plain, and never past a rule's ask.
+    let (_, events, _) = bed.replay(
+        &config,
+        "none",
+        &[openai_stream(&[("exec_shell", json!({"command": "git commit -m x; echo $(id)"}))])],
+    );
+    assert!(asked(&events, 0), "{events:?}");
+    bed.project_policy("[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"ask\"\ncommand = [\"git\", \"commit\"]\n");
+    let (_, events, _) = bed.replay(&config, "none", &[a_commit()]);
+    assert!(asked(&events, 0), "{events:?}");
+    assert!(!bed.marker().exists());
+    // The ledger names the hook as who decided a deny.
+    let (_, _, _) = bed.replay(&bed.hooked(&deny, ""), "all", &[a_commit()]);
+    let last = bed
+        .ledgers()
+        .into_iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .find(|t| t.contains("no commits today"));
+    let record: Value = serde_json::from_str(last.expect("a ledger with the hook's deny").lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (record["source"].as_str(), record["decision"].as_str()),
+        (Some("hook"), Some("deny"))
+    );
+}

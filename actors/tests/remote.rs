@@ -289,6 +289,7 @@ fn tools_only_workers_host_are_announced_and_routed() {
     let _w = worker(&write_config(&worker_dir, &nats, routes, "auto", &server), "mcp", &[]);
     let config = write_config(dir.path(), &nats, routes, "auto", "");
     let catalog = std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
+        .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
         .args(["catalog", "--format", "json", "--config"])
         .arg(&config)
         .output()
@@ -389,6 +390,7 @@ fn an_unreachable_nats_server_is_a_one_line_startup_error() {
     std::fs::write(&config, format!("[remote]\nnats_url = \"nats://127.0.0.1:{port}\"\n")).unwrap();
     for args in [vec!["catalog"], vec!["worker", "--pool", "shell"]] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
+            .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
             .args(&args)
             .arg("--config")
             .arg(&config)

@@ -37,6 +37,7 @@ impl Replay {
         std::fs::write(&file, stream).unwrap();
         let started = Instant::now();
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolslot"))
+            .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
             .args(["replay", "--approve", "all", "--config"])
             .arg(&cfg)
             .arg("--workspace")

@@ -63,6 +63,7 @@ fn start_with(token: &str, extra: &str) -> Server {
     )
     .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolslot"))
+        .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
         .args(["serve", "--config"])
         .arg(&config)
         .stderr(Stdio::piped())
@@ -466,6 +467,7 @@ fn a_missing_workspace_root_stops_the_server_at_start() {
     let config = dir.path().join("serve.toml");
     std::fs::write(&config, "[server]\nbind = \"127.0.0.1:0\"\nworkspace_root = \"/no/such/root\"\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_toolslot"))
+        .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
         .args(["serve", "--config"])
         .arg(&config)
         .output()
@@ -651,6 +653,7 @@ fn a_reachable_bind_without_a_token_refuses_to_start() {
     for bind in ["0.0.0.0:0", "[::]:0"] {
         std::fs::write(&config, format!("[server]\nbind = \"{bind}\"\n")).unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_toolslot"))
+            .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
             .args(["serve", "--config"])
             .arg(&config)
             .output()

@@ -153,7 +153,10 @@ const ATTACKS: &[Attack] = &[
 ];
 
 fn toolslot() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_toolslot"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolslot"));
+    // The audit ledger's default folder is the user's home, which a test must not write to.
+    cmd.env("TOOLSLOT_AUDIT__LEDGER_DIR", "");
+    cmd
 }
 
 /// An OpenAI Chat response calling `calls` (name, arguments), as SSE.

@@ -67,6 +67,9 @@ pub fn config(overflow: &std::path::Path, workers: usize) -> Arc<Config> {
         ),
         ("TOOLSLOT_OVERFLOW__DIR".to_string(), overflow.display().to_string()),
         ("TOOLSLOT_APPROVAL__MODE".to_string(), "full-auto".to_string()),
+        // The pipeline's own cost, without a synced ledger write per call (a disk's fsync time,
+        // not ours): set TOOLSLOT_AUDIT__LEDGER_DIR to bench with it.
+        ("TOOLSLOT_AUDIT__LEDGER_DIR".to_string(), String::new()),
     ];
     env.extend(std::env::vars().filter(|(k, _)| k.starts_with("TOOLSLOT_")));
     Arc::new(Config::load_with_env(None, env).expect("bench config loads"))

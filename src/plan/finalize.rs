@@ -154,6 +154,7 @@ mod tests {
             arguments: args.into(),
             thought_signature: None,
             complete,
+            text_before: String::new(),
         }
     }
 

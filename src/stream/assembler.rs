@@ -26,6 +26,9 @@ pub struct RawCall {
     pub thought_signature: Option<String>,
     /// Whether the call's block ended (false: the stream stopped inside it).
     pub complete: bool,
+    /// The assistant's text before the call began (forged calls stripped): what led to it, for
+    /// a host deciding on its approval.
+    pub text_before: String,
 }
 
 /// A finished round.
@@ -211,6 +214,7 @@ impl Assembler {
                         arguments: String::new(),
                         thought_signature,
                         complete: false,
+                        text_before: self.round.text.clone(),
                     },
                     full: None,
                 });

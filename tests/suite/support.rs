@@ -161,10 +161,15 @@ impl Bed {
         let file = workspace.path().join(".config.toml");
         let overflow = workspace.path().join(".overflow");
         std::fs::write(&file, toml).unwrap();
-        // One worker thread per test system, and saved outputs inside the test's folder.
+        // One worker thread per test system, and saved outputs and the ledger inside the
+        // test's folder.
         let env = [
             ("TOOLSLOT_EXECUTION__WORKERS".to_string(), "1".to_string()),
             ("TOOLSLOT_OVERFLOW__DIR".to_string(), overflow.display().to_string()),
+            (
+                "TOOLSLOT_AUDIT__LEDGER_DIR".to_string(),
+                workspace.path().join(".ledger").display().to_string(),
+            ),
         ];
         let config = Arc::new(Config::load_with_env(Some(&file), env).unwrap());
         Self {

@@ -25,8 +25,9 @@ pub struct ReplayArgs {
     /// Workspace root for file tools (default: the current folder).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
-    /// Answer approval requests: all (approve), session (approve for the session) or none
-    /// (reject); a comma-separated list answers the requests in order, its last answer the rest.
+    /// Answer approval requests: all (approve), session (approve for the session), project
+    /// (approve for the project), none (reject) or reject-session (reject for the session); a
+    /// comma-separated list answers the requests in order, its last answer the rest.
     #[arg(long)]
     pub approve: Option<String>,
     /// Offer spawn_agent, its children answered by these recorded responses in turn.
@@ -54,9 +55,11 @@ fn answers(list: &str) -> Result<Vec<HostDecision>, CliError> {
         .map(|a| match a.trim() {
             "all" => Ok(HostDecision::Approve),
             "session" => Ok(HostDecision::ApproveForSession),
+            "project" => Ok(HostDecision::ApproveForProject),
             "none" => Ok(HostDecision::Reject),
+            "reject-session" => Ok(HostDecision::RejectForSession),
             other => Err(CliError::Usage(format!(
-                "--approve takes all, session or none (or a comma-separated list of them), not `{other}`"
+                "--approve takes all, session, project, none or reject-session (or a comma-separated list of them), not `{other}`"
             ))),
         })
         .collect()
@@ -158,13 +161,15 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
 }
 
 fn prompt(index: usize, name: &str, input: &serde_json::Value) -> HostDecision {
-    eprint!("approve call {index}: {name} {input}? [y]es / [s]ession / [N]o: ");
+    eprint!("approve call {index}: {name} {input}? [y]es / [s]ession / [p]roject / [r]eject for the session / [N]o: ");
     let _ = std::io::stderr().flush();
     let mut line = String::new();
     let _ = std::io::stdin().read_line(&mut line);
     match line.trim().to_lowercase().as_str() {
         "y" | "yes" => HostDecision::Approve,
         "s" | "session" => HostDecision::ApproveForSession,
+        "p" | "project" => HostDecision::ApproveForProject,
+        "r" | "reject-session" => HostDecision::RejectForSession,
         _ => HostDecision::Reject,
     }
 }

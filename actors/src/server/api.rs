@@ -104,7 +104,8 @@ pub struct SessionInfo {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalBody {
-    /// `approve`, `approve_for_session` or `reject`.
+    /// `approve`, `approve_for_session`, `approve_for_project`, `reject` or
+    /// `reject_for_session`.
     pub decision: String,
 }
 
@@ -409,15 +410,12 @@ pub async fn answer_approval(
     body: web::Json<ApprovalBody>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, index) = path.into_inner();
-    let decision = match body.decision.as_str() {
-        "approve" => HostDecision::Approve,
-        "approve_for_session" => HostDecision::ApproveForSession,
-        "reject" => HostDecision::Reject,
-        other => {
-            return Err(bad(format!(
-                "unknown decision `{other}` (expected approve, approve_for_session or reject)"
-            )));
-        }
+    let Some(decision) = HostDecision::parse(&body.decision) else {
+        return Err(bad(format!(
+            "unknown decision `{}` (expected {})",
+            body.decision,
+            crate::approval::HOST_DECISIONS
+        )));
     };
     state.dispatcher.answer_approval(&id, index, decision).await?;
     state.touch(&id);

@@ -5,6 +5,7 @@
 //! key; every refusal is a 4xx with a one-line JSON reason.
 
 mod api;
+mod approvals;
 mod guard;
 mod metrics;
 mod rounds;
@@ -34,8 +35,8 @@ pub const LOGIN_HTML: &str = include_str!("login.html");
 #[derive(OpenApi)]
 #[openapi(
     info(title = "toolslot", description = "Governs an LLM agent's tool calls: stream a model's response in, get one result per call back."),
-    paths(api::create_session, api::list_sessions, api::delete_session, api::post_round, api::answer_approval, api::answer_input, api::session_events, api::tools, api::search, api::healthz, api::metrics, api::openapi, api::console, api::mcp_servers, api::session_tools, rounds::last_round),
-    components(schemas(api::ErrorBody, api::NewSession, api::SessionCreated, api::SessionList, api::SessionInfo, api::ApprovalBody, api::InputBody, api::SearchBody, api::SearchAnswer, api::SearchMatch, api::McpServers, api::McpServerInfo)),
+    paths(api::create_session, api::list_sessions, api::delete_session, api::post_round, api::answer_approval, api::answer_input, api::session_events, api::tools, api::search, api::healthz, api::metrics, api::openapi, api::console, api::mcp_servers, api::session_tools, rounds::last_round, approvals::session_pending, approvals::all_pending, approvals::remembered, approvals::revoke_all, approvals::revoke_one),
+    components(schemas(api::ErrorBody, api::NewSession, api::SessionCreated, api::SessionList, api::SessionInfo, api::ApprovalBody, api::InputBody, api::SearchBody, api::SearchAnswer, api::SearchMatch, api::McpServers, api::McpServerInfo, approvals::PendingApproval, approvals::PendingList, approvals::RememberedList, approvals::Revoked)),
     modifiers(&BearerAuth)
 )]
 struct ApiDoc;
@@ -237,6 +238,14 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
             .route("/v1/sessions/{id}", web::delete().to(api::delete_session))
             .route("/v1/sessions/{id}/rounds", web::post().to(api::post_round))
             .route("/v1/sessions/{id}/approvals/{index}", web::post().to(api::answer_approval))
+            .route("/v1/sessions/{id}/approvals/pending", web::get().to(approvals::session_pending))
+            .route("/v1/approvals/pending", web::get().to(approvals::all_pending))
+            .route("/v1/sessions/{id}/approvals/remembered", web::get().to(approvals::remembered))
+            .route("/v1/sessions/{id}/approvals/remembered", web::delete().to(approvals::revoke_all))
+            .route(
+                "/v1/sessions/{id}/approvals/remembered/{key:.*}",
+                web::delete().to(approvals::revoke_one),
+            )
             .route("/v1/sessions/{id}/inputs/{n}", web::post().to(api::answer_input))
             .route("/v1/sessions/{id}/events", web::get().to(api::session_events))
             .route("/v1/sessions/{id}/rounds/last", web::get().to(rounds::last_round))

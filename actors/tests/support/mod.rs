@@ -11,9 +11,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-/// The binary.
+/// The binary. The audit ledger is off: its default folder is the user's home, which a test
+/// must not write to (the ledger's own tests, in policy.rs and approvals.rs, give it a folder).
 pub fn toolslot() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_toolslot"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolslot"));
+    cmd.env("TOOLSLOT_AUDIT__LEDGER_DIR", "");
+    cmd
 }
 
 /// The repository root.

@@ -139,7 +139,7 @@ pub fn write_config(dir: &Path, nats: &Nats, routes: &str, sandbox: &str, extra:
 
 /// A `toolslot worker` of `pool`, ready (it has announced itself) when this returns.
 pub fn worker(config: &Path, pool: &str, env: &[(&str, &str)]) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolslot"))
+    let mut child = super::toolslot()
         .args(["worker", "--pool", pool, "--slots", "2", "--config"])
         .arg(config)
         .envs(env.iter().copied())
@@ -204,7 +204,7 @@ impl Replay {
             std::fs::write(&f, r).unwrap();
             files.push(f);
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolslot"))
+        let mut child = super::toolslot()
             .args(["replay", "--approve", "all", "--config"])
             .arg(config)
             .arg("--workspace")
@@ -288,7 +288,7 @@ pub fn error_meta(content: &str) -> Value {
 
 /// `toolslot serve` with `config` (which must set `server.bind` to `addr`), ready when returned.
 pub fn serve(config: &Path) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolslot"))
+    let mut child = super::toolslot()
         .args(["serve", "--config"])
         .arg(config)
         .stdout(Stdio::null())

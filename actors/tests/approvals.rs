@@ -1,0 +1,379 @@
+//! Approvals over `toolslot serve`: what waits is listed (per session and across sessions, with
+//! its deadline, the text that led to it and the session's workspace), remembered decisions are
+//! listed and revoked (a revoked one asks again), and a call nobody decides on in time is
+//! refused and runs nothing.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const TOKEN: &str = "approvals-token";
+
+struct Server {
+    child: Child,
+    addr: String,
+    dir: tempfile::TempDir,
+    workspace: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(extra: &str) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nbind = \"127.0.0.1:{port}\"\ntoken = \"{TOKEN}\"\n[audit]\nledger_dir = \"{}\"\n[policy]\nmanaged_file = \"{}\"\n{extra}\n[overflow]\ndir = \"{}\"\n",
+            dir.path().join("ledger").display(),
+            dir.path().join("managed.toml").display(),
+            dir.path().join("overflow").display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolslot"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env("HOME", dir.path())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 || line.contains("listening on") {
+            break;
+        }
+    }
+    assert!(line.contains("listening on"), "the server did not start: {line}");
+    std::thread::spawn(move || for _ in err.lines() {});
+    Server {
+        child,
+        addr: format!("127.0.0.1:{port}"),
+        dir,
+        workspace,
+    }
+}
+
+/// One request, `Connection: close`: status and body (chunked bodies joined).
+fn http(s: &Server, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        c,
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        s.addr,
+        body.len()
+    )
+    .unwrap();
+    c.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    c.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let mut body = String::new();
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        let mut s = rest;
+        while let Some((size, more)) = s.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 || more.len() < n {
+                break;
+            }
+            body.push_str(&more[..n]);
+            s = more[n..].trim_start_matches("\r\n");
+        }
+    } else {
+        body = rest.to_string();
+    }
+    (status, body)
+}
+
+fn json_of(s: &Server, method: &str, path: &str) -> Value {
+    let (status, body) = http(s, method, path, b"");
+    assert_eq!(status, 200, "{method} {path}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+fn events(sse: &str) -> Vec<Value> {
+    sse.split("\n\n")
+        .filter_map(|f| f.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+fn open_session(s: &Server) -> String {
+    let body = json!({"workspace": s.workspace, "approval_mode": "ask"}).to_string();
+    let (status, text) = http(s, "POST", "/v1/sessions", body.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    serde_json::from_str::<Value>(&text).unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A round that says why, then writes `path` (which needs approval in ask mode).
+fn write_round(path: &str) -> String {
+    write_round_of(path, "hi")
+}
+
+/// The same with `content` (a repeated identical call would meet the loop guard).
+fn write_round_of(path: &str, content: &str) -> String {
+    let text = json!({"choices": [{"index": 0, "delta": {"content": "I will note this in a file."}, "finish_reason": null}]});
+    let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c0", "type": "function", "function": {"name": "write_file", "arguments": json!({"path": path, "content": content}).to_string()}}]}, "finish_reason": null}]});
+    format!(
+        "data: {text}\n\ndata: {call}\n\ndata: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n"
+    )
+}
+
+/// Starts a round in a thread; its events when it completes.
+fn round(s: &Server, id: &str, body: String) -> std::thread::JoinHandle<Vec<Value>> {
+    let addr = s.addr.clone();
+    let path = format!("/v1/sessions/{id}/rounds");
+    std::thread::spawn(move || {
+        let mut c = TcpStream::connect(&addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        write!(
+            c,
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut raw = Vec::new();
+        c.read_to_end(&mut raw).unwrap();
+        let text = String::from_utf8_lossy(&raw).to_string();
+        // The SSE frames survive chunking markers between them well enough to be found.
+        let frames: String = text
+            .split("\r\n")
+            .filter(|l| l.starts_with("data: ") || l.is_empty() || l.starts_with('\n'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        events(&frames.replace("\n\n\n", "\n\n"))
+    })
+}
+
+/// Waits until something of the session waits for a decision; returns it as the cross-session
+/// list shows it.
+fn wait_pending(s: &Server, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let all = json_of(s, "GET", "/v1/approvals/pending");
+        if let Some(p) = all["pending"].as_array().unwrap().iter().find(|p| p["session_id"] == id) {
+            return p.clone();
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    panic!("nothing came to wait for a decision");
+}
+
+fn answer(s: &Server, id: &str, decision: &str) {
+    let body = json!({"decision": decision}).to_string();
+    let (status, text) = http(s, "POST", &format!("/v1/sessions/{id}/approvals/0"), body.as_bytes());
+    assert_eq!(status, 204, "{text}");
+}
+
+/// Percent-encodes a path segment.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn pending_approvals_are_listed_and_remembered_ones_revoked() {
+    let s = start("");
+    let id = open_session(&s);
+    assert_eq!(
+        json_of(&s, "GET", &format!("/v1/sessions/{id}/approvals/pending"))["pending"],
+        json!([])
+    );
+
+    let first = round(&s, &id, write_round("a.txt"));
+    let p = wait_pending(&s, &id);
+    assert_eq!(p["tool"], "write_file");
+    assert_eq!(p["input"]["path"], "a.txt");
+    assert_eq!(p["workspace"], s.workspace.display().to_string());
+    assert_eq!(p["text_before"], "I will note this in a file.");
+    assert!(p["deadline_ms"].is_null(), "{p}");
+    assert!(p["asked_at_ms"].as_u64().unwrap() > 0);
+    let mine = json_of(&s, "GET", &format!("/v1/sessions/{id}/approvals/pending"));
+    assert_eq!(mine["pending"][0]["index"], 0, "{mine}");
+    answer(&s, &id, "approve_for_session");
+    let ev = first.join().unwrap();
+    assert!(ev.iter().any(|e| e["type"] == "round_complete"), "{ev:?}");
+    assert!(s.workspace.join("a.txt").exists());
+
+    let remembered = json_of(&s, "GET", &format!("/v1/sessions/{id}/approvals/remembered"));
+    let list = remembered["remembered"].as_array().unwrap();
+    assert_eq!(list.len(), 1, "{remembered}");
+    assert_eq!(
+        (list[0]["decision"].as_str(), list[0]["scope"].as_str()),
+        (Some("approve"), Some("session"))
+    );
+    let key = list[0]["key"].as_str().unwrap().to_string();
+
+    // Covered: not asked.
+    let ev = round(&s, &id, write_round_of("a.txt", "second")).join().unwrap();
+    assert!(!ev.iter().any(|e| e["type"] == "approval_required"), "{ev:?}");
+    assert!(
+        ev.iter()
+            .any(|e| e["type"] == "approval_decided" && e["decision"] == "cached_approval")
+    );
+
+    // Revoked: asked again.
+    let (status, text) = http(
+        &s,
+        "DELETE",
+        &format!("/v1/sessions/{id}/approvals/remembered/{}", encode(&key)),
+        b"",
+    );
+    assert_eq!(status, 204, "{text}");
+    let (status, _) = http(
+        &s,
+        "DELETE",
+        &format!("/v1/sessions/{id}/approvals/remembered/{}", encode(&key)),
+        b"",
+    );
+    assert_eq!(status, 404);
+    assert_eq!(
+        json_of(&s, "GET", &format!("/v1/sessions/{id}/approvals/remembered"))["remembered"],
+        json!([])
+    );
+    std::fs::remove_file(s.workspace.join("a.txt")).unwrap();
+    let third = round(&s, &id, write_round_of("a.txt", "third"));
+    wait_pending(&s, &id);
+    answer(&s, &id, "reject");
+    let ev = third.join().unwrap();
+    assert!(
+        ev.iter().any(|e| e["type"] == "approval_decided" && e["decision"] == "rejected"),
+        "{ev:?}"
+    );
+    assert!(!s.workspace.join("a.txt").exists());
+    // The one-off rejection is remembered for that exact call; revoking all forgets it.
+    let revoked = json_of(&s, "DELETE", &format!("/v1/sessions/{id}/approvals/remembered"));
+    assert_eq!(revoked["revoked"], 1, "{revoked}");
+
+    // Unknown decisions and sessions are refused.
+    let (status, _) = http(&s, "POST", &format!("/v1/sessions/{id}/approvals/0"), br#"{"decision": "maybe"}"#);
+    assert_eq!(status, 400);
+    let (status, _) = http(&s, "GET", "/v1/sessions/nope/approvals/remembered", b"");
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn an_approval_nobody_gives_in_time_expires_and_runs_nothing() {
+    let s = start("[approval]\ntimeout_ms = 400\n");
+    let id = open_session(&s);
+    let ev = round(&s, &id, write_round("never.txt")).join().unwrap();
+    let expired = ev
+        .iter()
+        .find(|e| e["type"] == "approval_expired")
+        .unwrap_or_else(|| panic!("no approval_expired: {ev:?}"));
+    assert_eq!(expired["timeout_ms"], 400);
+    let done = ev.iter().find(|e| e["type"] == "round_complete").unwrap();
+    let content = done["results"][0]["content"].as_str().unwrap();
+    assert!(content.contains("nobody decided on `write_file` within 400 ms"), "{content}");
+    assert!(!s.workspace.join("never.txt").exists());
+    // Not remembered as anything, and recorded as a timeout, never as a grant.
+    assert_eq!(
+        json_of(&s, "GET", &format!("/v1/sessions/{id}/approvals/remembered"))["remembered"],
+        json!([])
+    );
+    let ledger = std::fs::read_to_string(s.dir.path().join(format!("ledger/{id}.jsonl"))).unwrap();
+    let records: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(records.len(), 1, "{ledger}");
+    assert_eq!(
+        (records[0]["decision"].as_str(), records[0]["source"].as_str()),
+        (Some("deny"), Some("timeout"))
+    );
+
+    // With a deadline, the pending list shows it.
+    let waiting = round(&s, &id, write_round("later.txt"));
+    let p = wait_pending(&s, &id);
+    let (asked, deadline) = (p["asked_at_ms"].as_u64().unwrap(), p["deadline_ms"].as_u64().unwrap());
+    assert_eq!(deadline - asked, 400, "{p}");
+    waiting.join().unwrap();
+}
+
+/// The test dependencies (installed on first use on a fresh machine, by CI beforehand).
+fn deps() -> PathBuf {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let ok = Command::new("bash")
+            .arg(repo.join("scripts/install-test-deps.sh"))
+            .status()
+            .expect("bash runs")
+            .success();
+        assert!(ok, "installing the test dependencies failed");
+    });
+    repo.join(".test-deps")
+}
+
+#[test]
+fn the_console_shows_what_waited_before_it_opened_and_revokes_in_a_real_browser() {
+    let deps = deps();
+    let s = start("[approval]\ntimeout_ms = 120000\n");
+    let id = open_session(&s);
+    let waiting = round(&s, &id, write_round("late.txt"));
+    wait_pending(&s, &id);
+    // Only now does the page open.
+    let status = Command::new("node")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/console/pending_test.mjs"))
+        .args([format!("http://{}", s.addr), TOKEN.to_string(), id.clone()])
+        .arg(&s.workspace)
+        .env("PLAYWRIGHT_CORE_PATH", deps.join("node/node_modules/playwright-core/package.json"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "the console test failed");
+    let ev = waiting.join().unwrap();
+    assert!(
+        ev.iter()
+            .any(|e| e["type"] == "approval_decided" && e["decision"] == "approved_for_session"),
+        "{ev:?}"
+    );
+    assert!(s.workspace.join("late.txt").exists());
+    assert_eq!(
+        json_of(&s, "GET", &format!("/v1/sessions/{id}/approvals/remembered"))["remembered"],
+        json!([])
+    );
+}
+
+#[test]
+fn approve_for_project_over_http_reaches_the_next_session() {
+    let s = start("");
+    let id = open_session(&s);
+    let first = round(&s, &id, write_round("notes.txt"));
+    wait_pending(&s, &id);
+    answer(&s, &id, "approve_for_project");
+    let ev = first.join().unwrap();
+    assert!(
+        ev.iter().any(|e| e["type"] == "notice" && e["kind"] == "project_rule_added"),
+        "{ev:?}"
+    );
+    let policy = std::fs::read_to_string(s.workspace.join(".toolslot/policy.toml")).unwrap();
+    assert!(policy.contains("decision = \"allow\"") && policy.contains("write_file"), "{policy}");
+    // Another session in the workspace runs it without asking.
+    let other = open_session(&s);
+    std::fs::remove_file(s.workspace.join("notes.txt")).unwrap();
+    let ev = round(&s, &other, write_round_of("notes.txt", "again")).join().unwrap();
+    assert!(!ev.iter().any(|e| e["type"] == "approval_required"), "{ev:?}");
+    assert_eq!(std::fs::read_to_string(s.workspace.join("notes.txt")).unwrap(), "again");
+}

@@ -220,7 +220,20 @@ async fn early(lane: Arc<Lane>, round: RoundNo, calls: Vec<Ticket>, start_after:
     let group = async {
         let mut running: FuturesOrdered<_> = calls
             .into_iter()
-            .map(|t| execute(lane, round, &registry, t.head, grant_of(&t.action), t.trace, started, true))
+            .map(|t| {
+                execute(
+                    lane,
+                    &registry,
+                    t.head,
+                    grant_of(&t.action),
+                    t.trace,
+                    Launch {
+                        round,
+                        started,
+                        speculative: true,
+                    },
+                )
+            })
             .collect();
         let mut held = Vec::new();
         loop {
@@ -310,7 +323,18 @@ async fn round_calls_inner(
         let runs = tickets.into_iter().map(|t| match t.action {
             Action::Refuse(e) => Either::Left(refuse(&lane, t.head, t.trace, e)),
             Action::Run { .. } if paused => Either::Left(refuse(&lane, t.head, t.trace, paused_error())),
-            Action::Run { grant, .. } => Either::Right(execute(&lane, round, &registry, t.head, grant, t.trace, started, false)),
+            Action::Run { grant, .. } => Either::Right(execute(
+                &lane,
+                &registry,
+                t.head,
+                grant,
+                t.trace,
+                Launch {
+                    round,
+                    started,
+                    speculative: false,
+                },
+            )),
         });
         // Started in index order, outcomes in index order whatever the completion order;
         // join_all keeps the futures in one vector (no task per call).
@@ -358,21 +382,26 @@ fn traced<F: Future>(span: tracing::Span, fut: F) -> impl Future<Output = F::Out
     }
 }
 
+/// Where a call starts from: its round, the batch's start, and whether it started before the
+/// stream ended.
+#[derive(Clone, Copy)]
+struct Launch {
+    round: RoundNo,
+    started: Instant,
+    speculative: bool,
+}
+
 /// Runs one call: `call_started`, timeout, cancellation, panic containment. The caller holds
 /// the session's gate.
 ///
 /// # Cancel safety
 /// Dropping the future drops the tool's future, which abandons the call.
-async fn execute(
-    lane: &Lane,
-    round: RoundNo,
-    registry: &Registry,
-    head: CallHead,
-    grant: Grant,
-    trace: Trace,
-    started: Instant,
-    speculative: bool,
-) -> PostItem {
+async fn execute(lane: &Lane, registry: &Registry, head: CallHead, grant: Grant, trace: Trace, launch: Launch) -> PostItem {
+    let Launch {
+        round,
+        started,
+        speculative,
+    } = launch;
     let span = crate::stage::span!("call", session = %lane.shared.id, index = head.index, tool = %head.name, speculative);
     traced(span, async {
         // A decision that is not on disk did not happen: the call runs only once it is.

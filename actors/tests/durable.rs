@@ -286,7 +286,11 @@ fn without_nats_the_last_round_is_kept_in_memory() {
     let dir = tempfile::tempdir().unwrap();
     let addr = free_addr();
     let config = dir.path().join("config.toml");
-    std::fs::write(&config, format!("[server]\nbind = \"{addr}\"\n[shell]\nsandbox = \"auto\"\n[audit]\nledger_dir = \"\"\n")).unwrap();
+    std::fs::write(
+        &config,
+        format!("[server]\nbind = \"{addr}\"\n[shell]\nsandbox = \"auto\"\n[audit]\nledger_dir = \"\"\n"),
+    )
+    .unwrap();
     let _serve = serve(&config);
     let id = open(&addr, dir.path(), "full-auto");
     let (status, text) = http(&addr, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");

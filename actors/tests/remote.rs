@@ -384,6 +384,8 @@ fn a_worker_told_to_stop_finishes_its_call_then_leaves_the_pool() {
 
 #[test]
 fn an_unreachable_nats_server_is_a_one_line_startup_error() {
+    // Alone: a server another test starts could take the free port this one names.
+    let _one = serial();
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let config = dir.path().join("c.toml");

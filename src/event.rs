@@ -22,7 +22,7 @@ pub enum ApprovalRequirement {
 }
 
 /// Why the model stopped, normalized across providers (docs/CONTRACT.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// It asked for tools.
@@ -121,8 +121,9 @@ pub enum InputAction {
     Cancel,
 }
 
-/// One tool result handed back to the model.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One tool result handed back to the model. Deserializable: a durable session's record
+/// keeps the results of its last round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
     /// The call's index in the response.
     pub index: usize,
@@ -138,7 +139,7 @@ pub struct ToolResult {
     /// audio): a text block with `content`, then each media block within
     /// `output.block_max_bytes`. A host that can send such blocks in a tool result sends these
     /// instead of `content`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocks: Option<Vec<Value>>,
 }
 

@@ -177,10 +177,12 @@ struct Asking {
 impl ApprovalActor {
     /// A stage for `shared`'s session, forwarding to `executor`.
     pub fn new(shared: Arc<SessionShared>, executor: Addr<BatchExecutorActor>) -> Self {
+        // A session taken over from another dispatcher keeps what its user decided.
+        let approvals = shared.durable.get().map(|d| d.restored_approvals()).unwrap_or_default();
         Self {
             shared,
             executor,
-            approvals: SessionApprovals::default(),
+            approvals,
             queue: VecDeque::new(),
             asking: None,
             asked: 0,
@@ -419,6 +421,9 @@ impl ApprovalActor {
             msg.calls.insert(0, ticket);
             return self.failed(msg);
         }
+        if let Some(d) = self.shared.durable.get() {
+            d.approvals(&self.approvals);
+        }
         self.shared.emit(PipelineEvent::ApprovalDecided {
             index: ticket.head.index,
             id: Arc::clone(&ticket.head.id),
@@ -604,9 +609,17 @@ impl Handler<GetRemembered> for ApprovalActor {
 impl Handler<Revoke> for ApprovalActor {
     type Result = usize;
     fn handle(&mut self, msg: Revoke, _ctx: &mut Context<Self>) -> Self::Result {
-        match msg.key {
+        let revoked = match msg.key {
             Some(key) => usize::from(self.approvals.revoke(&key)),
             None => self.approvals.revoke_all(),
+        };
+        // A durable session's record forgets it too: a revoked approval stays revoked after a
+        // take-over.
+        if revoked > 0
+            && let Some(d) = self.shared.durable.get()
+        {
+            d.approvals(&self.approvals);
         }
+        revoked
     }
 }

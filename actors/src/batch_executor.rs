@@ -192,7 +192,7 @@ impl Lane {
         let counted = std::panic::catch_unwind(AssertUnwindSafe(|| {
             if o.result.as_ref().is_ok_and(|out| !out.is_error) {
                 for observer in &self.observers {
-                    observer.observe(&o.head.name, &o.head.input, &shared.workspace, shared.memory.as_ref());
+                    observer.observe(&o.head.name, &o.head.input, &shared.workspace, shared.services.as_ref());
                 }
                 // A file just read is likely edited next: its language server starts now.
                 shared.lsp.warm_up(&o.head.name, &o.head.input);
@@ -220,7 +220,20 @@ async fn early(lane: Arc<Lane>, round: RoundNo, calls: Vec<Ticket>, start_after:
     let group = async {
         let mut running: FuturesOrdered<_> = calls
             .into_iter()
-            .map(|t| execute(lane, &registry, t.head, grant_of(&t.action), t.trace, started, true))
+            .map(|t| {
+                execute(
+                    lane,
+                    &registry,
+                    t.head,
+                    grant_of(&t.action),
+                    t.trace,
+                    Launch {
+                        round,
+                        started,
+                        speculative: true,
+                    },
+                )
+            })
             .collect();
         let mut held = Vec::new();
         loop {
@@ -310,7 +323,18 @@ async fn round_calls_inner(
         let runs = tickets.into_iter().map(|t| match t.action {
             Action::Refuse(e) => Either::Left(refuse(&lane, t.head, t.trace, e)),
             Action::Run { .. } if paused => Either::Left(refuse(&lane, t.head, t.trace, paused_error())),
-            Action::Run { grant, .. } => Either::Right(execute(&lane, &registry, t.head, grant, t.trace, started, false)),
+            Action::Run { grant, .. } => Either::Right(execute(
+                &lane,
+                &registry,
+                t.head,
+                grant,
+                t.trace,
+                Launch {
+                    round,
+                    started,
+                    speculative: false,
+                },
+            )),
         });
         // Started in index order, outcomes in index order whatever the completion order;
         // join_all keeps the futures in one vector (no task per call).
@@ -358,20 +382,26 @@ fn traced<F: Future>(span: tracing::Span, fut: F) -> impl Future<Output = F::Out
     }
 }
 
+/// Where a call starts from: its round, the batch's start, and whether it started before the
+/// stream ended.
+#[derive(Clone, Copy)]
+struct Launch {
+    round: RoundNo,
+    started: Instant,
+    speculative: bool,
+}
+
 /// Runs one call: `call_started`, timeout, cancellation, panic containment. The caller holds
 /// the session's gate.
 ///
 /// # Cancel safety
 /// Dropping the future drops the tool's future, which abandons the call.
-async fn execute(
-    lane: &Lane,
-    registry: &Registry,
-    head: CallHead,
-    grant: Grant,
-    trace: Trace,
-    started: Instant,
-    speculative: bool,
-) -> PostItem {
+async fn execute(lane: &Lane, registry: &Registry, head: CallHead, grant: Grant, trace: Trace, launch: Launch) -> PostItem {
+    let Launch {
+        round,
+        started,
+        speculative,
+    } = launch;
     let span = crate::stage::span!("call", session = %lane.shared.id, index = head.index, tool = %head.name, speculative);
     traced(span, async {
         // A decision that is not on disk did not happen: the call runs only once it is.
@@ -382,7 +412,7 @@ async fn execute(
             tracing::error!(session = %lane.shared.id, index = head.index, error = %e, "ledger write failed; call refused");
             return PostItem::not_run(head, unrecorded(&e));
         }
-        let mut item = execute_inner(lane, registry, head, grant, started, speculative).await;
+        let mut item = execute_inner(lane, round, registry, head, grant, started, speculative).await;
         let ran = item.result.as_ref().map_or_else(|e| e.started, |_| true);
         let withheld = ran && crate::hooking::run_post(&lane.shared, &item.head, &mut item.result).await;
         if audit.is_on() {
@@ -420,7 +450,15 @@ fn grant_of(action: &Action) -> Grant {
     }
 }
 
-async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, grant: Grant, started: Instant, speculative: bool) -> PostItem {
+async fn execute_inner(
+    lane: &Lane,
+    round: RoundNo,
+    registry: &Registry,
+    head: CallHead,
+    grant: Grant,
+    started: Instant,
+    speculative: bool,
+) -> PostItem {
     let shared = &lane.shared;
     if shared.is_cancelled() {
         return PostItem::not_run(head, cancelled_before());
@@ -432,6 +470,13 @@ async fn execute_inner(lane: &Lane, registry: &Registry, head: CallHead, grant: 
     // The content comes from outside when the tool's metadata says so (an MCP server, an
     // extension program, the network).
     let external = tool.meta.external;
+    // A durable session's record says the call is running before it runs: a dispatcher killed
+    // from here on leaves it `outcome_unknown`, never "not started" for a call that ran.
+    if let Some(d) = shared.durable.get()
+        && !d.running(round.0, head.index, &head.id, &head.name).await
+    {
+        return PostItem::not_run(head, not_recorded());
+    }
     shared.emit(PipelineEvent::CallStarted {
         index: head.index,
         id: Arc::clone(&head.id),
@@ -520,6 +565,15 @@ enum Slot {
     Exclusive { _held: tokio::sync::OwnedRwLockWriteGuard<()> },
 }
 
+/// A durable session whose record could not say the call runs (NATS away, or the session lost
+/// to another dispatcher): the call does not run.
+fn not_recorded() -> ToolError {
+    ToolError::refused(
+        ErrorCategory::Unavailable,
+        "Not run: this session's record could not be written before the call (the session store is unreachable, or another dispatcher took the session over); nothing was run.",
+    )
+}
+
 fn cancelled_before() -> ToolError {
     ToolError::refused(
         ErrorCategory::Cancelled,
@@ -538,10 +592,22 @@ impl Supervised for BatchExecutorActor {
     }
 }
 
+/// Notes a durable session's planned calls and the response's end in its record.
+fn durable_planned(shared: &SessionShared, round: RoundNo, calls: &[Ticket], end: Option<&RoundClose>) {
+    let Some(d) = shared.durable.get() else { return };
+    for t in calls {
+        d.planned(round.0, t.head.index, &t.head.id, &t.head.name);
+    }
+    if let Some(end) = end {
+        d.ended(round.0, end.call_count, end.stop_reason, &end.text);
+    }
+}
+
 impl Handler<Speculate> for BatchExecutorActor {
     type Result = ();
     fn handle(&mut self, msg: Speculate, ctx: &mut Context<Self>) {
         let shared = Arc::clone(&self.lane.shared);
+        durable_planned(&shared, msg.round, &msg.calls, None);
         if guarded::<Self, _>(Stage::BatchExecutor, &shared, ctx, || shared.trip(Stage::BatchExecutor)).is_err() {
             return self.failed(msg.round, msg.calls, None, false);
         }
@@ -560,6 +626,7 @@ impl Handler<Planned> for BatchExecutorActor {
     type Result = ();
     fn handle(&mut self, mut msg: Planned, ctx: &mut Context<Self>) {
         let shared = Arc::clone(&self.lane.shared);
+        durable_planned(&shared, msg.round, &msg.calls, msg.end.as_ref());
         let ends = msg.end.is_some() || msg.closes;
         let queued = &mut self.queued;
         let batches = guarded::<Self, _>(Stage::BatchExecutor, &shared, ctx, || {

@@ -14,10 +14,12 @@ use toolslot::registry::{Catalog, LiveRegistry, Registry};
 use toolslot::tool::ToolMetadata;
 
 use crate::approval::{Answer, HostDecision};
+use crate::remote::{DurableSession, LeaseError, SessionStore};
 use crate::session::{SessionOptions, SessionShared, Stage};
 use crate::session_table::SessionTable;
 use crate::stages::Stages;
 use crate::submission::{self, NotStarted, RoundInput, SubmissionState};
+use toolslot::remote::session_record::{RecordedOptions, RoundRecord, SessionRecord};
 
 /// Why a Dispatcher call was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,6 +55,12 @@ pub enum DispatchError {
     /// An answer that does not match what the server asked for.
     #[error("{0}")]
     BadInput(String),
+    /// A durable session another dispatcher holds (its lease has not run out), or lost to one.
+    #[error("{0}")]
+    LeasedElsewhere(String),
+    /// The session store (NATS) did not answer.
+    #[error("{0}")]
+    Store(String),
 }
 
 struct SessionHandle {
@@ -75,6 +83,10 @@ struct Inner {
     sessions: SessionTable<SessionHandle>,
     /// The host answers `input_required` events (see [`Dispatcher::answering_inputs`]).
     answers_input: std::sync::atomic::AtomicBool,
+    /// Where durable sessions are kept (see [`Dispatcher::keep_sessions_in`]).
+    store: std::sync::OnceLock<Arc<SessionStore>>,
+    /// One take-over at a time, so a session is never opened twice here.
+    adopting: tokio::sync::Mutex<()>,
 }
 
 impl Drop for Inner {
@@ -131,6 +143,8 @@ impl Dispatcher {
                 next_worker: AtomicUsize::new(0),
                 sessions: SessionTable::default(),
                 answers_input: std::sync::atomic::AtomicBool::new(false),
+                store: std::sync::OnceLock::new(),
+                adopting: tokio::sync::Mutex::new(()),
             }),
         }
     }
@@ -141,6 +155,12 @@ impl Dispatcher {
     pub fn answering_inputs(self) -> Self {
         self.inner.answers_input.store(true, Ordering::SeqCst);
         self
+    }
+
+    /// Keeps the sessions opened from now on in `store` (JetStream KV, under a lease): another
+    /// dispatcher, or this one restarted, takes them over ([`Dispatcher::adopt`]).
+    pub fn keep_sessions_in(&self, store: Arc<SessionStore>) {
+        let _ = self.inner.store.set(store);
     }
 
     /// The configuration in force.
@@ -171,29 +191,82 @@ impl Dispatcher {
     }
 
     fn session(&self, id: &str) -> Result<Arc<SessionHandle>, DispatchError> {
-        self.inner
+        let handle = self
+            .inner
             .sessions
             .get(id)
-            .ok_or_else(|| DispatchError::UnknownSession(id.to_string()))
+            .ok_or_else(|| DispatchError::UnknownSession(id.to_string()))?;
+        if handle.shared.durable.get().is_some_and(DurableSession::is_lost) {
+            // Lost to another dispatcher: this one no longer acts for it.
+            self.inner.sessions.remove(id);
+            return Err(DispatchError::LeasedElsewhere(format!(
+                "session `{id}` was taken over by another dispatcher"
+            )));
+        }
+        Ok(handle)
     }
 
     /// Opens a session with an unguessable id (128 random bits) and starts its five stages,
     /// each under a supervisor and wired into a chain, on one worker thread.
     pub fn open_session(&self, options: SessionOptions) -> String {
-        self.open_session_on(options, self.inner.registry.clone())
+        let recorded = RecordedOptions {
+            workspace: options.workspace.clone(),
+            approval_mode: options.approval_mode,
+            dialect: options.dialect,
+        };
+        let id = random_hex(16);
+        let durable = self.inner.store.get().map(|_| (SessionRecord::new(recorded), 0, 0));
+        self.start_session(id, options, self.inner.registry.clone(), durable)
     }
 
     /// As [`Dispatcher::open_session`], over another registry: a sub-agent's session, whose
     /// tools are built one level deeper, lives beside its parent so that the host can answer
     /// its approvals through this dispatcher.
     pub fn open_session_on(&self, options: SessionOptions, registry: impl Into<LiveRegistry>) -> String {
-        let id = random_hex(16);
+        self.start_session(random_hex(16), options, registry.into(), None)
+    }
+
+    /// Starts session `id`'s stages; with `durable` (its record, the record's revision and the
+    /// lease's, 0 where not written yet), its state is kept in the session store.
+    fn start_session(
+        &self,
+        id: String,
+        options: SessionOptions,
+        registry: LiveRegistry,
+        durable: Option<(SessionRecord, u64, u64)>,
+    ) -> String {
         let i = self.inner.next_worker.fetch_add(1, Ordering::Relaxed) % self.inner.workers.len();
         let (arbiter, config) = self.inner.workers[i].clone();
-        let shared = SessionShared::new(id.clone(), registry.into(), config, options, Arc::clone(&self.inner.overflow));
+        let shared = SessionShared::new(id.clone(), registry, config, options, Arc::clone(&self.inner.overflow));
         shared
             .answers_input
             .store(self.inner.answers_input.load(Ordering::SeqCst), Ordering::SeqCst);
+        if let (Some(store), Some((record, revision, lease))) = (self.inner.store.get(), durable) {
+            shared.guard().restore(record.loop_guard.clone());
+            {
+                use toolslot::tool::SessionServices;
+                if !record.activated.is_empty() {
+                    shared.memory.activate_tools(&record.activated);
+                }
+                for (path, modified) in &record.files {
+                    shared.memory.record_file_state(path, *modified);
+                }
+                if let (Some(owner), Some(state)) = (&record.task_owner, shared.memory.state()) {
+                    state.get_or_default::<toolslot::remote::TaskOwner>().set(owner.clone());
+                }
+            }
+            let weak = Arc::downgrade(&shared);
+            let fenced = Box::new(move || {
+                if let Some(s) = weak.upgrade() {
+                    s.closed.store(true, Ordering::SeqCst);
+                    s.set_cancelled(true);
+                }
+            });
+            let (durable, writer) = store.start(id.clone(), record, revision, lease, fenced);
+            // The writer lives on the session's thread, as its stages do.
+            arbiter.spawn(writer);
+            let _ = shared.durable.set(durable);
+        }
         let stages = Stages::start(&arbiter, &shared);
         self.inner
             .sessions
@@ -223,7 +296,84 @@ impl Dispatcher {
             .remove(id)
             .ok_or_else(|| DispatchError::UnknownSession(id.to_string()))?;
         submission::close(&handle.shared, &handle.stages);
+        if let Some(d) = handle.shared.durable.get() {
+            d.close();
+        }
         Ok(())
+    }
+
+    /// Makes sure session `id` is open here: a durable session that exists only in the
+    /// session store (its dispatcher was killed or stopped, or is another replica whose lease
+    /// ran out) is taken over: its lease claimed, its unfinished round settled (every call
+    /// given exactly one result: `outcome_unknown` for a call that was running,
+    /// `unavailable` not started for one that never ran), and its state restored.
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`] when no dispatcher has it,
+    /// [`DispatchError::LeasedElsewhere`] while another dispatcher holds it, and
+    /// [`DispatchError::Store`] when NATS does not answer.
+    pub async fn adopt(&self, id: &str) -> Result<(), DispatchError> {
+        if self.inner.sessions.get(id).is_some() {
+            return self.session(id).map(|_| ());
+        }
+        // Only ids this program makes are looked up: anything else is not a key.
+        let Some(store) = self
+            .inner
+            .store
+            .get()
+            .filter(|_| !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric()))
+        else {
+            return Err(DispatchError::UnknownSession(id.to_string()));
+        };
+        let _one = self.inner.adopting.lock().await;
+        if self.inner.sessions.get(id).is_some() {
+            return Ok(());
+        }
+        let leased = |e: LeaseError| match e {
+            LeaseError::Held { .. } => DispatchError::LeasedElsewhere(e.to_string()),
+            LeaseError::Store(_) => DispatchError::Store(e.to_string()),
+        };
+        let Some(_) = store.load(id).await.map_err(leased)? else {
+            return Err(DispatchError::UnknownSession(id.to_string()));
+        };
+        let lease = store.claim(id).await.map_err(leased)?;
+        // Read again under the lease: the previous holder may have written meanwhile.
+        let Some((mut record, revision)) = store.load(id).await.map_err(leased)? else {
+            return Err(DispatchError::UnknownSession(id.to_string()));
+        };
+        let settled = record.last_round.as_mut().is_some_and(|r| r.settle());
+        // Written even when nothing was settled: the new revision fences the previous holder.
+        let revision = match store.write(id, &record, revision).await {
+            Ok(Some(rev)) => rev,
+            Ok(None) => {
+                return Err(DispatchError::LeasedElsewhere(format!(
+                    "session `{id}` changed while it was being taken over; try again"
+                )));
+            }
+            Err(reason) => return Err(DispatchError::Store(format!("session store: {reason}"))),
+        };
+        tracing::info!(session = %id, settled, "durable session taken over");
+        let options = SessionOptions {
+            workspace: record.options.workspace.clone(),
+            approval_mode: record.options.approval_mode,
+            dialect: record.options.dialect,
+            policy: None,
+        };
+        self.start_session(
+            id.to_string(),
+            options,
+            self.inner.registry.clone(),
+            Some((record, revision, lease)),
+        );
+        Ok(())
+    }
+
+    /// The session's last round, as recorded (complete, settled, or still running).
+    ///
+    /// # Errors
+    /// [`DispatchError::UnknownSession`].
+    pub fn last_round(&self, id: &str) -> Result<Option<RoundRecord>, DispatchError> {
+        Ok(self.session(id)?.shared.last_round())
     }
 
     /// Submits a round: the input goes to the head of the session's chain. Events stream on

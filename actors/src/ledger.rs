@@ -43,6 +43,8 @@ impl Book {
 pub enum Completed {
     /// A round: one result per call, by index.
     Round {
+        /// Which round.
+        round: RoundNo,
         /// Normalized stop reason.
         stop_reason: StopReason,
         /// Assistant text.
@@ -136,6 +138,7 @@ impl Ledger {
             {
                 self.completed = Some(book.round);
                 out.push(Completed::Round {
+                    round: book.round,
                     stop_reason: end.stop_reason,
                     text: end.text,
                     results: book.results.into_iter().flatten().collect(),

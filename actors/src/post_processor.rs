@@ -130,6 +130,17 @@ impl PostProcessorActor {
             is_error: f.result.is_error,
             duration_ms,
         });
+        if let Some(d) = shared.durable.get() {
+            // Before the ledger takes it: the ledger refuses a second result, and the record
+            // keeps the first one filed too.
+            d.finished(round.0, f.result.clone());
+            // A background task a call started on a worker stays reachable after a take-over.
+            let owner = toolslot::tool::SessionServices::state(&*shared.memory)
+                .and_then(|s| s.get_or_default::<toolslot::remote::TaskOwner>().get());
+            if owner.is_some() {
+                d.task_owner(owner);
+            }
+        }
         if !self.ledger.file(round, f.result) {
             tracing::error!(session = %shared.id, index = head.index, "a second result for a call was dropped");
         }
@@ -159,14 +170,20 @@ impl PostProcessorActor {
         for done in self.ledger.take_completed() {
             match done {
                 Completed::Round {
+                    round,
                     stop_reason,
                     text,
                     results,
-                } => self.shared.emit(PipelineEvent::RoundComplete {
-                    stop_reason,
-                    text,
-                    results,
-                }),
+                } => {
+                    // Recorded before the host hears of it: a host that asks for the last
+                    // round once it saw `round_complete` finds this one.
+                    self.shared.round_completed(round.0, stop_reason, &text, &results);
+                    self.shared.emit(PipelineEvent::RoundComplete {
+                        stop_reason,
+                        text,
+                        results,
+                    })
+                }
                 Completed::Submission => crate::submission::finished(&self.shared),
             }
         }

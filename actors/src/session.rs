@@ -58,10 +58,16 @@ impl toolslot::tool::SessionServices for PipelineServices {
         self.memory.file_read_state(path)
     }
     fn record_file_state(&self, path: &std::path::Path, modified: std::time::SystemTime) {
-        self.memory.record_file_state(path, modified)
+        self.memory.record_file_state(path, modified);
+        if let Some(d) = self.shared.upgrade().as_ref().and_then(|s| s.durable.get()) {
+            d.file_read(path, modified);
+        }
     }
     fn activate_tools(&self, names: &[String]) {
-        self.memory.activate_tools(names)
+        self.memory.activate_tools(names);
+        if let Some(d) = self.shared.upgrade().as_ref().and_then(|s| s.durable.get()) {
+            d.activated(names);
+        }
     }
     fn search_index(&self) -> Option<Arc<dyn toolslot::tool::ToolFinder>> {
         self.memory.search_index()
@@ -213,6 +219,10 @@ pub struct SessionShared {
     /// PostProcessor (outcomes). A session's stages share one arbiter thread, so the lock is
     /// never contended; it replaces a message round trip per batch.
     guard: Mutex<LoopGuard>,
+    /// With `remote.nats_url` set (in `toolslot serve`), the writer of the session's record.
+    pub durable: std::sync::OnceLock<crate::remote::DurableSession>,
+    /// Without a durable record, the last completed round, for `GET …/rounds/last`.
+    last_round: Mutex<Option<toolslot::remote::session_record::RoundRecord>>,
 }
 
 impl std::fmt::Debug for SessionShared {
@@ -285,6 +295,39 @@ impl SessionShared {
             faults_armed: AtomicBool::new(false),
             guard: Mutex::new(guard),
             texts: Mutex::new(std::collections::VecDeque::new()),
+            durable: std::sync::OnceLock::new(),
+            last_round: Mutex::new(None),
+        }
+    }
+
+    /// A round completed: it is the session's last round (in its durable record, or here).
+    pub fn round_completed(
+        &self,
+        round: u64,
+        stop_reason: toolslot::event::StopReason,
+        text: &str,
+        results: &[toolslot::event::ToolResult],
+    ) {
+        if let Some(d) = self.durable.get() {
+            d.guard(self.guard().state());
+            d.completed(round, stop_reason, text, results);
+            return;
+        }
+        let mut last = self.last_round.lock().unwrap_or_else(|p| p.into_inner());
+        let number = last.as_ref().map_or(0, |r| r.number) + 1;
+        let mut r = toolslot::remote::session_record::RoundRecord {
+            number,
+            ..Default::default()
+        };
+        r.completed(stop_reason, text, results);
+        *last = Some(r);
+    }
+
+    /// The session's last round as recorded (complete, or still running).
+    pub fn last_round(&self) -> Option<toolslot::remote::session_record::RoundRecord> {
+        match self.durable.get() {
+            Some(d) => d.last_round(),
+            None => self.last_round.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }
     }
 

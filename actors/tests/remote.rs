@@ -384,6 +384,8 @@ fn a_worker_told_to_stop_finishes_its_call_then_leaves_the_pool() {
 
 #[test]
 fn an_unreachable_nats_server_is_a_one_line_startup_error() {
+    // Alone: a server another test starts could take the free port this one names.
+    let _one = serial();
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let config = dir.path().join("c.toml");
@@ -419,4 +421,38 @@ fn a_writing_call_longer_than_the_ack_wait_is_kept_alive_by_progress_acks() {
     assert_eq!(results[0]["is_error"], false, "{results:?}");
     assert!(results[0]["content"].as_str().unwrap().contains("finished"), "{results:?}");
     assert_eq!(lines(&marker).len(), 1);
+}
+
+#[test]
+fn progress_reported_on_a_worker_reaches_the_host() {
+    let _one = serial();
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let routes = r#"{ "everything__*" = "mcp" }"#;
+    let worker_dir = dir.path().join("worker");
+    std::fs::create_dir_all(&worker_dir).unwrap();
+    let server = format!(
+        "[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"everything\"\ncommand = [\"node\", \"{}\", \"stdio\"]\ndefer = false\nrequired = true\n",
+        repo()
+            .join(".test-deps/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+            .display()
+    );
+    let _w = worker(&write_config(&worker_dir, &nats, routes, "auto", &server), "mcp", &[]);
+    let config = write_config(dir.path(), &nats, routes, "auto", "");
+    let call = ("everything__trigger-long-running-operation", json!({"duration": 2, "steps": 4}));
+    let mut replay = Replay::start(&config, dir.path(), &[sse(&[call])]);
+    let results = replay.round(1, 60);
+    assert_eq!(results[0]["is_error"], false, "{results:?}");
+    let progress: Vec<f64> = replay
+        .seen
+        .iter()
+        .filter(|e| e["type"] == "progress" && e["index"] == 0 && e["id"] == "toolu_0")
+        .map(|e| e["progress"].as_f64().unwrap())
+        .collect();
+    assert!(progress.len() >= 2, "the worker's progress reports are relayed: {:?}", replay.seen);
+    assert!(progress.windows(2).all(|w| w[0] <= w[1]), "{progress:?}");
+    // Reported while the call ran: every one before the call's end.
+    let finished = replay.seen.iter().position(|e| e["type"] == "call_finished").unwrap();
+    let last = replay.seen.iter().rposition(|e| e["type"] == "progress").unwrap();
+    assert!(last < finished, "{:?}", replay.seen);
 }

@@ -646,6 +646,10 @@ pub struct RemoteConfig {
     pub worker_poll_ms: u64,
     /// How long a stopping worker lets its running calls finish (s).
     pub worker_shutdown_grace_secs: u64,
+    /// How long a dispatcher's lease on a session lasts unless renewed (ms).
+    pub session_lease_ttl_ms: u64,
+    /// How long a session's record is kept after its last write (s).
+    pub session_ttl_secs: u64,
 }
 
 impl RemoteConfig {

@@ -100,6 +100,34 @@ impl LoopGuard {
         self.paused = false;
         self.consecutive_failures = 0;
     }
+
+    /// The counts, to keep where a session resumed elsewhere finds them.
+    pub fn state(&self) -> LoopGuardState {
+        LoopGuardState {
+            seen: self.seen.clone().into_iter().collect(),
+            consecutive_failures: self.consecutive_failures,
+            paused: self.paused,
+        }
+    }
+
+    /// Takes over counts kept by [`LoopGuard::state`] (the configuration stays this one's).
+    pub fn restore(&mut self, state: LoopGuardState) {
+        self.seen = state.seen.into_iter().collect();
+        self.consecutive_failures = state.consecutive_failures;
+        self.paused = state.paused;
+    }
+}
+
+/// What a loop guard has counted, as plain data: a durable session keeps it between
+/// dispatchers, so a restart does not reset a repeat or a failure streak.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LoopGuardState {
+    /// Occurrences per tool and canonical arguments.
+    pub seen: std::collections::BTreeMap<String, u32>,
+    /// Failures in a row.
+    pub consecutive_failures: u32,
+    /// Whether the session is paused.
+    pub paused: bool,
 }
 
 /// The result of a call not run because the session is paused.
@@ -158,6 +186,20 @@ mod tests {
         assert_eq!(g.check("x", &json!({}), false).unwrap_err().category, ErrorCategory::Unavailable);
         g.resume();
         assert!(g.check("x", &json!({}), false).is_ok());
+    }
+
+    #[test]
+    fn restored_counts_block_and_pause_as_before() {
+        let mut g = guard();
+        g.check("read_file", &json!({"path": "a"}), false).unwrap();
+        g.check("read_file", &json!({"path": "a"}), false).unwrap();
+        let kept: LoopGuardState = serde_json::from_str(&serde_json::to_string(&g.state()).unwrap()).unwrap();
+        let mut h = guard();
+        h.restore(kept);
+        assert_eq!(
+            h.check("read_file", &json!({"path": "a"}), false).unwrap_err().category,
+            ErrorCategory::LoopBlocked
+        );
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //! `McpCaller` does: the slot holds no connection and spawns nothing.
 
 pub mod route;
+pub mod session_record;
 mod tool;
 pub mod wire;
 
 pub use route::{Affinity, Routes, affinity};
-pub use tool::{AnnouncedSpec, RemoteAnswer, RemoteCaller, RemoteTool, TaskOwner};
+pub use tool::{AnnouncedSpec, RemoteAnswer, RemoteCaller, RemoteProgress, RemoteTool, TaskOwner};

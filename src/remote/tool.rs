@@ -32,10 +32,21 @@ pub trait RemoteCaller: Send + Sync {
     /// # Cancel safety
     /// Dropping the future gives the call up: the worker is told to stop it, and no worker may
     /// start it any more.
-    fn call<'a>(&'a self, pool: &'a str, job: Job, target: Option<&'a str>) -> BoxFuture<'a, Result<RemoteAnswer, ToolError>>;
+    /// `progress` hears the tool's progress reports from the worker (progress, total,
+    /// message), as an in-process tool's would be reported.
+    fn call<'a>(
+        &'a self,
+        pool: &'a str,
+        job: Job,
+        target: Option<&'a str>,
+        progress: Option<RemoteProgress>,
+    ) -> BoxFuture<'a, Result<RemoteAnswer, ToolError>>;
     /// Whether `worker` was heard from recently.
     fn is_alive(&self, worker: &str) -> bool;
 }
+
+/// Where a remote call's progress reports go: progress, total, message.
+pub type RemoteProgress = Arc<dyn Fn(f64, Option<f64>, Option<String>) + Send + Sync>;
 
 /// The worker that holds a session's background tasks (kept in the session's state).
 #[derive(Debug, Default)]
@@ -157,7 +168,10 @@ impl Tool for RemoteTool {
                 not_after_ms: unix_ms().saturating_add(horizon),
                 grant: ctx.grant,
             };
-            let answer = self.caller.call(&self.pool, job, target.as_deref()).await?;
+            let services = Arc::clone(&ctx.services);
+            let (index, call_id) = (ctx.index, ctx.call_id.clone());
+            let progress: RemoteProgress = Arc::new(move |p, t, m| services.progress(index, &call_id, p, t, m));
+            let answer = self.caller.call(&self.pool, job, target.as_deref(), Some(progress)).await?;
             if aff == Affinity::PreferTaskOwner
                 && answer.outcome.is_ok()
                 && let Some(owner) = owner

@@ -14,6 +14,18 @@ use serde_json::Value;
 
 use crate::tool::{Capability, CutReport, ErrorCategory, Grant, OutputKind, ToolError, ToolOutput, ToolSource};
 
+/// A progress report of a call running on a worker, relayed to the dispatcher on the call's
+/// progress subject (core NATS: a report lost on the way is only a missed update).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgressReport {
+    /// How far.
+    pub progress: f64,
+    /// Out of how much, when known.
+    pub total: Option<f64>,
+    /// What it is doing.
+    pub message: Option<String>,
+}
+
 /// One call for a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {

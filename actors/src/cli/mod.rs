@@ -217,6 +217,13 @@ fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
             tracing::warn!(kind = ?notice.kind, "{}", notice.message);
         }
         let dispatcher = toolset.attach(toolslot_actors::Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()).answering_inputs());
+        if let Some(hub) = &toolset.remote {
+            // With NATS, sessions outlive this process: their state is kept in JetStream KV.
+            let store = toolslot_actors::remote::SessionStore::open(hub.broker(), &cfg.remote)
+                .await
+                .map_err(|e| CliError::Startup(e.to_string()))?;
+            dispatcher.keep_sessions_in(store);
+        }
         let served = toolslot_actors::server::serve(cfg, dispatcher, toolset.mcp.clone())
             .await
             .map_err(|e| CliError::Io(format!("server: {e}")));

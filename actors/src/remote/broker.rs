@@ -32,6 +32,11 @@ pub fn direct_subject(worker: &str) -> String {
     format!("toolslot.worker.{worker}.call")
 }
 
+/// The subject a call's progress reports travel on, from its worker to its dispatcher.
+pub fn progress_subject(key: &str) -> String {
+    format!("toolslot.progress.{key}")
+}
+
 /// The subject a worker hears cancellations of its calls on.
 pub fn cancel_subject(worker: &str) -> String {
     format!("toolslot.cancel.{worker}")
@@ -210,7 +215,7 @@ impl Broker {
     }
 }
 
-async fn open_bucket(js: &jetstream::Context, bucket: &str, max_age: Duration) -> Result<kv::Store, BrokerError> {
+pub(crate) async fn open_bucket(js: &jetstream::Context, bucket: &str, max_age: Duration) -> Result<kv::Store, BrokerError> {
     if let Ok(store) = js.get_key_value(bucket).await {
         return Ok(store);
     }

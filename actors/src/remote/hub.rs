@@ -22,13 +22,22 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use toolslot::config::{Config, RemoteConfig};
 use toolslot::registry::LiveRegistry;
-use toolslot::remote::wire::{Announcement, CallRecord, Job};
-use toolslot::remote::{AnnouncedSpec, RemoteAnswer, RemoteCaller, RemoteTool, Routes};
+use toolslot::remote::wire::{Announcement, CallRecord, Job, ProgressReport};
+use toolslot::remote::{AnnouncedSpec, RemoteAnswer, RemoteCaller, RemoteProgress, RemoteTool, Routes};
 use toolslot::tool::{ErrorCategory, ToolError, ToolSpec};
 use tracing::Instrument;
 
-use super::broker::{Broker, MAX_DELIVERIES_ADVISORY, call_subject, cancel_subject, direct_subject};
+use super::broker::{Broker, MAX_DELIVERIES_ADVISORY, call_subject, cancel_subject, direct_subject, progress_subject};
 use super::records::{self, CasError};
+
+/// Stops a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// What a call's waiter hears.
 enum Signal {
@@ -120,6 +129,11 @@ impl RemoteHub {
         while self.settling.load(std::sync::atomic::Ordering::SeqCst) > 0 && Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// The hub's connection, for the other users of the same server (durable sessions).
+    pub fn broker(&self) -> &Broker {
+        &self.broker
     }
 
     fn caller(&self) -> Option<Arc<dyn RemoteCaller>> {
@@ -275,6 +289,25 @@ impl RemoteHub {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
+    }
+
+    /// Relays the progress reports of call `key` to `sink` until the returned guard drops.
+    async fn relay_progress(&self, key: &str, sink: RemoteProgress) -> Option<AbortOnDrop> {
+        let mut sub = match self.broker.client.subscribe(progress_subject(key)).await {
+            Ok(sub) => sub,
+            Err(e) => {
+                tracing::warn!(key, error = %e, "progress reports of the call will not be relayed");
+                return None;
+            }
+        };
+        let task = tokio::spawn(async move {
+            while let Some(msg) = sub.next().await {
+                if let Ok(r) = serde_json::from_slice::<ProgressReport>(&msg.payload) {
+                    sink(r.progress, r.total, r.message);
+                }
+            }
+        });
+        Some(AbortOnDrop(task))
     }
 
     async fn run_call(self: Arc<Self>, pool: String, job: Job, target: Option<String>) -> Result<RemoteAnswer, ToolError> {
@@ -540,7 +573,13 @@ impl Drop for Pending {
 }
 
 impl RemoteCaller for RemoteHub {
-    fn call<'a>(&'a self, pool: &'a str, job: Job, target: Option<&'a str>) -> BoxFuture<'a, Result<RemoteAnswer, ToolError>> {
+    fn call<'a>(
+        &'a self,
+        pool: &'a str,
+        job: Job,
+        target: Option<&'a str>,
+        progress: Option<RemoteProgress>,
+    ) -> BoxFuture<'a, Result<RemoteAnswer, ToolError>> {
         let span = tracing::info_span!("remote_call", key = %job.key, tool = %job.tool, pool);
         let Some(hub) = self.me.upgrade() else {
             return Box::pin(async {
@@ -550,7 +589,18 @@ impl RemoteCaller for RemoteHub {
                 ))
             });
         };
-        Box::pin(hub.run_call(pool.to_string(), job, target.map(str::to_string)).instrument(span))
+        Box::pin(
+            async move {
+                // Listening before the call is queued, so the first report is not missed; the
+                // relay ends with the call.
+                let _relay = match progress {
+                    Some(sink) => hub.relay_progress(&job.key, sink).await,
+                    None => None,
+                };
+                hub.run_call(pool.to_string(), job, target.map(str::to_string)).await
+            }
+            .instrument(span),
+        )
     }
 
     fn is_alive(&self, worker: &str) -> bool {

@@ -7,9 +7,11 @@
 pub mod broker;
 mod hub;
 pub mod records;
+pub mod sessions;
 mod worker;
 mod worker_session;
 
 pub use broker::{Broker, BrokerError};
 pub use hub::RemoteHub;
+pub use sessions::{DurableSession, LeaseError, SessionStore};
 pub use worker::{WorkerError, WorkerOptions, run_worker};

@@ -454,9 +454,13 @@ impl Worker {
             call_id: job.call_id.clone(),
             index: job.index,
             config: Arc::clone(&self.config),
-            services: self
-                .sessions
-                .get(&job.session, Duration::from_secs(self.config.shell.background_stale_secs)),
+            services: Arc::new(super::worker_session::CallServices {
+                session: self
+                    .sessions
+                    .get(&job.session, Duration::from_secs(self.config.shell.background_stale_secs)),
+                client: self.broker.client.clone(),
+                subject: super::broker::progress_subject(&job.key),
+            }),
             // The dispatcher's approval gate decided it; this worker's sandbox enforces it.
             grant: job.grant,
         };

@@ -66,3 +66,47 @@ impl WorkerSessions {
         Arc::clone(&entry.0)
     }
 }
+
+/// What one call on a worker sees of its session: the session's state, and a line back to the
+/// dispatcher for the tool's progress reports.
+pub struct CallServices {
+    /// The session on this worker.
+    pub session: Arc<WorkerSession>,
+    /// The connection the reports are published on.
+    pub client: async_nats::Client,
+    /// The call's progress subject.
+    pub subject: String,
+}
+
+impl SessionServices for CallServices {
+    fn file_read_state(&self, path: &Path) -> Option<SystemTime> {
+        self.session.file_read_state(path)
+    }
+    fn record_file_state(&self, path: &Path, modified: SystemTime) {
+        self.session.record_file_state(path, modified)
+    }
+    fn activate_tools(&self, names: &[String]) {
+        self.session.activate_tools(names)
+    }
+    fn search_index(&self) -> Option<Arc<dyn ToolFinder>> {
+        None
+    }
+    fn load_overflow(&self, id: &str) -> Result<String, ToolError> {
+        self.session.load_overflow(id)
+    }
+    fn progress(&self, _index: usize, _call_id: &str, progress: f64, total: Option<f64>, message: Option<String>) {
+        let report = toolslot::remote::wire::ProgressReport { progress, total, message };
+        let Ok(bytes) = serde_json::to_vec(&report) else { return };
+        let (client, subject) = (self.client.clone(), self.subject.clone());
+        // A report is a hint: it is published on its own task and never holds the tool up.
+        tokio::spawn(async move {
+            let _ = client.publish(subject, bytes.into()).await;
+        });
+    }
+    fn state(&self) -> Option<&SessionState> {
+        self.session.state()
+    }
+    fn run_detached(&self, work: toolslot::tool::Detached) -> Result<(), toolslot::tool::Detached> {
+        self.session.run_detached(work)
+    }
+}

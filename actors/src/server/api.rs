@@ -52,7 +52,8 @@ impl From<DispatchError> for ApiError {
                 StatusCode::NOT_FOUND
             }
             DispatchError::BadInput(_) => StatusCode::BAD_REQUEST,
-            DispatchError::RoundRunning(_) => StatusCode::CONFLICT,
+            DispatchError::RoundRunning(_) | DispatchError::LeasedElsewhere(_) => StatusCode::CONFLICT,
+            DispatchError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
             DispatchError::TooManySessions(_) => StatusCode::TOO_MANY_REQUESTS,
             DispatchError::Gone(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
@@ -309,6 +310,8 @@ pub async fn list_sessions(state: web::Data<State>) -> HttpResponse {
 #[utoipa::path(delete, path = "/v1/sessions/{id}", params(("id" = String, Path, description = "Session id")),
     responses((status = 204), (status = 404, body = ErrorBody)))]
 pub async fn delete_session(state: web::Data<State>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    // A durable session known only to the session store is taken over, then closed with it.
+    state.dispatcher.adopt(&id).await?;
     state.dispatcher.close_session(&id)?;
     state.forget(&id);
     Ok(HttpResponse::NoContent().finish())
@@ -327,6 +330,8 @@ pub async fn post_round(
     mut payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let dialect = parse_dialect(query.dialect.as_deref())?;
+    // A durable session known only to the session store is taken over here.
+    state.dispatcher.adopt(&id).await?;
     let limit = state.config.server.max_body_bytes;
     let declared = req
         .headers()
@@ -460,6 +465,7 @@ pub async fn answer_input(
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", params(("id" = String, Path, description = "Session id")),
     responses((status = 200, content_type = "text/event-stream", body = String), (status = 404, body = ErrorBody)))]
 pub async fn session_events(state: web::Data<State>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    state.dispatcher.adopt(&id).await?;
     let rx = state.dispatcher.subscribe(&id)?;
     // Counted while the stream lives: a reader keeps a round whose own client left running.
     let watching = state.watchers.watch(&id);
@@ -514,6 +520,7 @@ pub async fn session_tools(
     query: web::Query<ToolsQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let format: CatalogFormat = query.format.as_deref().unwrap_or("anthropic").parse().map_err(bad)?;
+    state.dispatcher.adopt(&id).await?;
     let catalog = state.dispatcher.catalog(&id)?;
     state.touch(&id);
     Ok(HttpResponse::Ok()

@@ -85,6 +85,8 @@ pub async fn all_pending(state: web::Data<State>) -> HttpResponse {
     responses((status = 200, body = RememberedList), (status = 404, body = super::api::ErrorBody)))]
 pub async fn remembered(state: web::Data<State>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let id = path.into_inner();
+    // A durable session known only to the session store is taken over first.
+    state.dispatcher.adopt(&id).await?;
     let remembered = state.dispatcher.remembered_approvals(&id).await?;
     Ok(HttpResponse::Ok().json(RememberedList { remembered }))
 }
@@ -94,6 +96,8 @@ pub async fn remembered(state: web::Data<State>, path: web::Path<String>) -> Res
     responses((status = 200, body = Revoked), (status = 404, body = super::api::ErrorBody)))]
 pub async fn revoke_all(state: web::Data<State>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let id = path.into_inner();
+    // A durable session known only to the session store is taken over first.
+    state.dispatcher.adopt(&id).await?;
     let revoked = state.dispatcher.revoke_approvals(&id, None).await?;
     state.touch(&id);
     Ok(HttpResponse::Ok().json(Revoked { revoked }))
@@ -104,6 +108,8 @@ pub async fn revoke_all(state: web::Data<State>, path: web::Path<String>) -> Res
     responses((status = 204), (status = 404, body = super::api::ErrorBody)))]
 pub async fn revoke_one(state: web::Data<State>, path: web::Path<(String, String)>) -> Result<HttpResponse, ApiError> {
     let (id, key) = path.into_inner();
+    // A durable session known only to the session store is taken over first.
+    state.dispatcher.adopt(&id).await?;
     let revoked = state.dispatcher.revoke_approvals(&id, Some(key.clone())).await?;
     state.touch(&id);
     if revoked == 0 {

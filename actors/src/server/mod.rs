@@ -9,6 +9,7 @@ mod approvals;
 mod disconnect;
 mod guard;
 mod metrics;
+mod rounds;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -35,7 +36,7 @@ pub const LOGIN_HTML: &str = include_str!("login.html");
 #[derive(OpenApi)]
 #[openapi(
     info(title = "toolslot", description = "Governs an LLM agent's tool calls: stream a model's response in, get one result per call back."),
-    paths(api::create_session, api::list_sessions, api::delete_session, api::post_round, api::answer_approval, api::answer_input, api::session_events, api::tools, api::search, api::healthz, api::metrics, api::openapi, api::console, api::mcp_servers, api::session_tools, approvals::session_pending, approvals::all_pending, approvals::remembered, approvals::revoke_all, approvals::revoke_one),
+    paths(api::create_session, api::list_sessions, api::delete_session, api::post_round, api::answer_approval, api::answer_input, api::session_events, api::tools, api::search, api::healthz, api::metrics, api::openapi, api::console, api::mcp_servers, api::session_tools, rounds::last_round, approvals::session_pending, approvals::all_pending, approvals::remembered, approvals::revoke_all, approvals::revoke_one),
     components(schemas(api::ErrorBody, api::NewSession, api::SessionCreated, api::SessionList, api::SessionInfo, api::ApprovalBody, api::InputBody, api::SearchBody, api::SearchAnswer, api::SearchMatch, api::McpServers, api::McpServerInfo, approvals::PendingApproval, approvals::PendingList, approvals::RememberedList, approvals::Revoked)),
     modifiers(&BearerAuth)
 )]
@@ -85,6 +86,12 @@ impl State {
     /// Records a session the server opened.
     fn opened(&self, id: &str) {
         self.activity().insert(id.to_string(), (Instant::now(), 0));
+    }
+
+    /// Records a session taken over from the session store (its idle time counts from now),
+    /// unless it is tracked already.
+    fn adopted(&self, id: &str) {
+        self.activity().entry(id.to_string()).or_insert((Instant::now(), 0)).0 = Instant::now();
     }
 
     /// Marks a request to a session; an id without an entry is left without one.
@@ -245,6 +252,7 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
             )
             .route("/v1/sessions/{id}/inputs/{n}", web::post().to(api::answer_input))
             .route("/v1/sessions/{id}/events", web::get().to(api::session_events))
+            .route("/v1/sessions/{id}/rounds/last", web::get().to(rounds::last_round))
             .route("/v1/tools", web::get().to(api::tools))
             .route("/v1/mcp/servers", web::get().to(api::mcp_servers))
             .route("/v1/sessions/{id}/tools", web::get().to(api::session_tools))

@@ -1,0 +1,39 @@
+//! `GET /v1/sessions/{id}/rounds/last`: the session's last round as its `round_complete`,
+//! also after the dispatcher that ran it was killed (a durable session, taken over here).
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
+use toolslot::event::PipelineEvent;
+
+use super::State;
+use super::api::ApiError;
+
+/// The session's last round: its `round_complete` event, plus `round` (its number in the
+/// session, from 1) and `settled` (true when a dispatcher that took the session over gave the
+/// calls without a result theirs: `outcome_unknown` for a call that was running,
+/// `unavailable` not started for one that never ran).
+#[utoipa::path(get, path = "/v1/sessions/{id}/rounds/last", params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, content_type = "application/json", body = Object), (status = 404, body = super::api::ErrorBody), (status = 409, body = super::api::ErrorBody), (status = 503, body = super::api::ErrorBody)))]
+pub async fn last_round(state: web::Data<State>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    state.dispatcher.adopt(&id).await?;
+    // Tracked like a session opened here, so that it is closed when idle.
+    state.adopted(&id);
+    let Some(round) = state.dispatcher.last_round(&id)? else {
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("session `{id}` has run no round yet")));
+    };
+    let Some(results) = round.results() else {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!("round {} of session `{id}` is still running", round.number),
+        ));
+    };
+    let event = PipelineEvent::RoundComplete {
+        stop_reason: round.stop_reason,
+        text: round.text.clone(),
+        results,
+    };
+    let mut body = serde_json::to_value(&event).map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    body["round"] = round.number.into();
+    body["settled"] = round.settled.into();
+    Ok(HttpResponse::Ok().json(body))
+}

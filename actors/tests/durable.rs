@@ -1,0 +1,313 @@
+//! Durable sessions against a real nats-server and the real binary: `toolslot serve` killed
+//! (SIGKILL) mid-round and started again, a remembered approval that outlives the process,
+//! and a second dispatcher that cannot act for a session another one holds.
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::nats::*;
+
+/// A serve config: no routes (tools run in-process), the session lease short for tests.
+fn serve_config(dir: &Path, nats: &Nats, addr: &str, name: &str) -> std::path::PathBuf {
+    let sub = dir.join(name);
+    std::fs::create_dir_all(&sub).unwrap();
+    // The audit ledger's default folder is the user's home, which a test must not write to.
+    let extra = format!("[server]\nbind = \"{addr}\"\n[execution]\nworkers = 2\n[audit]\nledger_dir = \"\"");
+    let config = write_config(&sub, nats, "{}", "auto", &extra);
+    // Into `[remote]`, which the overflow section follows.
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("[overflow]", "session_lease_ttl_ms = 3000\n[overflow]");
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+fn free_addr() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    format!("127.0.0.1:{port}")
+}
+
+fn open(addr: &str, ws: &Path, mode: &str) -> String {
+    let body = json!({"workspace": ws, "approval_mode": mode}).to_string();
+    let (status, text) = http(addr, "POST", "/v1/sessions", body.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    serde_json::from_str::<Value>(&text).unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn shell(command: &str) -> (&'static str, Value) {
+    ("exec_shell", json!({ "command": command }))
+}
+
+/// The events of a round's SSE answer.
+fn events(text: &str) -> Vec<Value> {
+    text.split("\n\n")
+        .filter_map(|f| f.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+/// `GET …/rounds/last`, retried while another dispatcher's lease runs (409), at most `secs`.
+fn last_round(addr: &str, id: &str, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let (status, text) = http(addr, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");
+        if status == 200 {
+            return serde_json::from_str(&text).unwrap();
+        }
+        assert_eq!(status, 409, "only a held lease delays it: {text}");
+        assert!(Instant::now() < deadline, "the session was never taken over: {text}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn meta(result: &Value) -> Value {
+    error_meta(result["content"].as_str().unwrap())
+}
+
+#[test]
+fn serve_killed_mid_round_leaves_one_result_per_call_and_runs_nothing_twice() {
+    let _one = serial();
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let addr = free_addr();
+    let config = serve_config(dir.path(), &nats, &addr, "a");
+    let mut first = serve(&config);
+    let id = open(&addr, &ws, "full-auto");
+    // A file read before the kill may be edited after it (an edit needs a read first).
+    std::fs::write(ws.join("notes.txt"), "old text\n").unwrap();
+    let read = sse(&[("read_file", json!({"path": "notes.txt"}))]);
+    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), read.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    let marker = ws.join("marker");
+    let later = ws.join("later");
+    // 0 reads and finishes; 1 writes, then sleeps past the kill; 2 waits behind 1 (calls that
+    // write run one at a time) and never starts.
+    let round = sse(&[
+        shell("echo first"),
+        shell(&format!("echo run >> {}; sleep 30", marker.display())),
+        shell(&format!("echo later >> {}", later.display())),
+    ]);
+    let posting = {
+        let (addr, id) = (addr.clone(), id.clone());
+        std::thread::spawn(move || http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes()))
+    };
+    wait_until(30, "the writing call to start", || lines(&marker).len() == 1);
+    first.kill();
+    let _ = posting.join();
+
+    let _second = serve(&config);
+    // Any request naming the session takes it over once the lease is free: here its catalog.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, text) = http(&addr, "GET", &format!("/v1/sessions/{id}/tools"), b"");
+        if status == 200 {
+            assert!(text.contains("exec_shell"), "{text}");
+            break;
+        }
+        assert_eq!(status, 409, "{text}");
+        assert!(Instant::now() < deadline, "{text}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let last = last_round(&addr, &id, 30);
+    assert_eq!(last["type"], "round_complete", "{last}");
+    assert_eq!(last["settled"], true, "{last}");
+    assert_eq!(last["round"], 2, "{last}");
+    let results = last["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3, "exactly one result per call: {last}");
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(r["index"], i, "{last}");
+        assert_eq!(r["tool_use_id"], format!("toolu_{i}"), "{last}");
+    }
+    assert_eq!(results[0]["is_error"], false, "{last}");
+    assert!(results[0]["content"].as_str().unwrap().contains("first"), "the real result: {last}");
+    assert_eq!(meta(&results[1])["error"], "outcome_unknown", "{last}");
+    assert_eq!(meta(&results[1])["side_effect"], Value::Null, "it started: {last}");
+    assert_eq!(meta(&results[2])["error"], "unavailable", "{last}");
+    assert_eq!(meta(&results[2])["side_effect"], "not_started", "{last}");
+    // The settled round is the record's: asked again, the same answer.
+    assert_eq!(last_round(&addr, &id, 5), last);
+    // Nothing ran twice, and the call that never started never ran.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(lines(&marker), vec!["run".to_string()]);
+    assert!(!later.exists());
+
+    // The session goes on under the new process, with what it read: its next round is round 3.
+    let edit = sse(&[
+        shell("echo again"),
+        ("edit_file", json!({"path": "notes.txt", "search": "old", "replace": "new"})),
+    ]);
+    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), edit.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    let done = events(&text).pop().unwrap();
+    assert!(done["results"][0]["content"].as_str().unwrap().contains("again"), "{done}");
+    assert_eq!(done["results"][1]["is_error"], false, "{done}");
+    assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "new text\n");
+    let last = last_round(&addr, &id, 5);
+    assert_eq!(
+        (last["round"].as_u64(), last["settled"].as_bool()),
+        (Some(3), Some(false)),
+        "{last}"
+    );
+}
+
+#[test]
+fn a_remembered_approval_survives_a_restart() {
+    let _one = serial();
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let addr = free_addr();
+    let config = serve_config(dir.path(), &nats, &addr, "a");
+    let mut first = serve(&config);
+    let id = open(&addr, &ws, "ask");
+    let marker = ws.join("marker");
+    let command = format!("echo ok >> {}", marker.display());
+    let round = sse(&[shell(&command)]);
+    let posting = {
+        let (addr, id, round) = (addr.clone(), id.clone(), round.clone());
+        std::thread::spawn(move || http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes()))
+    };
+    let answer = json!({"decision": "approve_for_session"}).to_string();
+    wait_until(30, "the approval request", || {
+        http(&addr, "POST", &format!("/v1/sessions/{id}/approvals/0"), answer.as_bytes()).0 == 204
+    });
+    let (status, text) = posting.join().unwrap();
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(lines(&marker).len(), 1, "{text}");
+    // Written with the decision; a moment for the record of the round's end.
+    std::thread::sleep(Duration::from_millis(300));
+    first.kill();
+
+    let _second = serve(&config);
+    last_round(&addr, &id, 30);
+    let (status, text) = http(&addr, "GET", &format!("/v1/sessions/{id}/approvals/remembered"), b"");
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("exec_shell"), "the remembered approval is listed: {text}");
+    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    let evs = events(&text);
+    assert!(
+        !evs.iter().any(|e| e["type"] == "approval_required"),
+        "the restarted dispatcher remembers the approval: {evs:?}"
+    );
+    assert!(
+        evs.iter()
+            .any(|e| e["type"] == "approval_decided" && e["decision"] == "cached_approval"),
+        "{evs:?}"
+    );
+    assert_eq!(lines(&marker).len(), 2, "{evs:?}");
+    // The loop guard's counts came along too: this is the third identical call of the session.
+    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    let done = events(&text).pop().unwrap();
+    assert_eq!(meta(&done["results"][0])["error"], "loop_blocked", "{done}");
+    assert_eq!(lines(&marker).len(), 2, "{done}");
+}
+
+#[test]
+fn a_dispatcher_without_the_lease_cannot_act_for_the_session() {
+    let _one = serial();
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let (addr_a, addr_b) = (free_addr(), free_addr());
+    let a = serve(&serve_config(dir.path(), &nats, &addr_a, "a"));
+    let _b = serve(&serve_config(dir.path(), &nats, &addr_b, "b"));
+    let id = open(&addr_a, &ws, "full-auto");
+    let marker = ws.join("marker");
+    let write = sse(&[shell(&format!("echo by-b >> {}", marker.display()))]);
+    let (status, text) = http(
+        &addr_a,
+        "POST",
+        &format!("/v1/sessions/{id}/rounds"),
+        sse(&[shell("echo a")]).as_bytes(),
+    );
+    assert_eq!(status, 200, "{text}");
+
+    // While A holds the lease (renewed), B refuses the session, and runs nothing.
+    for _ in 0..3 {
+        let (status, text) = http(&addr_b, "POST", &format!("/v1/sessions/{id}/rounds"), write.as_bytes());
+        assert_eq!(status, 409, "{text}");
+        assert!(text.contains("held by dispatcher"), "{text}");
+        let (status, _) = http(&addr_b, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");
+        assert_eq!(status, 409);
+        std::thread::sleep(Duration::from_millis(1000));
+    }
+    assert!(!marker.exists());
+
+    // A stalls past its lease: B takes the session over; A, awake again, is a stale writer
+    // and cannot run a call for it.
+    signal(a.pid(), libc::SIGSTOP);
+    let taken = last_round(&addr_b, &id, 30);
+    assert_eq!(taken["round"], 1, "{taken}");
+    signal(a.pid(), libc::SIGCONT);
+    let stale_marker = ws.join("stale");
+    let stale = sse(&[shell(&format!("echo by-a >> {}", stale_marker.display()))]);
+    let (status, text) = http(&addr_a, "POST", &format!("/v1/sessions/{id}/rounds"), stale.as_bytes());
+    if status == 200 {
+        let done = events(&text).pop().unwrap();
+        let m = error_meta(done["results"][0]["content"].as_str().unwrap());
+        // Refused when its running mark could not be written, or cancelled before it started
+        // when the lost lease was noticed first: either way, not run.
+        assert_eq!(m["side_effect"], "not_started", "{done}");
+    } else {
+        assert_eq!(status, 409, "{text}");
+    }
+    assert!(!stale_marker.exists(), "a stale dispatcher ran a call");
+    // And afterwards A refuses the session outright.
+    let (status, text) = http(&addr_a, "POST", &format!("/v1/sessions/{id}/rounds"), stale.as_bytes());
+    assert_eq!(status, 409, "{text}");
+    // B holds it and runs it.
+    let (status, text) = http(&addr_b, "POST", &format!("/v1/sessions/{id}/rounds"), write.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(lines(&marker), vec!["by-b".to_string()]);
+    assert!(!stale_marker.exists());
+    // Closed, it is gone from the store: no dispatcher can take it over again.
+    let (status, text) = http(&addr_b, "DELETE", &format!("/v1/sessions/{id}"), b"");
+    assert_eq!(status, 204, "{text}");
+    for addr in [&addr_a, &addr_b] {
+        let (status, text) = http(addr, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");
+        assert_eq!(status, 404, "{text}");
+    }
+}
+
+#[test]
+fn without_nats_the_last_round_is_kept_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = free_addr();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[server]\nbind = \"{addr}\"\n[shell]\nsandbox = \"auto\"\n[audit]\nledger_dir = \"\"\n"),
+    )
+    .unwrap();
+    let _serve = serve(&config);
+    let id = open(&addr, dir.path(), "full-auto");
+    let (status, text) = http(&addr, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");
+    assert_eq!(status, 404, "no round yet: {text}");
+    let (status, text) = http(&addr, "GET", "/v1/sessions/0123abcd/rounds/last", b"");
+    assert_eq!(status, 404, "{text}");
+    let round = sse(&[shell("echo one"), shell("echo two")]);
+    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    let mut done = events(&text).pop().unwrap();
+    let last = last_round(&addr, &id, 5);
+    assert_eq!(
+        (last["round"].as_u64(), last["settled"].as_bool()),
+        (Some(1), Some(false)),
+        "{last}"
+    );
+    done["round"] = 1.into();
+    done["settled"] = false.into();
+    assert_eq!(last, done, "the round_complete the host saw");
+}

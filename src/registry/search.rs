@@ -223,7 +223,7 @@ impl SearchIndex {
             }
             q
         } else {
-            expand(query)
+            expand(query, |t| self.df.contains_key(t))
         };
         let n = self.docs.len() as f64;
         let mut hits: Vec<SearchHit> = self
@@ -286,8 +286,9 @@ impl Expanded {
 
 /// The query's terms with their weights: its own words, then what they imply at lower weights
 /// (synonyms, spelled-out command names and phrases, `file` for a file name, `un…` for
-/// "not …", and a reading or finding intent for a question).
-fn expand(query: &str) -> Expanded {
+/// "not …", and a reading or finding intent for a question). `known` says whether a term
+/// occurs in any indexed tool: a capitalized word no tool mentions is a name.
+fn expand(query: &str, known: impl Fn(&str) -> bool) -> Expanded {
     let mut q = Expanded::default();
     let lowered = query.to_lowercase();
     let mut text = format!(" {} ", lowered.split_whitespace().collect::<Vec<_>>().join(" "));
@@ -296,20 +297,52 @@ fn expand(query: &str) -> Expanded {
             text = text.replace(&format!(" {phrase} "), &format!(" {} ", words.join(" ")));
         }
     }
-    let raw: Vec<String> = text
+    let trim = |w: &str| w.trim_matches(|c: char| ",;:!?()\"'`".contains(c)).to_string();
+    let raw: Vec<String> = text.split_whitespace().map(trim).collect();
+    // Words that stand for what the tool is given, not for what it does: a file name, a
+    // person's or a project's name, a commit hash. Their own letters would match tools by
+    // accident (`package.json` and JSON); what they are of says which tool takes them.
+    let names: Vec<String> = query
         .split_whitespace()
-        .map(|w| w.trim_matches(|c: char| ",;:!?()\"'`".contains(c)).to_string())
+        .map(trim)
+        .filter(|w| looks_like_proper_name(w) && !tokenize(w).iter().any(|t| known(t)))
+        .map(|w| w.to_lowercase())
         .collect();
+    let argument = |w: &String| looks_like_file_name(w) || looks_like_identifier(w) || names.contains(w);
+    let kept: Vec<&str> = raw.iter().filter(|w| !argument(w)).map(String::as_str).collect();
     let mut add = |term: String, weight: f64, source: Option<usize>| q.add(term, weight, source);
-    // A file name is what the tool works on, not what it does: its words (`package`, `json`)
-    // would match tools that mention JSON. It says "file", and its kind when it is a medium.
-    let files: Vec<&String> = raw.iter().filter(|w| looks_like_file_name(w)).collect();
-    let kept: Vec<&str> = raw.iter().filter(|w| !looks_like_file_name(w)).map(String::as_str).collect();
-    if !files.is_empty() {
-        add("file".into(), 1.0, None);
+    let words = tokenize(&kept.join(" "));
+    for (i, t) in words.iter().enumerate() {
+        for syn in synonyms(t) {
+            add(stem(syn), SYNONYM_WEIGHT, Some(i));
+        }
+        if let Some((_, implied)) = ABBREVIATIONS.iter().find(|(a, _)| a == t) {
+            for w in *implied {
+                add(stem(w), SYNONYM_WEIGHT, Some(i));
+            }
+        }
+        add(t.clone(), 1.0, Some(i));
     }
-    if files.len() > 1 {
-        add(stem("multiple"), SYNONYM_WEIGHT, None);
+    // Each argument is one word of the request: a tool that takes it answers that word.
+    let mut slot = words.len();
+    let files: Vec<&String> = raw.iter().filter(|w| looks_like_file_name(w)).collect();
+    for f in &files {
+        add("file".into(), 1.0, Some(slot));
+        let ext = f.rsplit('.').next().unwrap_or("");
+        if let Some((_, kind)) = MEDIA_EXTENSIONS.iter().find(|(exts, _)| exts.contains(&ext)) {
+            add(stem(kind), 1.0, Some(slot));
+            add("media".into(), SYNONYM_WEIGHT, Some(slot));
+        }
+        if files.len() > 1 {
+            add(stem("multiple"), SYNONYM_WEIGHT, Some(slot));
+        }
+        // `*.test.js`: a pattern names many files, to be found.
+        if f.contains(['*', '?']) {
+            for w in ["pattern", "glob", "match"] {
+                add(stem(w), SYNONYM_WEIGHT, Some(slot));
+            }
+        }
+        slot += 1;
     }
     // "into notes.txt", "to out.json": the file is where something goes.
     for pair in raw.windows(2) {
@@ -317,43 +350,67 @@ fn expand(query: &str) -> Expanded {
             add(stem("write"), SYNONYM_WEIGHT, None);
         }
     }
-    for f in &files {
-        let ext = f.rsplit('.').next().unwrap_or("");
-        if let Some((_, kind)) = MEDIA_EXTENSIONS.iter().find(|(exts, _)| exts.contains(&ext)) {
-            add(stem(kind), 1.0, None);
-            add("media".into(), SYNONYM_WEIGHT, None);
+    for _ in raw.iter().filter(|w| looks_like_identifier(w)) {
+        for w in IDENTIFIER_MEANS {
+            add(stem(w), SYNONYM_WEIGHT, Some(slot));
         }
+        slot += 1;
     }
-    for (i, t) in tokenize(&kept.join(" ")).into_iter().enumerate() {
-        for syn in synonyms(&t) {
-            add(stem(syn), SYNONYM_WEIGHT, Some(i));
+    let mut seen = Vec::new();
+    for name in &names {
+        if seen.contains(&name) {
+            continue;
         }
-        if let Some((_, words)) = ABBREVIATIONS.iter().find(|(a, _)| *a == t) {
-            for w in *words {
-                add(stem(w), SYNONYM_WEIGHT, Some(i));
-            }
+        seen.push(name);
+        for w in NAME_MEANS {
+            add(stem(w), SYNONYM_WEIGHT, Some(slot));
         }
-        add(t, 1.0, Some(i));
+        slot += 1;
     }
     for pair in raw.windows(2) {
         if matches!(pair[0].as_str(), "not" | "non" | "without" | "never") && pair[1].chars().all(char::is_alphabetic) {
             add(stem(&format!("un{}", pair[1])), 1.0, None);
         }
     }
+    // A question is one more word of the request: what it asks for.
     match raw.first().map(String::as_str) {
         Some("where") => {
             for w in ["search", "find", "locate"] {
-                add(stem(w), SYNONYM_WEIGHT, None);
+                add(stem(w), SYNONYM_WEIGHT, QUESTION_SLOT.then_some(slot));
             }
         }
         Some(w) if QUESTION_WORDS.contains(&w) => {
             for w in ["read", "get", "show", "list", "search"] {
-                add(stem(w), QUESTION_WEIGHT, None);
+                add(stem(w), QUESTION_WEIGHT, QUESTION_SLOT.then_some(slot));
             }
         }
         _ => {}
     }
     q
+}
+
+/// What a name (a capitalized word no tool mentions) stands for: a named thing, usually a
+/// person, an organization or a project.
+const QUESTION_SLOT: bool = true;
+const NAME_MEANS: &[&str] = &["name", "entity"];
+
+/// What an identifier (a hash or an id of letters and digits) stands for.
+const IDENTIFIER_MEANS: &[&str] = &["revision", "id", "hash", "reference"];
+
+/// Whether a query word is a proper name: capitalized, the rest lowercase letters (`API` and
+/// `JSON` are acronyms, `readFile` is an identifier).
+fn looks_like_proper_name(word: &str) -> bool {
+    let mut chars = word.chars();
+    chars.next().is_some_and(char::is_uppercase) && word.chars().count() > 1 && chars.all(char::is_lowercase)
+}
+
+/// Whether a query word is an identifier: letters and digits mixed, six or more, as a commit
+/// hash or a ticket id is written (not a version number, a year or a plain word).
+fn looks_like_identifier(word: &str) -> bool {
+    word.len() >= 6
+        && word.chars().all(|c| c.is_ascii_alphanumeric())
+        && word.chars().any(|c| c.is_ascii_digit())
+        && word.chars().any(|c| c.is_ascii_alphabetic())
 }
 
 /// How strongly a tool's share of the query's words scales its score (1: in proportion).
@@ -577,6 +634,9 @@ const STOP_WORDS: &[&str] = &[
     "thing",
     "things",
     "way",
+    // They introduce an argument ("a file called x"), which says what the tool is given.
+    "called",
+    "named",
 ];
 
 /// A crude suffix stripper: enough that "listing", "lists" and "listed" meet "list".
@@ -642,13 +702,45 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     ],
     &["list", "enumerate", "ls", "show"],
     &["search", "find", "grep", "lookup", "query", "locate", "hunt", "seek", "track"],
-    &["fetch", "download", "url", "web", "http", "page", "website", "internet", "browse"],
+    &[
+        "fetch", "download", "url", "web", "http", "page", "website", "internet", "browse", "online", "site", "webpage", "article", "blog",
+        "html",
+    ],
     &[
         "run", "execute", "exec", "shell", "command", "launch", "build", "compile", "install", "deploy", "npm", "pip", "cargo", "yarn",
     ],
     &["move", "rename", "mv", "relocate", "tidy"],
     &["copy", "duplicate", "cp"],
     &["time", "clock", "date", "now", "current"],
+    // Points in time a request names: what a tool's date or timestamp argument takes.
+    &[
+        "date",
+        "timestamp",
+        "since",
+        "until",
+        "ago",
+        "yesterday",
+        "today",
+        "tomorrow",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "january",
+        "february",
+        "march",
+        "april",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ],
     &[
         "timezone", "zone", "tz", "utc", "gmt", "pst", "pdt", "est", "edt", "cet", "cest", "ist", "jst",
     ],
@@ -675,6 +767,12 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     &[
         "size",
         "big",
+        "biggest",
+        "large",
+        "largest",
+        "huge",
+        "heavy",
+        "bytes",
         "space",
         "executable",
         "owner",
@@ -701,6 +799,7 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     &["echo", "repeat", "back"],
     &["sum", "add", "total", "plus", "arithmetic"],
     &["image", "picture", "photo", "png", "jpg", "jpeg", "screenshot", "media"],
+    &["tiny", "small", "little", "mini", "minimal"],
     &["compress", "zip", "gzip", "archive"],
     &["resource", "resources"],
     &["prompt", "template"],

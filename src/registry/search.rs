@@ -223,7 +223,9 @@ impl SearchIndex {
             }
             q
         } else {
-            expand(query, |t| self.df.contains_key(t))
+            let mut q = expand(query, |t| self.df.contains_key(t));
+            q.add_word_forms(self.df.keys());
+            q
         };
         let n = self.docs.len() as f64;
         let mut hits: Vec<SearchHit> = self
@@ -284,6 +286,41 @@ impl Expanded {
     }
 }
 
+impl Expanded {
+    /// Other forms of the query's own words that the tools use: a word that begins with
+    /// another (`subscribe` and `subscriber`, `truncat` and `truncation`, `commit` and
+    /// `committed`) is very likely the same word, which a suffix stripper cannot know for
+    /// every suffix. Short words are left alone: `read` must not meet `ready`.
+    fn add_word_forms<'a>(&mut self, vocabulary: impl Iterator<Item = &'a String>) {
+        let words: Vec<(String, Vec<usize>)> = self
+            .terms
+            .iter()
+            .filter(|(t, (w, sources))| *w >= 1.0 && !sources.is_empty() && t.chars().count() >= WORD_FORM_MIN_CHARS)
+            .map(|(t, (_, sources))| (t.clone(), sources.clone()))
+            .collect();
+        if words.is_empty() {
+            return;
+        }
+        for known in vocabulary {
+            if known.chars().count() < WORD_FORM_MIN_CHARS {
+                continue;
+            }
+            for (word, sources) in &words {
+                if known != word && (known.starts_with(word.as_str()) || word.starts_with(known.as_str())) {
+                    for i in sources {
+                        self.add(known.clone(), WORD_FORM_WEIGHT, Some(*i));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The shortest word whose longer or shorter forms are looked for.
+const WORD_FORM_MIN_CHARS: usize = 5;
+/// Another form of a word the agent wrote: nearly as good as the word itself.
+const WORD_FORM_WEIGHT: f64 = 0.6;
+
 /// The query's terms with their weights: its own words, then what they imply at lower weights
 /// (synonyms, spelled-out command names and phrases, `file` for a file name, `un…` for
 /// "not …", and a reading or finding intent for a question). `known` says whether a term
@@ -297,6 +334,7 @@ fn expand(query: &str, known: impl Fn(&str) -> bool) -> Expanded {
             text = text.replace(&format!(" {phrase} "), &format!(" {} ", words.join(" ")));
         }
     }
+    text = split_particle(&text);
     let trim = |w: &str| w.trim_matches(|c: char| ",;:!?()\"'`".contains(c)).to_string();
     let raw: Vec<String> = text.split_whitespace().map(trim).collect();
     // Words that stand for what the tool is given, not for what it does: a file name, a
@@ -336,8 +374,8 @@ fn expand(query: &str, known: impl Fn(&str) -> bool) -> Expanded {
         if files.len() > 1 {
             add(stem("multiple"), SYNONYM_WEIGHT, Some(slot));
         }
-        // `*.test.js`: a pattern names many files, to be found.
-        if f.contains(['*', '?']) {
+        // `*.test.js` or `.tsx`: a pattern or a kind names many files, to be found.
+        if f.contains(['*', '?']) || f.starts_with('.') {
             for w in ["pattern", "glob", "match"] {
                 add(stem(w), SYNONYM_WEIGHT, Some(slot));
             }
@@ -388,6 +426,44 @@ fn expand(query: &str, known: impl Fn(&str) -> bool) -> Expanded {
     }
     q
 }
+
+/// "turn the logging on": a phrasal verb with its object between, read as the phrase
+/// ("turn on", then what it means) so the object stays a word of the request.
+fn split_particle(text: &str) -> String {
+    for (verb, particle) in SPLIT_PHRASES {
+        let Some(at) = text.find(&format!(" {verb} ")) else {
+            continue;
+        };
+        let after = at + verb.len() + 1;
+        let Some(rel) = text[after..].find(&format!(" {particle} ")) else {
+            continue;
+        };
+        let end = after + rel;
+        let phrase = format!("{verb} {particle}");
+        let Some((_, words)) = PHRASES.iter().find(|(p, _)| *p == phrase) else {
+            continue;
+        };
+        return format!(
+            "{} {}{} {}",
+            &text[..at],
+            words.join(" "),
+            &text[after..end],
+            &text[end + particle.len() + 1..]
+        );
+    }
+    text.to_string()
+}
+
+/// Phrasal verbs whose particle may come after the object (each also in [`PHRASES`]).
+const SPLIT_PHRASES: &[(&str, &str)] = &[
+    ("turn", "on"),
+    ("turn", "off"),
+    ("switch", "on"),
+    ("switch", "off"),
+    ("set", "up"),
+    ("look", "up"),
+    ("pull", "up"),
+];
 
 /// What a name (a capitalized word no tool mentions) stands for: a named thing, usually a
 /// person, an organization or a project.
@@ -464,8 +540,9 @@ fn looks_like_file_name(word: &str) -> bool {
     let Some((stem, ext)) = word.rsplit_once('.') else {
         return false;
     };
+    // `.tsx` alone names a kind of file.
     let stem = stem.rsplit('/').next().unwrap_or(stem);
-    !stem.is_empty()
+    (!stem.is_empty() || word.starts_with('.'))
         && (1..=8).contains(&ext.len())
         && ext.chars().all(|c| c.is_ascii_alphanumeric())
         && ext.chars().any(|c| c.is_ascii_alphabetic())
@@ -637,6 +714,9 @@ const STOP_WORDS: &[&str] = &[
     // They introduce an argument ("a file called x"), which says what the tool is given.
     "called",
     "named",
+    // Quantifiers, like "all": how many, not what.
+    "every",
+    "each",
 ];
 
 /// A crude suffix stripper: enough that "listing", "lists" and "listed" meet "list".
@@ -687,7 +767,9 @@ const IRREGULAR: &[(&str, &str)] = &[
 
 /// Words agents use for the same thing in tool descriptions. Each group is symmetric.
 const SYNONYM_GROUPS: &[&[&str]] = &[
-    &["delete", "remove", "erase", "rm", "unlink", "drop", "forget"],
+    &[
+        "delete", "remove", "erase", "rm", "unlink", "drop", "forget", "purge", "wipe", "trash", "destroy", "discard",
+    ],
     &["directory", "folder", "dir", "directories"],
     &["file", "document", "files"],
     &[
@@ -695,13 +777,27 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
         "examine", "peek", "check",
     ],
     &["write", "save", "create", "store", "put"],
-    &["create", "make", "new", "add", "record", "insert", "register"],
+    &[
+        "create",
+        "make",
+        "new",
+        "add",
+        "record",
+        "insert",
+        "register",
+        "generate",
+        "init",
+        "initialize",
+    ],
     &["multiple", "several", "many", "together", "batch", "simultaneously"],
     &[
-        "edit", "modify", "change", "update", "replace", "patch", "rewrite", "tweak", "adjust", "fix", "correct", "bump", "amend",
+        "edit", "modify", "change", "update", "replace", "patch", "rewrite", "tweak", "adjust", "fix", "correct", "bump", "amend", "alter",
+        "revise",
     ],
     &["list", "enumerate", "ls", "show"],
-    &["search", "find", "grep", "lookup", "query", "locate", "hunt", "seek", "track"],
+    &[
+        "search", "find", "grep", "lookup", "query", "locate", "hunt", "seek", "track", "scan",
+    ],
     &[
         "fetch", "download", "url", "web", "http", "page", "website", "internet", "browse", "online", "site", "webpage", "article", "blog",
         "html",
@@ -800,7 +896,23 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     &["sum", "add", "total", "plus", "arithmetic"],
     &["image", "picture", "photo", "png", "jpg", "jpeg", "screenshot", "media"],
     &["tiny", "small", "little", "mini", "minimal"],
-    &["compress", "zip", "gzip", "archive"],
+    &["compress", "zip", "gzip", "archive", "shrink", "pack"],
+    &["start", "begin", "trigger", "initiate", "launch"],
+    &["long", "slow", "lengthy"],
+    &["simulate", "simulated", "fake", "mock", "dummy", "synthetic"],
+    &["stop", "kill", "terminate", "abort", "cancel", "halt", "interrupt"],
+    &["background", "job", "task", "process", "daemon"],
+    &[
+        "environment",
+        "env",
+        "variable",
+        "variables",
+        "config",
+        "configuration",
+        "setting",
+        "settings",
+    ],
+    &["remember", "recall", "memorize", "memory"],
     &["resource", "resources"],
     &["prompt", "template"],
     &["status", "state", "working", "uncommitted", "dirty", "pending"],

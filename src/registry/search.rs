@@ -355,8 +355,9 @@ fn expand(query: &str, known: impl Fn(&str) -> bool) -> Expanded {
             add(stem(syn), SYNONYM_WEIGHT, Some(i));
         }
         if let Some((_, implied)) = ABBREVIATIONS.iter().find(|(a, _)| a == t) {
+            // A command's name says exactly what it does.
             for w in *implied {
-                add(stem(w), SYNONYM_WEIGHT, Some(i));
+                add(stem(w), 1.0, Some(i));
             }
         }
         add(t.clone(), 1.0, Some(i));
@@ -841,7 +842,7 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
         "timezone", "zone", "tz", "utc", "gmt", "pst", "pdt", "est", "edt", "cet", "cest", "ist", "jst",
     ],
     &["convert", "translate"],
-    &["history", "log", "recent", "past", "previous", "earlier"],
+    &["history", "log", "recent", "past", "previous", "earlier", "last", "latest"],
     &["commit", "snapshot", "record"],
     &["git", "version", "repository", "repo"],
     &["diff", "difference", "differ", "changes", "changed", "compare", "pending", "review"],
@@ -900,6 +901,7 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     &["start", "begin", "trigger", "initiate", "launch"],
     &["long", "slow", "lengthy"],
     &["simulate", "simulated", "fake", "mock", "dummy", "synthetic"],
+    &["allowed", "permitted", "access", "accessible", "permission", "may"],
     &["stop", "kill", "terminate", "abort", "cancel", "halt", "interrupt"],
     &["background", "job", "task", "process", "daemon"],
     &[

@@ -415,12 +415,12 @@ fn expand(query: &str, known: impl Fn(&str) -> bool) -> Expanded {
     match raw.first().map(String::as_str) {
         Some("where") => {
             for w in ["search", "find", "locate"] {
-                add(stem(w), SYNONYM_WEIGHT, QUESTION_SLOT.then_some(slot));
+                add(stem(w), SYNONYM_WEIGHT, Some(slot));
             }
         }
         Some(w) if QUESTION_WORDS.contains(&w) => {
             for w in ["read", "get", "show", "list", "search"] {
-                add(stem(w), QUESTION_WEIGHT, QUESTION_SLOT.then_some(slot));
+                add(stem(w), QUESTION_WEIGHT, Some(slot));
             }
         }
         _ => {}
@@ -467,8 +467,7 @@ const SPLIT_PHRASES: &[(&str, &str)] = &[
 ];
 
 /// What a name (a capitalized word no tool mentions) stands for: a named thing, usually a
-/// person, an organization or a project.
-const QUESTION_SLOT: bool = true;
+/// person, an organization or a project: a named entity, which tools take by name.
 const NAME_MEANS: &[&str] = &["name", "entity"];
 
 /// What an identifier (a hash or an id of letters and digits) stands for.
@@ -655,6 +654,13 @@ const STOP_WORDS: &[&str] = &[
     "does",
     "what",
     "which",
+    // What a question asks for is read from its first word (see `expand`); the word itself
+    // matches descriptions' prose ("use this when…").
+    "where",
+    "when",
+    "who",
+    "whose",
+    "why",
     "some",
     "all",
     "from",
@@ -994,5 +1000,55 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.len(), 2);
         assert!(index().search("zzzz", 5).is_empty());
+    }
+
+    fn top(tools: &[(&str, &str)], query: &str) -> Vec<String> {
+        SearchIndex::new(tools.iter().map(|(n, d)| (n.to_string(), d.to_string())).collect())
+            .search(query, 3)
+            .into_iter()
+            .map(|h| h.name)
+            .collect()
+    }
+
+    const FILES_AND_PEOPLE: &[(&str, &str)] = &[
+        ("read_media_file", "Read an image or audio file and return it as base64"),
+        ("echo", "Echoes back the input string"),
+        ("commit", "Records changes to the repository"),
+        ("edit_file", "Make line-based edits to a text file. Returns a diff."),
+        ("read_many", "Read the contents of multiple files simultaneously"),
+        ("open_nodes", "Open specific nodes in the knowledge graph by their names"),
+        ("search_nodes", "Search for nodes in the knowledge graph based on a query"),
+        ("delete_entities", "Delete multiple entities from the knowledge graph"),
+        ("show", "Shows the contents of a commit given as a revision"),
+        ("search_files", "Recursively search for files matching a glob pattern"),
+        ("list_directory", "Get a detailed listing of all files and directories"),
+        ("toggle_logging", "Toggles simulated logging on or off"),
+        ("subscriber_updates", "Sends resource subscriber updates"),
+    ];
+
+    #[track_caller]
+    fn first(query: &str, expected: &str) {
+        let hits = top(FILES_AND_PEOPLE, query);
+        assert_eq!(hits.first().map(String::as_str), Some(expected), "{query:?}: {hits:?}");
+    }
+
+    #[test]
+    fn arguments_are_words_the_tool_takes() {
+        // A file name, a glob and a commit id are what the tool is given: the media reader
+        // answers "song.mp3" though "play back" matches `echo`'s words.
+        first("play back the song.mp3", "read_media_file");
+        first("find *.test.js", "search_files");
+        first("what did a1b2c3 change", "show");
+        // A capitalized word that no tool mentions is a name; one that a tool mentions is not.
+        assert!(top(FILES_AND_PEOPLE, "Alice").iter().any(|h| h.ends_with("entities")));
+        first("Echo hello", "echo");
+    }
+
+    #[test]
+    fn other_forms_and_split_phrases_are_read() {
+        // `subscribe` meets `subscriber`, which no suffix rule joins.
+        first("how do I subscribe", "subscriber_updates");
+        // "turn the logging on" is "turn on", with its object in between.
+        first("turn the fake logs on", "toggle_logging");
     }
 }

@@ -9,7 +9,10 @@
 //! is indexed too (an MCP title, its parameters' names, descriptions and allowed values:
 //! `start_timestamp` answers "since yesterday"); words are reduced to a crude stem so
 //! "listing" meets "list"; and query words are expanded through a small table of synonyms
-//! common in tool descriptions, at a lower weight than the word itself. Hand-written rather
+//! common in tool descriptions, at a lower weight than the word itself. The query is read as
+//! an agent writes it: what it names (a file, a glob, a person, a commit id) is a word the tool
+//! takes rather than words to match, a question asks for a read or a search, and a word meets
+//! its other forms in the index's vocabulary (`subscribe`, `subscriber`). Hand-written rather
 //! than a BM25 crate because the expansion and field weights are the part that matters and
 //! the index is a few hundred documents at most.
 

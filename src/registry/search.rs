@@ -443,6 +443,10 @@ fn split_particle(text: &str) -> String {
             continue;
         };
         let end = after + rel;
+        // The object of a phrasal verb is a few words ("the debug logging"), not a clause.
+        if text[after..end].split_whitespace().count() > MAX_PARTICLE_GAP {
+            continue;
+        }
         let phrase = format!("{verb} {particle}");
         let Some((_, words)) = PHRASES.iter().find(|(p, _)| *p == phrase) else {
             continue;
@@ -457,6 +461,8 @@ fn split_particle(text: &str) -> String {
     }
     text.to_string()
 }
+
+const MAX_PARTICLE_GAP: usize = 4;
 
 /// Phrasal verbs whose particle may come after the object (each also in [`PHRASES`]).
 const SPLIT_PHRASES: &[(&str, &str)] = &[
@@ -1056,5 +1062,29 @@ mod tests {
         first("how do I subscribe", "subscriber_updates");
         // "turn the logging on" is "turn on", with its object in between.
         first("turn the fake logs on", "toggle_logging");
+    }
+
+    #[test]
+    fn odd_queries_rank_without_failing() {
+        for q in [
+            "",
+            " ",
+            "turn",
+            "turn on",
+            "turn  on  ",
+            "Ünïcode turn ü on é",
+            "turn the ✓ on",
+            ".",
+            "*",
+            ".tsx",
+            "**/*",
+            "a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6a1b2",
+            "Élodie and Zoë",
+            "\"quoted\" 'words'",
+            "set ü up up up",
+        ] {
+            let hits = top(FILES_AND_PEOPLE, q);
+            assert!(hits.len() <= 3, "{q:?}");
+        }
     }
 }

@@ -330,21 +330,32 @@ const WORD_FORM_WEIGHT: f64 = 0.6;
 /// occurs in any indexed tool: a capitalized word no tool mentions is a name.
 fn expand(query: &str, known: impl Fn(&str) -> bool) -> Expanded {
     let mut q = Expanded::default();
+    // Punctuation around a word ("logs?", "config.yaml.", "(please)") is the sentence's, not
+    // the word's: phrases and file names are read without it.
+    let trim = |w: &str| {
+        w.trim_matches(|c: char| ",;:!?()\"'`".contains(c))
+            .trim_end_matches('.')
+            .trim_matches(|c: char| ",;:!?()\"'`".contains(c))
+            .to_string()
+    };
     let lowered = query.to_lowercase();
-    let mut text = format!(" {} ", lowered.split_whitespace().collect::<Vec<_>>().join(" "));
+    let words: Vec<String> = lowered.split_whitespace().map(trim).filter(|w| !w.is_empty()).collect();
+    let mut text = format!(" {} ", words.join(" "));
     for (phrase, words) in PHRASES {
         if text.contains(&format!(" {phrase} ")) {
             text = text.replace(&format!(" {phrase} "), &format!(" {} ", words.join(" ")));
         }
     }
     text = split_particle(&text);
-    let trim = |w: &str| w.trim_matches(|c: char| ",;:!?()\"'`".contains(c)).to_string();
-    let raw: Vec<String> = text.split_whitespace().map(trim).collect();
+    let raw: Vec<String> = text.split_whitespace().map(str::to_string).collect();
     // Words that stand for what the tool is given, not for what it does: a file name, a
     // person's or a project's name, a commit hash. Their own letters would match tools by
     // accident (`package.json` and JSON); what they are of says which tool takes them.
+    // The first word is capitalized because it starts the sentence ("Erase the logs"), so it
+    // is never taken for a name.
     let names: Vec<String> = query
         .split_whitespace()
+        .skip(1)
         .map(trim)
         .filter(|w| looks_like_proper_name(w) && !tokenize(w).iter().any(|t| known(t)))
         .map(|w| w.to_lowercase())
@@ -1052,8 +1063,11 @@ mod tests {
         first("find *.test.js", "search_files");
         first("what did a1b2c3 change", "show");
         // A capitalized word that no tool mentions is a name; one that a tool mentions is not.
-        assert!(top(FILES_AND_PEOPLE, "Alice").iter().any(|h| h.ends_with("entities")));
+        assert!(top(FILES_AND_PEOPLE, "anything on Alice").iter().any(|h| h.ends_with("entities")));
         first("Echo hello", "echo");
+        // A sentence's first capital and its closing punctuation change nothing.
+        first("Play back the song.mp3?", "read_media_file");
+        first("Turn the fake logs on.", "toggle_logging");
     }
 
     #[test]

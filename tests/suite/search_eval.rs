@@ -151,6 +151,27 @@ fn every_query_set_reaches_its_floor() {
         if rate < *floor || rate <= plain_rate {
             failed.push(format!("{file}: {:.1}% (floor {:.0}%)", rate * 100.0, floor * 100.0));
         }
+        // The same queries written as sentences: a capital first letter and a closing mark
+        // are how people type, and must not move a tool out of the top 3.
+        let sentences: Vec<Value> = queries
+            .iter()
+            .enumerate()
+            .map(|(i, q)| {
+                let text = q["query"].as_str().unwrap();
+                let mut chars = text.chars();
+                let first: String = chars.next().map(|c| c.to_uppercase().collect()).unwrap_or_default();
+                let end = ["?", ".", "!"][i % 3];
+                serde_json::json!({"query": format!("{first}{}{end}", chars.as_str()), "expect": q["expect"]})
+            })
+            .collect();
+        let (sentence_rate, _) = evaluate(ours, &sentences);
+        if sentence_rate < rate {
+            failed.push(format!(
+                "{file} as sentences: {:.1}% against {:.1}%",
+                sentence_rate * 100.0,
+                rate * 100.0
+            ));
+        }
     }
     assert!(failed.is_empty(), "under the floor: {failed:?}");
 }

@@ -425,8 +425,13 @@ fn expand(query: &str, known: impl Fn(&str) -> bool) -> Expanded {
             add(stem(&format!("un{}", pair[1])), 1.0, None);
         }
     }
-    // A question is one more word of the request: what it asks for.
-    match raw.first().map(String::as_str) {
+    // A question is one more word of the request: what it asks for. Its word comes first, after
+    // any politeness ("can you tell me where…").
+    let opening = raw
+        .iter()
+        .map(String::as_str)
+        .find(|w| QUESTION_WORDS.contains(w) || !(STOP_WORDS.contains(w) || REQUEST_WORDS.contains(w)));
+    match opening {
         Some("where") => {
             for w in ["search", "find", "locate"] {
                 add(stem(w), SYNONYM_WEIGHT, Some(slot));
@@ -548,6 +553,9 @@ const PHRASES: &[(&str, &[&str])] = &[
 // A question asks to read, look up or list something; that says little about which tool, so
 // it weighs little.
 const QUESTION_WEIGHT: f64 = 0.3;
+
+/// Words that open a request without saying what it is for ("please", "help me", "quickly").
+const REQUEST_WORDS: &[&str] = &["help", "quickly", "kindly", "hey", "ok", "okay", "now", "first", "then", "also"];
 
 const QUESTION_WORDS: &[&str] = &[
     "what", "what's", "whats", "which", "who", "who's", "whose", "where", "when", "how", "is", "are", "was", "were", "do", "does", "did",

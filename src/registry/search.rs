@@ -357,7 +357,15 @@ fn expand(query: &str, known: impl Fn(&str) -> bool) -> Expanded {
         .split_whitespace()
         .skip(1)
         .map(trim)
-        .filter(|w| looks_like_proper_name(w) && !tokenize(w).iter().any(|t| known(t)))
+        .filter(|w| {
+            // A word the tools or the tables know ("Git", "Delete", "What") is not a name.
+            let terms = tokenize(w);
+            looks_like_proper_name(w)
+                && !terms.is_empty()
+                && !terms
+                    .iter()
+                    .any(|t| known(t) || synonyms(t).next().is_some() || ABBREVIATIONS.iter().any(|(a, _)| a == t))
+        })
         .map(|w| w.to_lowercase())
         .collect();
     let argument = |w: &String| looks_like_file_name(w) || looks_like_identifier(w) || names.contains(w);

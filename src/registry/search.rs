@@ -853,7 +853,7 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     ],
     &["move", "rename", "mv", "relocate", "tidy"],
     &["copy", "duplicate", "cp"],
-    &["time", "clock", "date", "now", "current"],
+    &["time", "clock", "date", "now", "current", "hour"],
     // Points in time a request names: what a tool's date or timestamp argument takes.
     &[
         "date",

@@ -287,9 +287,7 @@ impl Expanded {
             self.words = self.words.max(i + 1);
         }
     }
-}
 
-impl Expanded {
     /// Other forms of the query's own words that the tools use: a word that begins with
     /// another (`subscribe` and `subscriber`, `truncat` and `truncation`, `commit` and
     /// `committed`) is very likely the same word, which a suffix stripper cannot know for

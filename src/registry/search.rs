@@ -440,7 +440,7 @@ fn expand(query: &str, known: impl Fn(&str) -> bool) -> Expanded {
     match opening {
         Some("where") => {
             for w in ["search", "find", "locate"] {
-                add(stem(w), SYNONYM_WEIGHT, Some(slot));
+                add(stem(w), WHERE_WEIGHT, Some(slot));
             }
         }
         Some(w) if QUESTION_WORDS.contains(&w) => {
@@ -507,6 +507,8 @@ const IDENTIFIER_MEANS: &[&str] = &["revision", "id", "hash", "reference"];
 /// Whether a query word is a proper name: capitalized, the rest lowercase letters (`API` and
 /// `JSON` are acronyms, `readFile` is an identifier).
 fn looks_like_proper_name(word: &str) -> bool {
+    // "Ivan's": the possessive belongs to the sentence.
+    let word = word.strip_suffix("'s").or_else(|| word.strip_suffix("’s")).unwrap_or(word);
     let mut chars = word.chars();
     chars.next().is_some_and(char::is_uppercase) && word.chars().count() > 1 && chars.all(char::is_lowercase)
 }
@@ -527,6 +529,7 @@ const COVERAGE_EXPONENT: f64 = 1.0;
 const PHRASES: &[(&str, &[&str])] = &[
     ("new name", &["rename"]),
     ("get rid of", &["delete"]),
+    ("throw away", &["discard"]),
     ("look up", &["search"]),
     ("find out", &["search"]),
     ("look at", &["read"]),
@@ -559,6 +562,8 @@ const PHRASES: &[(&str, &[&str])] = &[
 // A question asks to read, look up or list something; that says little about which tool, so
 // it weighs little.
 const QUESTION_WEIGHT: f64 = 0.3;
+// "where" asks for a place: finding is exactly what it wants.
+const WHERE_WEIGHT: f64 = 1.0;
 
 /// Words that open a request without saying what it is for ("please", "help me", "quickly").
 const REQUEST_WORDS: &[&str] = &["help", "quickly", "kindly", "hey", "ok", "okay", "now", "first", "then", "also"];
@@ -902,7 +907,20 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
         "person",
         "people",
     ],
-    &["relation", "relationship", "link", "connect", "colleague", "reports", "manages"],
+    &[
+        "relation",
+        "relationship",
+        "link",
+        "connect",
+        "colleague",
+        "reports",
+        "manages",
+        "manager",
+        "boss",
+        "employee",
+        "member",
+        "belongs",
+    ],
     &["observation", "fact", "detail"],
     &[
         "size",
@@ -945,6 +963,18 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     &["long", "slow", "lengthy"],
     &["simulate", "simulated", "fake", "mock", "dummy", "synthetic"],
     &["allowed", "permitted", "access", "accessible", "permission", "may"],
+    // Asking which file says something is a search of the files' text.
+    &[
+        "mention",
+        "contain",
+        "define",
+        "defined",
+        "definition",
+        "declare",
+        "occurrence",
+        "grep",
+        "regex",
+    ],
     &["stop", "kill", "terminate", "abort", "cancel", "halt", "interrupt"],
     &["background", "job", "task", "process", "daemon"],
     &[
@@ -961,7 +991,7 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     &["resource", "resources"],
     &["prompt", "template"],
     &["status", "state", "working", "uncommitted", "dirty", "pending"],
-    &["reset", "unstage", "undo", "revert"],
+    &["reset", "unstage", "undo", "revert", "discard"],
 ];
 
 fn synonyms(term: &str) -> impl Iterator<Item = &'static str> + '_ {

@@ -9,7 +9,10 @@
 //! is indexed too (an MCP title, its parameters' names, descriptions and allowed values:
 //! `start_timestamp` answers "since yesterday"); words are reduced to a crude stem so
 //! "listing" meets "list"; and query words are expanded through a small table of synonyms
-//! common in tool descriptions, at a lower weight than the word itself. Hand-written rather
+//! common in tool descriptions, at a lower weight than the word itself. The query is read as
+//! an agent writes it: what it names (a file, a glob, a person, a commit id) is a word the tool
+//! takes rather than words to match, a question asks for a read or a search, and a word meets
+//! its other forms in the index's vocabulary (`subscribe`, `subscriber`). Hand-written rather
 //! than a BM25 crate because the expansion and field weights are the part that matters and
 //! the index is a few hundred documents at most.
 
@@ -223,7 +226,9 @@ impl SearchIndex {
             }
             q
         } else {
-            expand(query)
+            let mut q = expand(query, |t| self.df.contains_key(t));
+            q.add_word_forms(self.df.keys());
+            q
         };
         let n = self.docs.len() as f64;
         let mut hits: Vec<SearchHit> = self
@@ -282,34 +287,121 @@ impl Expanded {
             self.words = self.words.max(i + 1);
         }
     }
+
+    /// Other forms of the query's own words that the tools use: a word that begins with
+    /// another (`subscribe` and `subscriber`, `truncat` and `truncation`, `commit` and
+    /// `committed`) is very likely the same word, which a suffix stripper cannot know for
+    /// every suffix. Short words are left alone: `read` must not meet `ready`.
+    fn add_word_forms<'a>(&mut self, vocabulary: impl Iterator<Item = &'a String>) {
+        let words: Vec<(String, Vec<usize>)> = self
+            .terms
+            .iter()
+            .filter(|(t, (w, sources))| *w >= 1.0 && !sources.is_empty() && t.chars().count() >= WORD_FORM_MIN_CHARS)
+            .map(|(t, (_, sources))| (t.clone(), sources.clone()))
+            .collect();
+        if words.is_empty() {
+            return;
+        }
+        for known in vocabulary {
+            if known.chars().count() < WORD_FORM_MIN_CHARS {
+                continue;
+            }
+            for (word, sources) in &words {
+                if known != word && (known.starts_with(word.as_str()) || word.starts_with(known.as_str())) {
+                    for i in sources {
+                        self.add(known.clone(), WORD_FORM_WEIGHT, Some(*i));
+                    }
+                }
+            }
+        }
+    }
 }
+
+/// The shortest word whose longer or shorter forms are looked for.
+const WORD_FORM_MIN_CHARS: usize = 5;
+/// Another form of a word the agent wrote: nearly as good as the word itself.
+const WORD_FORM_WEIGHT: f64 = 0.6;
 
 /// The query's terms with their weights: its own words, then what they imply at lower weights
 /// (synonyms, spelled-out command names and phrases, `file` for a file name, `un…` for
-/// "not …", and a reading or finding intent for a question).
-fn expand(query: &str) -> Expanded {
+/// "not …", and a reading or finding intent for a question). `known` says whether a term
+/// occurs in any indexed tool: a capitalized word no tool mentions is a name.
+fn expand(query: &str, known: impl Fn(&str) -> bool) -> Expanded {
     let mut q = Expanded::default();
+    // Punctuation around a word ("logs?", "config.yaml.", "(please)") is the sentence's, not
+    // the word's: phrases and file names are read without it.
+    let trim = |w: &str| {
+        w.trim_matches(|c: char| ",;:!?()\"'`".contains(c))
+            .trim_end_matches('.')
+            .trim_matches(|c: char| ",;:!?()\"'`".contains(c))
+            .to_string()
+    };
     let lowered = query.to_lowercase();
-    let mut text = format!(" {} ", lowered.split_whitespace().collect::<Vec<_>>().join(" "));
+    let words: Vec<String> = lowered.split_whitespace().map(trim).filter(|w| !w.is_empty()).collect();
+    let mut text = format!(" {} ", words.join(" "));
     for (phrase, words) in PHRASES {
         if text.contains(&format!(" {phrase} ")) {
             text = text.replace(&format!(" {phrase} "), &format!(" {} ", words.join(" ")));
         }
     }
-    let raw: Vec<String> = text
+    text = split_particle(&text);
+    let raw: Vec<String> = text.split_whitespace().map(str::to_string).collect();
+    // Words that stand for what the tool is given, not for what it does: a file name, a
+    // person's or a project's name, a commit hash. Their own letters would match tools by
+    // accident (`package.json` and JSON); what they are of says which tool takes them.
+    // The first word is capitalized because it starts the sentence ("Erase the logs"), so it
+    // is never taken for a name.
+    let names: Vec<String> = query
         .split_whitespace()
-        .map(|w| w.trim_matches(|c: char| ",;:!?()\"'`".contains(c)).to_string())
+        .skip(1)
+        .map(trim)
+        .filter(|w| {
+            // A word the tools or the tables know ("Git", "Delete", "What") is not a name.
+            let terms = tokenize(w);
+            looks_like_proper_name(w)
+                && !terms.is_empty()
+                && !terms
+                    .iter()
+                    .any(|t| known(t) || synonyms(t).next().is_some() || ABBREVIATIONS.iter().any(|(a, _)| a == t))
+        })
+        .map(|w| w.to_lowercase())
         .collect();
+    let argument = |w: &String| looks_like_file_name(w) || looks_like_identifier(w) || names.contains(w);
+    let kept: Vec<&str> = raw.iter().filter(|w| !argument(w)).map(String::as_str).collect();
     let mut add = |term: String, weight: f64, source: Option<usize>| q.add(term, weight, source);
-    // A file name is what the tool works on, not what it does: its words (`package`, `json`)
-    // would match tools that mention JSON. It says "file", and its kind when it is a medium.
-    let files: Vec<&String> = raw.iter().filter(|w| looks_like_file_name(w)).collect();
-    let kept: Vec<&str> = raw.iter().filter(|w| !looks_like_file_name(w)).map(String::as_str).collect();
-    if !files.is_empty() {
-        add("file".into(), 1.0, None);
+    let words = tokenize(&kept.join(" "));
+    for (i, t) in words.iter().enumerate() {
+        for syn in synonyms(t) {
+            add(stem(syn), SYNONYM_WEIGHT, Some(i));
+        }
+        if let Some((_, implied)) = ABBREVIATIONS.iter().find(|(a, _)| a == t) {
+            // A command's name says exactly what it does.
+            for w in *implied {
+                add(stem(w), 1.0, Some(i));
+            }
+        }
+        add(t.clone(), 1.0, Some(i));
     }
-    if files.len() > 1 {
-        add(stem("multiple"), SYNONYM_WEIGHT, None);
+    // Each argument is one word of the request: a tool that takes it answers that word.
+    let mut slot = words.len();
+    let files: Vec<&String> = raw.iter().filter(|w| looks_like_file_name(w)).collect();
+    for f in &files {
+        add("file".into(), 1.0, Some(slot));
+        let ext = f.rsplit('.').next().unwrap_or("");
+        if let Some((_, kind)) = MEDIA_EXTENSIONS.iter().find(|(exts, _)| exts.contains(&ext)) {
+            add(stem(kind), 1.0, Some(slot));
+            add("media".into(), SYNONYM_WEIGHT, Some(slot));
+        }
+        if files.len() > 1 {
+            add(stem("multiple"), SYNONYM_WEIGHT, Some(slot));
+        }
+        // `*.test.js` or `.tsx`: a pattern or a kind names many files, to be found.
+        if f.contains(['*', '?']) || f.starts_with('.') {
+            for w in ["pattern", "glob", "match"] {
+                add(stem(w), SYNONYM_WEIGHT, Some(slot));
+            }
+        }
+        slot += 1;
     }
     // "into notes.txt", "to out.json": the file is where something goes.
     for pair in raw.windows(2) {
@@ -317,43 +409,117 @@ fn expand(query: &str) -> Expanded {
             add(stem("write"), SYNONYM_WEIGHT, None);
         }
     }
-    for f in &files {
-        let ext = f.rsplit('.').next().unwrap_or("");
-        if let Some((_, kind)) = MEDIA_EXTENSIONS.iter().find(|(exts, _)| exts.contains(&ext)) {
-            add(stem(kind), 1.0, None);
-            add("media".into(), SYNONYM_WEIGHT, None);
+    for _ in raw.iter().filter(|w| looks_like_identifier(w)) {
+        for w in IDENTIFIER_MEANS {
+            add(stem(w), SYNONYM_WEIGHT, Some(slot));
         }
+        slot += 1;
     }
-    for (i, t) in tokenize(&kept.join(" ")).into_iter().enumerate() {
-        for syn in synonyms(&t) {
-            add(stem(syn), SYNONYM_WEIGHT, Some(i));
+    let mut seen = Vec::new();
+    for name in &names {
+        if seen.contains(&name) {
+            continue;
         }
-        if let Some((_, words)) = ABBREVIATIONS.iter().find(|(a, _)| *a == t) {
-            for w in *words {
-                add(stem(w), SYNONYM_WEIGHT, Some(i));
-            }
+        seen.push(name);
+        for w in NAME_MEANS {
+            add(stem(w), SYNONYM_WEIGHT, Some(slot));
         }
-        add(t, 1.0, Some(i));
+        slot += 1;
     }
     for pair in raw.windows(2) {
         if matches!(pair[0].as_str(), "not" | "non" | "without" | "never") && pair[1].chars().all(char::is_alphabetic) {
             add(stem(&format!("un{}", pair[1])), 1.0, None);
         }
     }
-    match raw.first().map(String::as_str) {
+    // A question is one more word of the request: what it asks for. Its word comes first, after
+    // any politeness ("can you tell me where…").
+    let opening = raw
+        .iter()
+        .map(String::as_str)
+        .find(|w| QUESTION_WORDS.contains(w) || !(STOP_WORDS.contains(w) || REQUEST_WORDS.contains(w)));
+    match opening {
         Some("where") => {
             for w in ["search", "find", "locate"] {
-                add(stem(w), SYNONYM_WEIGHT, None);
+                add(stem(w), WHERE_WEIGHT, Some(slot));
             }
         }
         Some(w) if QUESTION_WORDS.contains(&w) => {
             for w in ["read", "get", "show", "list", "search"] {
-                add(stem(w), QUESTION_WEIGHT, None);
+                add(stem(w), QUESTION_WEIGHT, Some(slot));
             }
         }
         _ => {}
     }
     q
+}
+
+/// "turn the logging on": a phrasal verb with its object between, read as the phrase
+/// ("turn on", then what it means) so the object stays a word of the request.
+fn split_particle(text: &str) -> String {
+    for (verb, particle) in SPLIT_PHRASES {
+        let Some(at) = text.find(&format!(" {verb} ")) else {
+            continue;
+        };
+        let after = at + verb.len() + 1;
+        let Some(rel) = text[after..].find(&format!(" {particle} ")) else {
+            continue;
+        };
+        let end = after + rel;
+        // The object of a phrasal verb is a few words ("the debug logging"), not a clause.
+        if text[after..end].split_whitespace().count() > MAX_PARTICLE_GAP {
+            continue;
+        }
+        let phrase = format!("{verb} {particle}");
+        let Some((_, words)) = PHRASES.iter().find(|(p, _)| *p == phrase) else {
+            continue;
+        };
+        return format!(
+            "{} {}{} {}",
+            &text[..at],
+            words.join(" "),
+            &text[after..end],
+            &text[end + particle.len() + 1..]
+        );
+    }
+    text.to_string()
+}
+
+const MAX_PARTICLE_GAP: usize = 4;
+
+/// Phrasal verbs whose particle may come after the object (each also in [`PHRASES`]).
+const SPLIT_PHRASES: &[(&str, &str)] = &[
+    ("turn", "on"),
+    ("turn", "off"),
+    ("switch", "on"),
+    ("switch", "off"),
+    ("set", "up"),
+    ("look", "up"),
+    ("pull", "up"),
+];
+
+/// What a name (a capitalized word no tool mentions) stands for: a named thing, usually a
+/// person, an organization or a project: a named entity, which tools take by name.
+const NAME_MEANS: &[&str] = &["name", "entity"];
+
+/// What an identifier (a hash or an id of letters and digits) stands for.
+const IDENTIFIER_MEANS: &[&str] = &["revision", "id", "hash", "reference"];
+
+/// Whether a query word is a proper name: capitalized, the rest lowercase letters (`API` and
+/// `JSON` are acronyms, `readFile` is an identifier).
+fn looks_like_proper_name(word: &str) -> bool {
+    // "Ivan's": the possessive belongs to the sentence.
+    let word = word.strip_suffix("'s").or_else(|| word.strip_suffix("’s")).unwrap_or(word);
+    let mut chars = word.chars();
+    chars.next().is_some_and(char::is_uppercase) && word.chars().count() > 1 && chars.all(char::is_lowercase)
+}
+
+/// Whether a query word is an identifier: letters and digits mixed, six or more, as a commit
+/// hash or a ticket id is written (not a version number, a year or a plain word).
+fn looks_like_identifier(word: &str) -> bool {
+    word.len() >= 6
+        && word.chars().all(|c| c.is_ascii_alphanumeric())
+        && word.chars().any(|c| c.is_ascii_digit())
+        && word.chars().any(|c| c.is_ascii_alphabetic())
 }
 
 /// How strongly a tool's share of the query's words scales its score (1: in proportion).
@@ -363,6 +529,7 @@ const COVERAGE_EXPONENT: f64 = 1.0;
 const PHRASES: &[(&str, &[&str])] = &[
     ("new name", &["rename"]),
     ("get rid of", &["delete"]),
+    ("throw away", &["discard"]),
     ("look up", &["search"]),
     ("find out", &["search"]),
     ("look at", &["read"]),
@@ -395,6 +562,11 @@ const PHRASES: &[(&str, &[&str])] = &[
 // A question asks to read, look up or list something; that says little about which tool, so
 // it weighs little.
 const QUESTION_WEIGHT: f64 = 0.3;
+// "where" asks for a place: finding is exactly what it wants.
+const WHERE_WEIGHT: f64 = 1.0;
+
+/// Words that open a request without saying what it is for ("please", "help me", "quickly").
+const REQUEST_WORDS: &[&str] = &["help", "quickly", "kindly", "hey", "ok", "okay", "now", "first", "then", "also"];
 
 const QUESTION_WORDS: &[&str] = &[
     "what", "what's", "whats", "which", "who", "who's", "whose", "where", "when", "how", "is", "are", "was", "were", "do", "does", "did",
@@ -407,8 +579,9 @@ fn looks_like_file_name(word: &str) -> bool {
     let Some((stem, ext)) = word.rsplit_once('.') else {
         return false;
     };
+    // `.tsx` alone names a kind of file.
     let stem = stem.rsplit('/').next().unwrap_or(stem);
-    !stem.is_empty()
+    (!stem.is_empty() || word.starts_with('.'))
         && (1..=8).contains(&ext.len())
         && ext.chars().all(|c| c.is_ascii_alphanumeric())
         && ext.chars().any(|c| c.is_ascii_alphabetic())
@@ -436,6 +609,9 @@ const ABBREVIATIONS: &[(&str, &[&str])] = &[
     ("pwd", &["current", "directory"]),
     ("touch", &["create", "file"]),
     ("env", &["environment", "variable"]),
+    ("vars", &["variable"]),
+    ("var", &["variable"]),
+    ("cwd", &["current", "directory"]),
     ("tz", &["timezone"]),
     ("grep", &["search"]),
     ("readme", &["file"]),
@@ -520,6 +696,13 @@ const STOP_WORDS: &[&str] = &[
     "does",
     "what",
     "which",
+    // What a question asks for is read from its first word (see `expand`); the word itself
+    // matches descriptions' prose ("use this when…").
+    "where",
+    "when",
+    "who",
+    "whose",
+    "why",
     "some",
     "all",
     "from",
@@ -577,6 +760,12 @@ const STOP_WORDS: &[&str] = &[
     "thing",
     "things",
     "way",
+    // They introduce an argument ("a file called x"), which says what the tool is given.
+    "called",
+    "named",
+    // Quantifiers, like "all": how many, not what.
+    "every",
+    "each",
 ];
 
 /// A crude suffix stripper: enough that "listing", "lists" and "listed" meet "list".
@@ -627,7 +816,9 @@ const IRREGULAR: &[(&str, &str)] = &[
 
 /// Words agents use for the same thing in tool descriptions. Each group is symmetric.
 const SYNONYM_GROUPS: &[&[&str]] = &[
-    &["delete", "remove", "erase", "rm", "unlink", "drop", "forget"],
+    &[
+        "delete", "remove", "erase", "rm", "unlink", "drop", "forget", "purge", "wipe", "trash", "destroy", "discard",
+    ],
     &["directory", "folder", "dir", "directories"],
     &["file", "document", "files"],
     &[
@@ -635,25 +826,71 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
         "examine", "peek", "check",
     ],
     &["write", "save", "create", "store", "put"],
-    &["create", "make", "new", "add", "record", "insert", "register"],
+    &[
+        "create",
+        "make",
+        "new",
+        "add",
+        "record",
+        "insert",
+        "register",
+        "generate",
+        "init",
+        "initialize",
+    ],
     &["multiple", "several", "many", "together", "batch", "simultaneously"],
     &[
-        "edit", "modify", "change", "update", "replace", "patch", "rewrite", "tweak", "adjust", "fix", "correct", "bump", "amend",
+        "edit", "modify", "change", "update", "replace", "patch", "rewrite", "tweak", "adjust", "fix", "correct", "bump", "amend", "alter",
+        "revise",
     ],
     &["list", "enumerate", "ls", "show"],
-    &["search", "find", "grep", "lookup", "query", "locate", "hunt", "seek", "track"],
-    &["fetch", "download", "url", "web", "http", "page", "website", "internet", "browse"],
+    &[
+        "search", "find", "grep", "lookup", "query", "locate", "hunt", "seek", "track", "scan",
+    ],
+    &[
+        "fetch", "download", "url", "web", "http", "page", "website", "internet", "browse", "online", "site", "webpage", "article", "blog",
+        "html",
+    ],
     &[
         "run", "execute", "exec", "shell", "command", "launch", "build", "compile", "install", "deploy", "npm", "pip", "cargo", "yarn",
     ],
     &["move", "rename", "mv", "relocate", "tidy"],
     &["copy", "duplicate", "cp"],
-    &["time", "clock", "date", "now", "current"],
+    &["time", "clock", "date", "now", "current", "hour"],
+    // Points in time a request names: what a tool's date or timestamp argument takes.
+    &[
+        "date",
+        "timestamp",
+        "since",
+        "until",
+        "ago",
+        "yesterday",
+        "today",
+        "tomorrow",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "january",
+        "february",
+        "march",
+        "april",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ],
     &[
         "timezone", "zone", "tz", "utc", "gmt", "pst", "pdt", "est", "edt", "cet", "cest", "ist", "jst",
     ],
     &["convert", "translate"],
-    &["history", "log", "recent", "past", "previous", "earlier"],
+    &["history", "log", "recent", "past", "previous", "earlier", "last", "latest"],
     &["commit", "snapshot", "record"],
     &["git", "version", "repository", "repo"],
     &["diff", "difference", "differ", "changes", "changed", "compare", "pending", "review"],
@@ -670,11 +907,30 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
         "person",
         "people",
     ],
-    &["relation", "relationship", "link", "connect", "colleague", "reports", "manages"],
+    &[
+        "relation",
+        "relationship",
+        "link",
+        "connect",
+        "colleague",
+        "reports",
+        "manages",
+        "manager",
+        "boss",
+        "employee",
+        "member",
+        "belongs",
+    ],
     &["observation", "fact", "detail"],
     &[
         "size",
         "big",
+        "biggest",
+        "large",
+        "largest",
+        "huge",
+        "heavy",
+        "bytes",
         "space",
         "executable",
         "owner",
@@ -699,13 +955,43 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     ],
     &["entire", "whole", "complete", "full"],
     &["echo", "repeat", "back"],
-    &["sum", "add", "total", "plus", "arithmetic"],
+    &["sum", "add", "total", "plus", "arithmetic", "calculate", "compute", "math"],
     &["image", "picture", "photo", "png", "jpg", "jpeg", "screenshot", "media"],
-    &["compress", "zip", "gzip", "archive"],
+    &["tiny", "small", "little", "mini", "minimal"],
+    &["compress", "zip", "gzip", "archive", "shrink", "pack"],
+    &["start", "begin", "trigger", "initiate", "launch"],
+    &["long", "slow", "lengthy"],
+    &["simulate", "simulated", "fake", "mock", "dummy", "synthetic"],
+    &["allowed", "permitted", "access", "accessible", "permission", "may"],
+    // Asking which file says something is a search of the files' text.
+    &[
+        "mention",
+        "contain",
+        "define",
+        "defined",
+        "definition",
+        "declare",
+        "occurrence",
+        "grep",
+        "regex",
+    ],
+    &["stop", "kill", "terminate", "abort", "cancel", "halt", "interrupt"],
+    &["background", "job", "task", "process", "daemon"],
+    &[
+        "environment",
+        "env",
+        "variable",
+        "variables",
+        "config",
+        "configuration",
+        "setting",
+        "settings",
+    ],
+    &["remember", "recall", "memorize", "memory"],
     &["resource", "resources"],
     &["prompt", "template"],
     &["status", "state", "working", "uncommitted", "dirty", "pending"],
-    &["reset", "unstage", "undo", "revert"],
+    &["reset", "unstage", "undo", "revert", "discard"],
 ];
 
 fn synonyms(term: &str) -> impl Iterator<Item = &'static str> + '_ {
@@ -781,5 +1067,82 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.len(), 2);
         assert!(index().search("zzzz", 5).is_empty());
+    }
+
+    fn top(tools: &[(&str, &str)], query: &str) -> Vec<String> {
+        SearchIndex::new(tools.iter().map(|(n, d)| (n.to_string(), d.to_string())).collect())
+            .search(query, 3)
+            .into_iter()
+            .map(|h| h.name)
+            .collect()
+    }
+
+    const FILES_AND_PEOPLE: &[(&str, &str)] = &[
+        ("read_media_file", "Read an image or audio file and return it as base64"),
+        ("echo", "Echoes back the input string"),
+        ("commit", "Records changes to the repository"),
+        ("edit_file", "Make line-based edits to a text file. Returns a diff."),
+        ("read_many", "Read the contents of multiple files simultaneously"),
+        ("open_nodes", "Open specific nodes in the knowledge graph by their names"),
+        ("search_nodes", "Search for nodes in the knowledge graph based on a query"),
+        ("delete_entities", "Delete multiple entities from the knowledge graph"),
+        ("show", "Shows the contents of a commit given as a revision"),
+        ("search_files", "Recursively search for files matching a glob pattern"),
+        ("list_directory", "Get a detailed listing of all files and directories"),
+        ("toggle_logging", "Toggles simulated logging on or off"),
+        ("subscriber_updates", "Sends resource subscriber updates"),
+    ];
+
+    #[track_caller]
+    fn first(query: &str, expected: &str) {
+        let hits = top(FILES_AND_PEOPLE, query);
+        assert_eq!(hits.first().map(String::as_str), Some(expected), "{query:?}: {hits:?}");
+    }
+
+    #[test]
+    fn arguments_are_words_the_tool_takes() {
+        // A file name, a glob and a commit id are what the tool is given: the media reader
+        // answers "song.mp3" though "play back" matches `echo`'s words.
+        first("play back the song.mp3", "read_media_file");
+        first("find *.test.js", "search_files");
+        first("what did a1b2c3 change", "show");
+        // A capitalized word that no tool mentions is a name; one that a tool mentions is not.
+        assert!(top(FILES_AND_PEOPLE, "anything on Alice").iter().any(|h| h.ends_with("entities")));
+        first("Echo hello", "echo");
+        // A sentence's first capital and its closing punctuation change nothing.
+        first("Play back the song.mp3?", "read_media_file");
+        first("Turn the fake logs on.", "toggle_logging");
+    }
+
+    #[test]
+    fn other_forms_and_split_phrases_are_read() {
+        // `subscribe` meets `subscriber`, which no suffix rule joins.
+        first("how do I subscribe", "subscriber_updates");
+        // "turn the logging on" is "turn on", with its object in between.
+        first("turn the fake logs on", "toggle_logging");
+    }
+
+    #[test]
+    fn odd_queries_rank_without_failing() {
+        for q in [
+            "",
+            " ",
+            "turn",
+            "turn on",
+            "turn  on  ",
+            "Ünïcode turn ü on é",
+            "turn the ✓ on",
+            ".",
+            "*",
+            ".tsx",
+            "**/*",
+            "a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6a1b2",
+            "Élodie and Zoë",
+            "\"quoted\" 'words'",
+            "set ü up up up",
+        ] {
+            let hits = top(FILES_AND_PEOPLE, q);
+            assert!(hits.len() <= 3, "{q:?}");
+        }
     }
 }

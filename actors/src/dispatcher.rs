@@ -89,6 +89,21 @@ struct Inner {
     adopting: tokio::sync::Mutex<()>,
 }
 
+/// Hands each output a durable session saves to its record's writer, which keeps a copy in
+/// NATS.
+struct DurableSaves {
+    inner: std::sync::Weak<Inner>,
+}
+
+impl toolslot::output::SavedObserver for DurableSaves {
+    fn saved(&self, session: &str, file: &std::path::Path) {
+        let Some(inner) = self.inner.upgrade() else { return };
+        if let Some(d) = inner.sessions.get(session).as_ref().and_then(|h| h.shared.durable.get()) {
+            d.saved(file);
+        }
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         for a in &self._arbiters {
@@ -161,6 +176,9 @@ impl Dispatcher {
     /// dispatcher, or this one restarted, takes them over ([`Dispatcher::adopt`]).
     pub fn keep_sessions_in(&self, store: Arc<SessionStore>) {
         let _ = self.inner.store.set(store);
+        self.inner.overflow.observe(Arc::new(DurableSaves {
+            inner: Arc::downgrade(&self.inner),
+        }));
     }
 
     /// The configuration in force.
@@ -341,6 +359,9 @@ impl Dispatcher {
         let Some((mut record, revision)) = store.load(id).await.map_err(leased)? else {
             return Err(DispatchError::UnknownSession(id.to_string()));
         };
+        // Its saved outputs first, so refs the previous dispatcher handed out read back here
+        // and new handles are numbered after its.
+        store.restore_saved(id, &record.saved, &self.inner.overflow).await;
         let settled = record.last_round.as_mut().is_some_and(|r| r.settle());
         // Written even when nothing was settled: the new revision fences the previous holder.
         let revision = match store.write(id, &record, revision).await {

@@ -311,3 +311,78 @@ fn without_nats_the_last_round_is_kept_in_memory() {
     done["settled"] = false.into();
     assert_eq!(last, done, "the round_complete the host saw");
 }
+
+#[test]
+fn a_saved_output_reads_back_on_the_dispatcher_that_took_the_session_over() {
+    let _one = serial();
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let addr = free_addr();
+    let mut first = serve(&serve_config(dir.path(), &nats, &addr, "a"));
+    let id = open(&addr, &ws, "full-auto");
+    let (status, text) = http(
+        &addr,
+        "POST",
+        &format!("/v1/sessions/{id}/rounds"),
+        sse(&[shell("seq 1 200000")]).as_bytes(),
+    );
+    assert_eq!(status, 200, "{text}");
+    let done = events(&text).pop().unwrap();
+    let content = done["results"][0]["content"].as_str().unwrap().to_string();
+    let saved = content
+        .split("ref=")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !(c.is_ascii_digit() || c == '-')).next())
+        .unwrap_or_else(|| panic!("the output was cut and saved: {content}"))
+        .to_string();
+    assert!(!content.contains("\n100000\n"), "cut: {content}");
+    // The record has filed the round once the first dispatcher reports it from the record.
+    wait_until(10, "the round in the record", || last_round(&addr, &id, 5)["round"] == 1);
+    first.kill();
+
+    // The second dispatcher has its own overflow folder (another machine's disk): the saved
+    // output is not there until it takes the session over.
+    let _second = serve(&serve_config(dir.path(), &nats, &addr, "b"));
+    let local = |who: &str| {
+        walk(&dir.path().join(who).join("overflow"))
+            .iter()
+            .any(|p| p.to_string_lossy().contains(&saved))
+    };
+    assert!(local("a") && !local("b"));
+    last_round(&addr, &id, 30);
+    let read = sse(&[
+        (
+            "retrieve_tool_result",
+            json!({"ref": saved, "mode": "lines", "offset": 99_999, "limit": 2}),
+        ),
+        ("retrieve_tool_result", json!({"ref": "1-2-3", "mode": "tail"})),
+    ]);
+    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), read.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    let done = events(&text).pop().unwrap();
+    let r = &done["results"][0];
+    assert_eq!(r["is_error"], false, "{done}");
+    assert!(
+        r["content"].as_str().unwrap().starts_with("100000\t100000\n100001\t100001\n"),
+        "{done}"
+    );
+    // A ref nobody handed out is still refused.
+    assert_eq!(done["results"][1]["is_error"], true, "{done}");
+    assert!(local("b"));
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

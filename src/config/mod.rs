@@ -650,6 +650,9 @@ pub struct RemoteConfig {
     pub session_lease_ttl_ms: u64,
     /// How long a session's record is kept after its last write (s).
     pub session_ttl_secs: u64,
+    /// How many saved outputs a durable session keeps in the object store for a dispatcher
+    /// that takes it over (the newest; 0: none).
+    pub session_saved_max: usize,
 }
 
 impl RemoteConfig {

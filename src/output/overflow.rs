@@ -29,11 +29,26 @@ pub enum OverflowError {
     BadSlice(String),
 }
 
+/// Told of every output the store saves, so that a host can keep a copy where another process
+/// can reach it (durable sessions keep one in NATS: a dispatcher that takes a session over
+/// restores them with [`OverflowStore::restore`]).
+pub trait SavedObserver: Send + Sync {
+    /// `file` (in `session`'s folder) was just saved whole; called on the saving thread, so it
+    /// should hand the work on rather than do it.
+    fn saved(&self, session: &str, file: &Path);
+}
+
 /// Saved full outputs, one folder per session. Ids hold the process id, a millisecond
 /// timestamp and a sequence number, so two processes writing to one folder never collide.
-#[derive(Debug)]
 pub struct OverflowStore {
     dir: PathBuf,
+    observer: std::sync::OnceLock<std::sync::Arc<dyn SavedObserver>>,
+}
+
+impl std::fmt::Debug for OverflowStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OverflowStore").field("dir", &self.dir).finish_non_exhaustive()
+    }
 }
 
 /// One sequence for the whole process, so two stores over one folder never collide either.
@@ -42,7 +57,54 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 impl OverflowStore {
     /// A store in `dir` (created on first save).
     pub fn new(dir: PathBuf) -> Self {
-        Self { dir }
+        Self {
+            dir,
+            observer: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Tells `observer` of every output saved from now on (once; a second observer is ignored).
+    pub fn observe(&self, observer: std::sync::Arc<dyn SavedObserver>) {
+        let _ = self.observer.set(observer);
+    }
+
+    fn tell(&self, session: &str, file: &Path) {
+        if let Some(o) = self.observer.get() {
+            o.saved(session, file);
+        }
+    }
+
+    /// Puts back a file this store saved for `session` (by its file name, as the observer was
+    /// told it), unless one of that name is already here. Written atomically; a name this
+    /// store would never make is refused, so a copy kept elsewhere cannot write outside the
+    /// session's folder.
+    ///
+    /// # Errors
+    /// [`OverflowError::BadRef`] for a foreign name, [`OverflowError::Write`] when the file
+    /// cannot be written.
+    pub fn restore(&self, session: &str, name: &str, data: &[u8]) -> Result<(), OverflowError> {
+        if !is_saved_name(name) {
+            return Err(OverflowError::BadRef(name.to_string()));
+        }
+        let dir = self.session_dir(session);
+        let done = dir.join(name);
+        if done.exists() {
+            return Ok(());
+        }
+        let err = |source| OverflowError::Write { dir: dir.clone(), source };
+        std::fs::create_dir_all(&dir).map_err(err)?;
+        let tmp = dir.join(format!(".r-{}-{}.tmp", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(data)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &done)
+        };
+        if let Err(e) = write() {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(err(e));
+        }
+        Ok(())
     }
 
     /// The store's folder.
@@ -78,6 +140,8 @@ impl OverflowStore {
             id: Self::next_id(),
             file: None,
             created: false,
+            session: session.to_string(),
+            observer: self.observer.get().cloned(),
         }
     }
 
@@ -102,6 +166,7 @@ impl OverflowStore {
             let _ = std::fs::remove_file(&tmp);
             return Err(err(e));
         }
+        self.tell(session, &done);
         Ok(id)
     }
 
@@ -129,6 +194,7 @@ impl OverflowStore {
             let _ = std::fs::remove_file(&tmp);
             return Err(err(e));
         }
+        self.tell(session, &done);
         Ok(done)
     }
 
@@ -173,6 +239,9 @@ impl OverflowStore {
             }
         };
         let _ = std::fs::remove_file(&tmp);
+        if let Ok(handle) = &claimed {
+            self.tell(session, &dir.join(format!("{handle}.json")));
+        }
         claimed
     }
 
@@ -239,15 +308,42 @@ fn handle_number(file: &str) -> Option<u64> {
     if is_handle(stem) { stem[1..].parse().ok() } else { None }
 }
 
+/// Whether `name` is a file name [`OverflowStore`] makes: `<pid>-<millis>-<seq>.<ext>` or
+/// `h<N>.json`, nothing that could name another folder.
+fn is_saved_name(name: &str) -> bool {
+    if handle_number(name).is_some() {
+        return true;
+    }
+    let Some((id, ext)) = name.split_once('.') else {
+        return false;
+    };
+    let parts: Vec<&str> = id.split('-').collect();
+    parts.len() == 3
+        && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        && !ext.is_empty()
+        && ext.len() <= 8
+        && ext.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
 /// An output being saved as it streams (see [`OverflowStore::writer`]): written to a temp file,
 /// renamed to its final name when committed, so a reader never sees half of it.
-#[derive(Debug)]
 pub struct OverflowWriter {
     dir: PathBuf,
     id: String,
     file: Option<std::fs::File>,
     /// Whether the temp file exists (and must go if the writer is dropped uncommitted).
     created: bool,
+    session: String,
+    observer: Option<std::sync::Arc<dyn SavedObserver>>,
+}
+
+impl std::fmt::Debug for OverflowWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OverflowWriter")
+            .field("dir", &self.dir)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl OverflowWriter {
@@ -276,8 +372,12 @@ impl crate::tool::OutputFile for OverflowWriter {
         if let Some(f) = self.file.take() {
             f.sync_all()?;
         }
-        std::fs::rename(self.tmp(), self.dir.join(format!("{}.txt", self.id)))?;
+        let done = self.dir.join(format!("{}.txt", self.id));
+        std::fs::rename(self.tmp(), &done)?;
         self.created = false;
+        if let Some(o) = &self.observer {
+            o.saved(&self.session, &done);
+        }
         Ok(std::mem::take(&mut self.id))
     }
 }
@@ -395,6 +495,60 @@ impl Slice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Default)]
+    struct Seen(std::sync::Mutex<Vec<(String, PathBuf)>>);
+
+    impl SavedObserver for Seen {
+        fn saved(&self, session: &str, file: &Path) {
+            self.0.lock().unwrap().push((session.to_string(), file.to_path_buf()));
+        }
+    }
+
+    #[test]
+    fn every_save_is_observed_and_restores_into_another_store() {
+        use crate::tool::OutputFile;
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let first = OverflowStore::new(a.path().to_path_buf());
+        let seen = std::sync::Arc::new(Seen::default());
+        first.observe(seen.clone());
+        let id = first.save("s1", "whole text").unwrap();
+        let handle = first.save_handle("s1", "{\"k\":1}").unwrap();
+        let media = first.save_bytes("s1", "png", b"\x89PNG").unwrap();
+        let mut w = Box::new(first.writer("s1"));
+        w.write(b"streamed").unwrap();
+        let streamed = w.commit().unwrap();
+        let seen = seen.0.lock().unwrap().clone();
+        assert_eq!(seen.len(), 4, "{seen:?}");
+        assert!(seen.iter().all(|(s, f)| s == "s1" && f.exists()), "{seen:?}");
+        assert_eq!(seen[2].1, media);
+
+        // Another process's store, given the files back by name, reads them as the first did
+        // and numbers the next handle after the restored ones.
+        let second = OverflowStore::new(b.path().to_path_buf());
+        for (_, f) in &seen {
+            let name = f.file_name().unwrap().to_str().unwrap();
+            second.restore("s1", name, &std::fs::read(f).unwrap()).unwrap();
+        }
+        assert_eq!(second.load("s1", &id).unwrap(), "whole text");
+        assert_eq!(second.load("s1", &streamed).unwrap(), "streamed");
+        assert_eq!(second.load_handle("s1", &handle).unwrap(), "{\"k\":1}");
+        assert_eq!(second.save_handle("s1", "2").unwrap(), "h2");
+        // A restore never replaces what is there, and never writes a name the store would not make.
+        second.restore("s1", "h1.json", b"other").unwrap();
+        assert_eq!(second.load_handle("s1", "h1").unwrap(), "{\"k\":1}");
+        for bad in [
+            "../x.txt",
+            "h1.json/../../y",
+            ".hidden",
+            "1-2-3",
+            "1-2.txt",
+            "a-b-c.txt",
+            "1-2-3.t/x",
+        ] {
+            assert!(matches!(second.restore("s1", bad, b"x"), Err(OverflowError::BadRef(_))), "{bad}");
+        }
+    }
 
     #[test]
     fn round_trip_and_session_isolation() {

@@ -211,6 +211,11 @@ pub struct SessionRecord {
     /// The worker that holds the session's background tasks, when they run on workers.
     #[serde(default)]
     pub task_owner: Option<String>,
+    /// The outputs the session saved (file names in its overflow folder, oldest first), each
+    /// also kept in the object store, so a dispatcher that takes the session over can put them
+    /// back and `retrieve_tool_result` reads them there.
+    #[serde(default)]
+    pub saved: Vec<String>,
     /// The last round, once one began.
     pub last_round: Option<RoundRecord>,
 }
@@ -226,8 +231,18 @@ impl SessionRecord {
             activated: Vec::new(),
             files: BTreeMap::new(),
             task_owner: None,
+            saved: Vec::new(),
             last_round: None,
         }
+    }
+
+    /// Notes a saved output, keeping the newest `max` names (0: none).
+    pub fn saved(&mut self, name: &str, max: usize) {
+        if !self.saved.iter().any(|n| n == name) {
+            self.saved.push(name.to_string());
+        }
+        let over = self.saved.len().saturating_sub(max);
+        self.saved.drain(..over);
     }
 
     /// Starts the next round's record, replacing the last one.
@@ -326,6 +341,17 @@ mod tests {
         r.ended(1, StopReason::ToolUse, "");
         r.settle();
         assert_eq!(r.results().unwrap()[0].content, "ok");
+    }
+
+    #[test]
+    fn saved_outputs_are_noted_once_and_only_the_newest_kept() {
+        let mut rec = SessionRecord::new(RecordedOptions::default());
+        for n in ["a.txt", "b.txt", "a.txt", "c.txt"] {
+            rec.saved(n, 2);
+        }
+        assert_eq!(rec.saved, vec!["b.txt".to_string(), "c.txt".to_string()]);
+        rec.saved("d.txt", 0);
+        assert!(rec.saved.is_empty());
     }
 
     #[test]

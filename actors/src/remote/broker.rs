@@ -168,18 +168,7 @@ impl Broker {
             .map_err(|e| setup("stream TOOLSLOT_CALLS")(e.to_string()))?;
         let records = open_bucket(&js, CALLS_BUCKET, Duration::from_secs(cfg.record_ttl_secs.max(1))).await?;
         let workers = open_bucket(&js, WORKERS_BUCKET, Duration::from_millis(cfg.announce_ttl_ms.max(1000))).await?;
-        let results = match js.get_object_store(RESULTS_STORE).await {
-            Ok(s) => s,
-            Err(_) => js
-                .create_object_store(object_store::Config {
-                    bucket: RESULTS_STORE.into(),
-                    max_age: Duration::from_secs(cfg.record_ttl_secs.max(1)),
-                    storage: stream::StorageType::File,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| setup("object store toolslot_results")(e.to_string()))?,
-        };
+        let results = open_objects(&js, RESULTS_STORE, Duration::from_secs(cfg.record_ttl_secs.max(1))).await?;
         Ok(Self {
             link,
             client,
@@ -213,6 +202,26 @@ impl Broker {
             .await
             .map_err(|e| setup(&format!("consumer {name}"))(e.to_string()))
     }
+}
+
+/// Opens the object store `bucket`, creating it (file storage, objects kept `max_age`) where
+/// missing.
+pub(crate) async fn open_objects(
+    js: &jetstream::Context,
+    bucket: &str,
+    max_age: Duration,
+) -> Result<object_store::ObjectStore, BrokerError> {
+    if let Ok(store) = js.get_object_store(bucket).await {
+        return Ok(store);
+    }
+    js.create_object_store(object_store::Config {
+        bucket: bucket.into(),
+        max_age,
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| setup(&format!("object store {bucket}"))(e.to_string()))
 }
 
 pub(crate) async fn open_bucket(js: &jetstream::Context, bucket: &str, max_age: Duration) -> Result<kv::Store, BrokerError> {

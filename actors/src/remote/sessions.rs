@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::kv;
+use async_nats::jetstream::{kv, object_store};
 use tokio::sync::{mpsc, oneshot};
 use toolslot::config::RemoteConfig;
 use toolslot::event::{StopReason, ToolResult};
@@ -27,12 +27,14 @@ use toolslot::plan::loop_guard::LoopGuardState;
 use toolslot::remote::session_record::{RoundRecord, SessionRecord};
 use tracing::Instrument;
 
-use super::broker::{Broker, BrokerError, open_bucket};
+use super::broker::{Broker, BrokerError, open_bucket, open_objects};
 
 /// The sessions' records.
 pub const SESSIONS_BUCKET: &str = "toolslot_sessions";
 /// The sessions' leases.
 pub const LEASES_BUCKET: &str = "toolslot_leases";
+/// The sessions' saved outputs, as `SESSION/FILE`.
+pub const SAVED_STORE: &str = "toolslot_saved";
 
 /// Why a session could not be taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,6 +56,8 @@ pub enum LeaseError {
 pub struct SessionStore {
     records: kv::Store,
     leases: kv::Store,
+    saved: object_store::ObjectStore,
+    saved_max: usize,
     /// This dispatcher's name in leases.
     me: String,
     lease_ttl: Duration,
@@ -74,9 +78,12 @@ impl SessionStore {
         let records = open_bucket(&broker.js, SESSIONS_BUCKET, Duration::from_secs(cfg.session_ttl_secs.max(1))).await?;
         let lease_ttl = Duration::from_millis(cfg.session_lease_ttl_ms.max(300));
         let leases = open_bucket(&broker.js, LEASES_BUCKET, lease_ttl).await?;
+        let saved = open_objects(&broker.js, SAVED_STORE, Duration::from_secs(cfg.session_ttl_secs.max(1))).await?;
         Ok(Arc::new(Self {
             records,
             leases,
+            saved,
+            saved_max: cfg.session_saved_max,
             me: format!("dispatcher-{}", toolslot::output::random_hex(6)),
             lease_ttl,
         }))
@@ -159,6 +166,26 @@ impl SessionStore {
             Ok(rev) => Ok(Some(rev)),
             Err(None) => Ok(None),
             Err(Some(reason)) => Err(reason),
+        }
+    }
+
+    /// Puts back in `overflow` the saved outputs `names` of `session` that the object store
+    /// still holds; one it cannot read is skipped (its ref answers "no saved output").
+    pub async fn restore_saved(&self, session: &str, names: &[String], overflow: &toolslot::output::OverflowStore) {
+        use tokio::io::AsyncReadExt;
+        for name in names {
+            let mut bytes = Vec::new();
+            let read = async {
+                let mut object = self.saved.get(saved_key(session, name)).await.map_err(|e| e.to_string())?;
+                object.read_to_end(&mut bytes).await.map_err(|e| e.to_string())
+            };
+            if let Err(e) = read.await {
+                tracing::warn!(session, name, error = %e, "a saved output could not be restored");
+                continue;
+            }
+            if let Err(e) = overflow.restore(session, name, &bytes) {
+                tracing::warn!(session, name, error = %e, "a saved output could not be restored");
+            }
         }
     }
 
@@ -248,7 +275,38 @@ enum Op {
     Activated(Vec<String>),
     FileRead(std::path::PathBuf, std::time::SystemTime),
     TaskOwner(Option<String>),
+    Saved(std::path::PathBuf),
     Close,
+}
+
+/// Copies a saved output into the object store; its name once it is there. Done in line
+/// with the other marks, so that the record never names an output (nor files a result
+/// pointing at one) the store does not hold yet.
+async fn keep(store: &SessionStore, session: &str, path: &std::path::Path) -> Option<String> {
+    if store.saved_max == 0 {
+        return None;
+    }
+    let name = path.file_name()?.to_str()?.to_string();
+    let file = match tokio::fs::File::open(path).await {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(name, error = %e, "a saved output could not be read for the session store");
+            return None;
+        }
+    };
+    let mut file = tokio::io::BufReader::new(file);
+    match store.saved.put(saved_key(session, &name).as_str(), &mut file).await {
+        Ok(_) => Some(name),
+        Err(e) => {
+            tracing::warn!(name, error = %e, "a saved output was not kept in the session store");
+            None
+        }
+    }
+}
+
+/// A saved output's name in the object store.
+fn saved_key(session: &str, name: &str) -> String {
+    format!("{session}/{name}")
 }
 
 /// A session's handle on its writer.
@@ -363,6 +421,12 @@ impl DurableSession {
         }
     }
 
+    /// The session saved an output (`file`, in its overflow folder): it is kept in the object
+    /// store and named in the record.
+    pub fn saved(&self, file: &std::path::Path) {
+        self.send(Op::Saved(file.to_path_buf()));
+    }
+
     /// The session closed: its record and lease are removed.
     pub fn close(&self) {
         self.send(Op::Close);
@@ -429,9 +493,9 @@ impl Writer {
             };
             let Some(op) = op else { return };
             let mut acks = Vec::new();
-            let mut close = self.apply(op, &mut acks);
+            let mut close = self.apply(op, &mut acks).await;
             while let Ok(op) = rx.try_recv() {
-                close |= self.apply(op, &mut acks);
+                close |= self.apply(op, &mut acks).await;
             }
             if close {
                 self.store.forget(&self.session, self.revision, self.lease).await;
@@ -450,7 +514,7 @@ impl Writer {
     }
 
     /// Applies `op` to the record; true when the session closed.
-    fn apply(&mut self, op: Op, acks: &mut Vec<oneshot::Sender<bool>>) -> bool {
+    async fn apply(&mut self, op: Op, acks: &mut Vec<oneshot::Sender<bool>>) -> bool {
         match op {
             Op::Planned { round, index, id, name } => {
                 if let Some(r) = self.round_mut(round) {
@@ -505,6 +569,11 @@ impl Writer {
                 self.record.files.insert(path, modified);
             }
             Op::TaskOwner(owner) => self.record.task_owner = owner,
+            Op::Saved(path) => {
+                if let Some(name) = keep(&self.store, &self.session, &path).await {
+                    self.record.saved(&name, self.store.saved_max);
+                }
+            }
             Op::Close => return true,
         }
         false

@@ -167,6 +167,8 @@ impl Tool for RemoteTool {
                 timeout_ms,
                 not_after_ms: unix_ms().saturating_add(horizon),
                 grant: ctx.grant,
+                // The caller names where it hears answers.
+                reply: None,
             };
             let services = Arc::clone(&ctx.services);
             let (index, call_id) = (ctx.index, ctx.call_id.clone());

@@ -53,6 +53,11 @@ pub struct Job {
     /// the call's programs to it. Absent: nothing beyond reading.
     #[serde(default)]
     pub grant: Grant,
+    /// A subject the dispatcher listens on: the worker publishes the call's `done` record
+    /// there (as `<reply>.<key>`) as well as writing it, so that the answer does not wait
+    /// for the record's write. The record stays the call's truth: the message is a hint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
 }
 
 /// The fate of a call, kept under its key.

@@ -37,6 +37,12 @@ pub fn progress_subject(key: &str) -> String {
     format!("toolslot.progress.{key}")
 }
 
+/// The subjects a dispatcher hears its calls' answers on (`<prefix>.<key>`), one prefix per
+/// dispatcher.
+pub fn answer_prefix(dispatcher: &str) -> String {
+    format!("toolslot.answer.{dispatcher}")
+}
+
 /// The subject a worker hears cancellations of its calls on.
 pub fn cancel_subject(worker: &str) -> String {
     format!("toolslot.cancel.{worker}")

@@ -27,7 +27,7 @@ use toolslot::remote::{AnnouncedSpec, RemoteAnswer, RemoteCaller, RemoteProgress
 use toolslot::tool::{ErrorCategory, ToolError, ToolSpec};
 use tracing::Instrument;
 
-use super::broker::{Broker, MAX_DELIVERIES_ADVISORY, call_subject, cancel_subject, direct_subject, progress_subject};
+use super::broker::{Broker, MAX_DELIVERIES_ADVISORY, answer_prefix, call_subject, cancel_subject, direct_subject, progress_subject};
 use super::records::{self, CasError};
 
 /// Stops a task when dropped.
@@ -77,6 +77,8 @@ pub struct RemoteHub {
     /// Calls being given up on their own tasks, which a closing host waits for.
     settling: std::sync::atomic::AtomicUsize,
     me: Weak<RemoteHub>,
+    /// Where workers publish this hub's answers (see `Job::reply`).
+    answers: String,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -105,6 +107,7 @@ impl RemoteHub {
             live: OnceLock::new(),
             settling: std::sync::atomic::AtomicUsize::new(0),
             me: me.clone(),
+            answers: answer_prefix(&toolslot::output::random_hex(8)),
         });
         // The workers already there, before the first registry is built from them.
         if let Ok(mut keys) = hub.broker.workers.keys().await {
@@ -117,6 +120,13 @@ impl RemoteHub {
             }
         }
         actix::spawn(Arc::clone(&hub).watch_workers());
+        // Subscribed before any call is sent, so no answer is published to nobody.
+        match hub.broker.client.subscribe(format!("{}.>", hub.answers)).await {
+            Ok(sub) => {
+                actix::spawn(Arc::clone(&hub).hear_answers(sub));
+            }
+            Err(e) => tracing::warn!(error = %e, "answers will arrive through the call records only"),
+        }
         actix::spawn(Arc::clone(&hub).watch_records());
         actix::spawn(Arc::clone(&hub).watch_advisories());
         Ok(hub)
@@ -245,6 +255,22 @@ impl RemoteHub {
         }
     }
 
+    /// The `done` records workers publish straight to this hub, ahead of their write.
+    async fn hear_answers(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        let prefix = format!("{}.", self.answers);
+        while let Some(msg) = sub.next().await {
+            let Some(key) = msg.subject.as_str().strip_prefix(&prefix) else {
+                continue;
+            };
+            let Some(tx) = lock(&self.waiters).get(key).cloned() else {
+                continue;
+            };
+            if let Ok(record @ CallRecord::Done { .. }) = serde_json::from_slice::<CallRecord>(&msg.payload) {
+                let _ = tx.send(Signal::Record(Box::new(record)));
+            }
+        }
+    }
+
     async fn watch_records(self: Arc<Self>) {
         loop {
             match self.broker.records.watch(">").await {
@@ -310,7 +336,8 @@ impl RemoteHub {
         Some(AbortOnDrop(task))
     }
 
-    async fn run_call(self: Arc<Self>, pool: String, job: Job, target: Option<String>) -> Result<RemoteAnswer, ToolError> {
+    async fn run_call(self: Arc<Self>, pool: String, mut job: Job, target: Option<String>) -> Result<RemoteAnswer, ToolError> {
+        job.reply = Some(self.answers.clone());
         let tool = job.tool.clone();
         match &target {
             Some(w) if !self.is_alive(w) => {
@@ -380,8 +407,10 @@ impl RemoteHub {
                 Err(e) => return call.settle(format!("worker `{w}` did not take it ({e})")).await,
             },
         }
-        let mut watchdog = tokio::time::interval(Duration::from_millis(self.cfg.watchdog_interval_ms));
-        watchdog.tick().await;
+        // The first check one period from now. Not `interval` and a first `tick().await`: that
+        // tick waits for the timer's next millisecond, a whole tick of latency on every call.
+        let period = Duration::from_millis(self.cfg.watchdog_interval_ms.max(1));
+        let mut watchdog = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         loop {
             let record = tokio::select! {
                 signal = rx.recv() => match signal {

@@ -30,7 +30,8 @@ pub async fn read(store: &kv::Store, key: &str) -> Result<Option<(CallRecord, u6
     Ok(Some((record, entry.revision)))
 }
 
-fn encode(record: &CallRecord) -> bytes::Bytes {
+/// A record's bytes, as stored.
+pub fn encode(record: &CallRecord) -> bytes::Bytes {
     // A CallRecord is plain data (strings, numbers, JSON values): it always serializes.
     serde_json::to_vec(record).unwrap_or_default().into()
 }

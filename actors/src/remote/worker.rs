@@ -160,6 +160,10 @@ async fn wait_for_signal() {
     }
 }
 
+/// How long a pull asked for right after the bell waits at the server for the call to be
+/// stored (it returns as soon as one is).
+const BELL_WAIT: Duration = Duration::from_millis(5);
+
 /// Wakes the puller whenever a call is published to the pool (the message itself is not used:
 /// calls are taken from the queue, which decides who gets each).
 async fn ring_on_publish(mut bell: async_nats::Subscriber, ring: Arc<Notify>) {
@@ -218,6 +222,10 @@ impl Worker {
         let slots = Arc::new(Semaphore::new(self.slots));
         let poll = Duration::from_millis(self.config.remote.worker_poll_ms.max(1));
         let mut turn = 0usize;
+        // Set when the bell rang and the queues still looked empty: the bell can ring before
+        // the server has stored the call, so the next pass waits a moment at the server
+        // instead of until the next poll.
+        let mut behind_bell = false;
         loop {
             let first = tokio::select! {
                 p = Arc::clone(&slots).acquire_owned() => match p { Ok(p) => p, Err(_) => return },
@@ -235,7 +243,12 @@ impl Worker {
                     break;
                 }
                 let queue = &queues[(turn + i) % queues.len()];
-                match queue.fetch().max_messages(permits.len()).messages().await {
+                let fetched = if behind_bell {
+                    queue.batch().max_messages(permits.len()).expires(BELL_WAIT).messages().await
+                } else {
+                    queue.fetch().max_messages(permits.len()).messages().await
+                };
+                match fetched {
                     Ok(mut batch) => {
                         while let Some(msg) = batch.next().await {
                             let Ok(msg) = msg else { break };
@@ -253,11 +266,13 @@ impl Worker {
                 return;
             }
             if got == 0 {
-                tokio::select! {
-                    _ = ring.notified() => {}
-                    _ = tokio::time::sleep(poll) => {}
+                behind_bell = tokio::select! {
+                    _ = ring.notified() => true,
+                    _ = tokio::time::sleep(poll) => false,
                     _ = stop.changed() => return,
-                }
+                };
+            } else {
+                behind_bell = false;
             }
         }
     }
@@ -362,8 +377,10 @@ impl Worker {
             let mut refused = None;
             let run = self.execute(&job);
             let mut run = std::pin::pin!(run);
-            let mut tick = tokio::time::interval(Duration::from_millis((self.config.remote.ack_wait_ms / 3).max(100)));
-            tick.tick().await;
+            // The first in-progress ack one period from now; awaiting `interval`'s immediate
+            // first tick would hold the tool back until the timer's next millisecond.
+            let period = Duration::from_millis((self.config.remote.ack_wait_ms / 3).max(100));
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
             let mut result = loop {
                 tokio::select! {
                     r = &mut run => break Some(r),
@@ -520,6 +537,15 @@ impl Worker {
             outcome,
             object,
         };
+        // The dispatcher hears the answer now; the record, written next, is what counts if
+        // the message is lost or the call was given up meanwhile.
+        if let Some(reply) = &job.reply {
+            let _ = self
+                .broker
+                .client
+                .publish(format!("{reply}.{}", job.key), records::encode(&done))
+                .await;
+        }
         let give_up = Instant::now() + Duration::from_millis(cfg.ack_wait_ms.saturating_mul(3)).max(Duration::from_secs(30));
         loop {
             match records::update(&self.broker.records, &job.key, &done, rev).await {

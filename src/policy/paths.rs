@@ -70,7 +70,7 @@ impl Root {
 }
 
 /// The path-like fields of a tool's input.
-pub(super) fn of_input(input: &Value, root: &Root) -> Vec<PathArg> {
+pub(super) fn of_input<'r>(input: &Value, root: impl Fn() -> &'r Root) -> Vec<PathArg> {
     let Some(fields) = input.as_object() else {
         return Vec::new();
     };
@@ -82,8 +82,8 @@ pub(super) fn of_input(input: &Value, root: &Root) -> Vec<PathArg> {
             continue;
         }
         match value {
-            Value::String(s) => out.push(arg(s, false, root)),
-            Value::Array(items) => out.extend(items.iter().filter_map(Value::as_str).map(|s| arg(s, false, root))),
+            Value::String(s) => out.push(arg(s, false, root())),
+            Value::Array(items) => out.extend(items.iter().filter_map(Value::as_str).map(|s| arg(s, false, root()))),
             _ => {}
         }
     }
@@ -230,7 +230,7 @@ mod tests {
         }
         assert!(!found.iter().any(|f| f.ends_with("-n")));
         let input = json!({"path": "x", "paths": ["y"], "source_file": "z", "content": "not a path"});
-        let found: Vec<String> = of_input(&input, &root).into_iter().map(|a| a.lexical).collect();
+        let found: Vec<String> = of_input(&input, || &root).into_iter().map(|a| a.lexical).collect();
         assert_eq!(found, vec!["x", "y", "z"]);
     }
 }

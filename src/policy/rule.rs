@@ -176,10 +176,10 @@ impl Rule {
                 };
                 // Both on the same simple command: `cat README && ls secrets` is not `cat`
                 // reading a secret. Redirections count for every command of the script.
-                let redirects = paths::of_redirects(script, &call.root);
+                let redirects = paths::of_redirects(script, call.root());
                 let mut best = if script.is_ambiguous() { Match::Maybe } else { Match::No };
                 for seg in script.all_segments() {
-                    let mut args = paths::of_segment(seg, &call.root);
+                    let mut args = paths::of_segment(seg, call.root());
                     args.extend(redirects.iter().cloned());
                     best = best.max(command::segment(words, seg).min(restrict_paths(glob, &args, false)));
                 }
@@ -214,7 +214,7 @@ impl Rule {
         }
         match &self.path {
             None => true,
-            Some(glob) => paths::of_segment(seg, &call.root).iter().all(|a| permits_path(glob, a)),
+            Some(glob) => paths::of_segment(seg, call.root()).iter().all(|a| permits_path(glob, a)),
         }
     }
 
@@ -240,7 +240,10 @@ pub struct Call<'a> {
     pub tool: &'a str,
     /// The arguments.
     pub input: &'a Value,
-    root: Root,
+    workspace: &'a Path,
+    /// Made on first use: resolving the workspace costs system calls a call whose rules look
+    /// at no path should not pay.
+    root: OnceCell<Root>,
     key_of: &'a dyn Fn() -> String,
     key: OnceCell<String>,
     script: OnceCell<Option<Script>>,
@@ -250,16 +253,21 @@ pub struct Call<'a> {
 impl<'a> Call<'a> {
     /// A call of `tool` with `input` in `workspace`; `key_of` gives its approval key, asked
     /// only by a rule with `key`.
-    pub fn new(tool: &'a str, input: &'a Value, workspace: &Path, key_of: &'a dyn Fn() -> String) -> Self {
+    pub fn new(tool: &'a str, input: &'a Value, workspace: &'a Path, key_of: &'a dyn Fn() -> String) -> Self {
         Self {
             tool,
             input,
-            root: Root::new(workspace),
+            workspace,
+            root: OnceCell::new(),
             key_of,
             key: OnceCell::new(),
             script: OnceCell::new(),
             paths: OnceCell::new(),
         }
+    }
+
+    fn root(&self) -> &Root {
+        self.root.get_or_init(|| Root::new(self.workspace))
     }
 
     /// The approval key.
@@ -287,11 +295,11 @@ impl<'a> Call<'a> {
     /// path fields.
     fn paths(&self) -> &[PathArg] {
         self.paths.get_or_init(|| {
-            let mut v = paths::of_input(self.input, &self.root);
+            let mut v = paths::of_input(self.input, || self.root());
             if self.is_shell()
                 && let Some(s) = self.script()
             {
-                v.extend(paths::of_script(s, &self.root));
+                v.extend(paths::of_script(s, self.root()));
             }
             v
         })

@@ -91,20 +91,8 @@ impl OverflowStore {
         if done.exists() {
             return Ok(());
         }
-        let err = |source| OverflowError::Write { dir: dir.clone(), source };
-        std::fs::create_dir_all(&dir).map_err(err)?;
         let tmp = dir.join(format!(".r-{}-{}.tmp", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(data)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &done)
-        };
-        if let Err(e) = write() {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(err(e));
-        }
-        Ok(())
+        write_whole(&dir, &tmp, &done, data)
     }
 
     /// The store's folder.
@@ -151,21 +139,9 @@ impl OverflowStore {
     /// [`OverflowError::Write`] when the folder or file cannot be written.
     pub fn save(&self, session: &str, text: &str) -> Result<String, OverflowError> {
         let dir = self.session_dir(session);
-        let err = |source| OverflowError::Write { dir: dir.clone(), source };
-        std::fs::create_dir_all(&dir).map_err(err)?;
         let id = Self::next_id();
-        let tmp = dir.join(format!(".{id}.tmp"));
         let done = dir.join(format!("{id}.txt"));
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &done)
-        };
-        if let Err(e) = write() {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(err(e));
-        }
+        write_whole(&dir, &dir.join(format!(".{id}.tmp")), &done, text.as_bytes())?;
         self.tell(session, &done);
         Ok(id)
     }
@@ -177,23 +153,10 @@ impl OverflowStore {
     /// [`OverflowError::Write`] when the folder or file cannot be written.
     pub fn save_bytes(&self, session: &str, extension: &str, data: &[u8]) -> Result<PathBuf, OverflowError> {
         let dir = self.session_dir(session);
-        let err = |source| OverflowError::Write { dir: dir.clone(), source };
-        std::fs::create_dir_all(&dir).map_err(err)?;
-        let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-        let id = format!("{}-{}-{}", std::process::id(), millis, SEQ.fetch_add(1, Ordering::Relaxed));
+        let id = Self::next_id();
         let ext: String = extension.chars().filter(char::is_ascii_alphanumeric).take(8).collect();
-        let tmp = dir.join(format!(".{id}.tmp"));
         let done = dir.join(format!("{id}.{}", if ext.is_empty() { "bin" } else { &ext }));
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(data)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &done)
-        };
-        if let Err(e) = write() {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(err(e));
-        }
+        write_whole(&dir, &dir.join(format!(".{id}.tmp")), &done, data)?;
         self.tell(session, &done);
         Ok(done)
     }
@@ -323,6 +286,25 @@ fn is_saved_name(name: &str) -> bool {
         && !ext.is_empty()
         && ext.len() <= 8
         && ext.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// Writes `data` to `tmp` in `dir` (created if missing), syncs it and renames it to `done`, so a
+/// reader finds the whole file or none; the temp file goes if any step fails.
+fn write_whole(dir: &Path, tmp: &Path, done: &Path, data: &[u8]) -> Result<(), OverflowError> {
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let mut f = std::fs::File::create(tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        std::fs::rename(tmp, done)
+    };
+    write().map_err(|source| {
+        let _ = std::fs::remove_file(tmp);
+        OverflowError::Write {
+            dir: dir.to_path_buf(),
+            source,
+        }
+    })
 }
 
 /// An output being saved as it streams (see [`OverflowStore::writer`]): written to a temp file,

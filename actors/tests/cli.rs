@@ -215,23 +215,14 @@ fn two_processes_never_collide_in_the_overflow_store() {
 
 #[test]
 fn search_ranks_deferred_tools_for_one_query_or_a_stream_of_them() {
-    use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("ext.toml");
-    let tool = |name: &str, description: &str| {
-        format!(
-            "[[extensions]]\nname = \"{name}\"\ndescription = \"{description}\"\ncapabilities = [\"read_only\"]\ncommand = [\"true\"]\ninput_schema = '{{\"type\":\"object\"}}'\ndefer = true\n"
-        )
-    };
-    std::fs::write(
-        &config,
-        format!(
-            "{}{}",
-            tool("word_count", "Count the words and lines of a file"),
-            tool("weather", "Get the weather forecast for a city")
-        ),
-    )
-    .unwrap();
+    let config = deferred_tools(
+        dir.path(),
+        &[
+            ("word_count", "Count the words and lines of a file"),
+            ("weather", "Get the weather forecast for a city"),
+        ],
+    );
     let out = toolslot()
         .args(["search", "--config"])
         .arg(&config)
@@ -242,32 +233,103 @@ fn search_ranks_deferred_tools_for_one_query_or_a_stream_of_them() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["results"][0]["name"], "word_count", "{v}");
     // One query a line on stdin, one JSON line each.
-    let mut child = toolslot()
-        .args(["search", "--config"])
-        .arg(&config)
-        .arg("-")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"rain tomorrow in Paris\ncount lines\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let lines: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = search_stream(&config, &["rain tomorrow in Paris", "count lines"]);
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["query"], "rain tomorrow in Paris");
     assert_eq!(lines[1]["results"][0]["name"], "word_count");
     // The deferred tools are not in the model-facing catalog until searched.
     let out = toolslot().args(["catalog", "--config"]).arg(&config).output().unwrap();
     assert!(!String::from_utf8_lossy(&out.stdout).contains("word_count"));
+}
+
+#[test]
+fn search_reads_what_an_agent_types_and_answers_every_line_of_odd_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = deferred_tools(
+        dir.path(),
+        &[
+            ("grep_text", "Search the files' text for a regular expression"),
+            ("show_commit", "Shows the contents of a commit given as a revision"),
+            ("list_folder", "List the files in a directory"),
+            ("get_sum", "Returns the sum of two numbers"),
+            ("fetch_page", "Fetch a web page by its url"),
+        ],
+    );
+    let queries = [
+        // What an agent types: a typo, a revision, a site, a sum, a regular expression.
+        ("serch for unwrap", Some("grep_text")),
+        ("HEAD~3", Some("show_commit")),
+        ("lsit everything", Some("list_folder")),
+        ("what's 17 + 25", Some("get_sum")),
+        ("the release notes on github.com", Some("fetch_page")),
+        ("occurrences of fn\\s+main", Some("grep_text")),
+        // Odd input: each line still gets its answer, in order.
+        ("'", None),
+        ("\"\"", None),
+        ("..", None),
+        ("HEAD~~^", None),
+        ("a..", None),
+        ("+", None),
+        ("é'ü' \u{1F600} ctrl-c", None),
+        ("\\s\\s\\s .* [^", None),
+    ];
+    let lines = search_stream(&config, &queries.map(|(q, _)| q));
+    assert_eq!(lines.len(), queries.len(), "one answer a line");
+    for ((query, want), line) in queries.iter().zip(&lines) {
+        assert_eq!(line["query"], *query);
+        if let Some(want) = want {
+            assert_eq!(line["results"][0]["name"], *want, "{query:?}: {line}");
+        }
+    }
+    // A query over search.max_query_chars is refused, naming its length; the stream goes on.
+    let long = "serch ".repeat(200);
+    let lines = search_stream(&config, &["HEAD~3", &long, "serch for unwrap"]);
+    assert_eq!(lines.len(), 3);
+    let why = lines[1]["error"].as_str().unwrap_or_default();
+    assert!(why.contains("1200 characters") && why.contains("max_query_chars"), "{}", lines[1]);
+    assert!(lines[1].get("results").is_none());
+    assert_eq!(lines[2]["results"][0]["name"], "grep_text");
+    let out = toolslot().args(["search", "--config"]).arg(&config).arg(&long).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1200 characters"));
+}
+
+/// A config of deferred extension tools, `(name, description)` each, in `dir`.
+fn deferred_tools(dir: &std::path::Path, tools: &[(&str, &str)]) -> std::path::PathBuf {
+    let config = dir.join("ext.toml");
+    let text: String = tools
+        .iter()
+        .map(|(name, description)| {
+            format!(
+                "[[extensions]]\nname = \"{name}\"\ndescription = \"{description}\"\ncapabilities = [\"read_only\"]\ncommand = [\"true\"]\ninput_schema = '{{\"type\":\"object\"}}'\ndefer = true\n"
+            )
+        })
+        .collect();
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+/// `toolslot search -` fed `queries`, one a line: its JSON answers, one a line.
+fn search_stream(config: &std::path::Path, queries: &[&str]) -> Vec<Value> {
+    use std::io::Write;
+    let mut child = toolslot()
+        .args(["search", "--config"])
+        .arg(config)
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input: String = queries.iter().map(|q| format!("{q}\n")).collect();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 /// The repository root, with the test MCP servers installed (CI installs them first; a

@@ -234,6 +234,10 @@ fn tool_search_activates_deferred_tools() {
     let w = ws();
     let err = w.run(&ToolSearch, json!({"query": "x"})).unwrap_err();
     assert_eq!(err.category, ErrorCategory::Unavailable, "no deferred tools among the built-ins");
+    // A query over search.max_query_chars is refused as bad input, naming its length.
+    let err = w.run(&ToolSearch, json!({"query": "é".repeat(1001)})).unwrap_err();
+    assert_eq!(err.category, ErrorCategory::InvalidInput, "{}", err.message);
+    assert!(err.message.contains("1001 characters"), "{}", err.message);
 }
 
 mod fetch {

@@ -39,6 +39,9 @@ impl Tool for ToolSearch {
         Box::pin(async move {
             let input: Input = serde_json::from_value(input)
                 .map_err(|e| ToolError::invalid("query", format!("tool_search needs {{\"query\": string}}: {e}")))?;
+            if let Some(why) = crate::registry::query_too_long(&input.query, ctx.config.search.max_query_chars) {
+                return Err(ToolError::invalid("query", why));
+            }
             let Some(index) = ctx.services.search_index() else {
                 return Err(ToolError::refused(
                     ErrorCategory::Unavailable,

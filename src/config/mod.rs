@@ -346,6 +346,8 @@ pub struct SearchConfig {
     pub top_n: usize,
     /// Largest number of matches one search may return.
     pub max_results: usize,
+    /// Longest query a search reads, in characters; a longer one is refused with its length.
+    pub max_query_chars: usize,
 }
 
 /// `[repair]`.

@@ -31,7 +31,7 @@ pub use crate::tool_name::{is_valid_tool_name, sanitize_tool_name};
 pub use catalog::{Catalog, CatalogFormat};
 pub use fail_closed::{FAIL_CLOSED_DESCRIPTION, FailClosedTool};
 pub use live::LiveRegistry;
-pub use search::{SearchDoc, SearchHit, SearchIndex};
+pub use search::{SearchDoc, SearchHit, SearchIndex, query_too_long};
 
 use crate::config::Config;
 use crate::notice::{Notice, NoticeKind};

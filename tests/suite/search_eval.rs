@@ -116,12 +116,17 @@ const SETS: &[(&str, bool, f64)] = &[
     ("tool_search_tuning2.json", true, 0.95),
     ("tool_search_tuning3.json", true, 0.88),
     ("tool_search_blind.json", true, 0.93),
-    ("tool_search_tuning4.json", true, 0.92),
-    // Written by a session that never saw the ranker or the other sets, measured once, never tuned on.
-    ("tool_search_blind2.json", true, 0.81),
-    // A third, written the same way and measured once: most of its queries share no word with
-    // their tool (72%), and the ranking is far from the target on them.
-    ("tool_search_blind3.json", true, 0.68),
+    ("tool_search_tuning4.json", true, 0.95),
+    // The blind sets: each written by a helper that never saw the ranker or the other sets
+    // (its `.md` says how), measured once as it came, then tuned on. Measured once: blind2
+    // 83.4%, blind3 69.5% (most of its queries share no word with their tool), blind4 89.5%
+    // (main then: 88.0%), blind5 93.0% (main then: 88.0%); see BENCHMARKS.md.
+    ("tool_search_blind2.json", true, 0.93),
+    ("tool_search_blind3.json", true, 0.87),
+    ("tool_search_blind4.json", true, 0.95),
+    ("tool_search_blind5.json", true, 0.95),
+    // Measured once and never tuned on: 94.5% (main then: 92.0%).
+    ("tool_search_blind6.json", true, 0.93),
 ];
 
 /// The figures BENCHMARKS.md reports, every set side by side in one run: toolslot against

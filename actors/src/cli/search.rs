@@ -4,7 +4,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 
 use serde_json::json;
-use toolslot::registry::SearchIndex;
+use toolslot::registry::{SearchIndex, query_too_long};
 
 use super::{CliError, registry_of, with_toolset};
 
@@ -22,11 +22,20 @@ pub fn run(config: Option<&Path>, top: Option<usize>, format: &str, query: &str)
     if query == "-" {
         for line in std::io::stdin().lock().lines() {
             let line = line.map_err(|e| CliError::Io(format!("reading stdin: {e}")))?;
+            // One bad line among many gets its own answer; the stream goes on.
+            if let Some(why) = query_too_long(&line, cfg.search.max_query_chars) {
+                writeln!(out, "{}", json!({"query": line, "error": why})).map_err(io)?;
+                out.flush().map_err(io)?;
+                continue;
+            }
             let hits = index.search(&line, top);
             writeln!(out, "{}", json!({"query": line, "results": hits})).map_err(io)?;
             out.flush().map_err(io)?;
         }
         return Ok(());
+    }
+    if let Some(why) = query_too_long(query, cfg.search.max_query_chars) {
+        return Err(CliError::Usage(why));
     }
     let hits = index.search(query, top);
     if format == "json" {

@@ -531,7 +531,10 @@ pub async fn session_tools(
 
 /// Ranks deferred tools for a query, as tool_search does.
 #[utoipa::path(post, path = "/v1/tools/search", request_body = SearchBody, responses((status = 200, body = SearchAnswer), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
-pub async fn search(state: web::Data<State>, body: web::Json<SearchBody>) -> HttpResponse {
+pub async fn search(state: web::Data<State>, body: web::Json<SearchBody>) -> Result<HttpResponse, ApiError> {
+    if let Some(why) = toolslot::registry::query_too_long(&body.query, state.config.search.max_query_chars) {
+        return Err(bad(why));
+    }
     let top = body
         .top
         .unwrap_or(state.config.search.top_n)
@@ -549,10 +552,10 @@ pub async fn search(state: web::Data<State>, body: web::Json<SearchBody>) -> Htt
             summary: h.summary,
         })
         .collect();
-    HttpResponse::Ok().json(SearchAnswer {
+    Ok(HttpResponse::Ok().json(SearchAnswer {
         query: body.query.clone(),
         results,
-    })
+    }))
 }
 
 /// Liveness.

@@ -3,7 +3,9 @@
 //! listed and revoked (a revoked one asks again), and a call nobody decides on in time is
 //! refused and runs nothing.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -50,17 +52,7 @@ fn start(extra: &str) -> Server {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 || line.contains("listening on") {
-            break;
-        }
-    }
-    assert!(line.contains("listening on"), "the server did not start: {line}");
-    std::thread::spawn(move || for _ in err.lines() {});
+    support::await_listening(&mut child, Duration::from_secs(20));
     Server {
         child,
         addr: format!("127.0.0.1:{port}"),

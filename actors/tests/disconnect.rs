@@ -7,7 +7,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Stdio};
@@ -56,17 +56,7 @@ fn serve(bed: &Bed, server_keys: &str, extra: &str) -> Server {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 || line.contains("listening on") {
-            break;
-        }
-    }
-    assert!(line.contains("listening on"), "the server did not start: {line}");
-    std::thread::spawn(move || for _ in err.lines() {});
+    support::await_listening(&mut child, Duration::from_secs(60));
     Server {
         child,
         addr: format!("127.0.0.1:{port}"),

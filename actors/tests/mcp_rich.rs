@@ -4,6 +4,8 @@
 //! blocks, resource links, and a server's questions (elicitation) answered through
 //! `toolslot serve` (the inputs endpoint, and the console's form in Chromium).
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -266,17 +268,7 @@ fn start(extra: &str, mcp: &str) -> Server {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 || line.contains("listening on") {
-            break;
-        }
-    }
-    assert!(line.contains("listening on"), "the server did not start: {line}");
-    std::thread::spawn(move || for _ in err.lines() {});
+    support::await_listening(&mut child, Duration::from_secs(60));
     Server {
         child,
         addr: format!("127.0.0.1:{port}"),

@@ -1,6 +1,8 @@
 //! `toolslot serve` against docs/CONTRACT.md: the HTTP API, its limits, the OpenAPI document
 //! (fuzzed with schemathesis), the approval console in a real Chromium, graceful shutdown.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -69,18 +71,7 @@ fn start_with(token: &str, extra: &str) -> Server {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 || line.contains("listening on") {
-            break;
-        }
-    }
-    assert!(line.contains("listening on"), "the server did not start: {line}");
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in err.lines() {});
+    support::await_listening(&mut child, Duration::from_secs(20));
     Server {
         child,
         addr: format!("127.0.0.1:{port}"),

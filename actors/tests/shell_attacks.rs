@@ -3,11 +3,13 @@
 //! asserting that the side effect did not happen (no marker file, no byte from outside the
 //! workspace in any result) and that the command was not run unasked.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -610,17 +612,7 @@ fn serve(bed: &Bed, extra: &str) -> Server {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 || line.contains("listening on") {
-            break;
-        }
-    }
-    assert!(line.contains("listening on"), "the server did not start: {line}");
-    std::thread::spawn(move || for _ in err.lines() {});
+    support::await_listening(&mut child, Duration::from_secs(30));
     Server {
         child,
         addr: format!("127.0.0.1:{port}"),

@@ -244,6 +244,22 @@ impl Replayed {
     }
 }
 
+/// Waits until `toolslot serve` (a child with its stderr piped) says it is listening, for up to
+/// `within`, then keeps reading its stderr so the server never blocks on a full pipe.
+pub fn await_listening(child: &mut Child, within: Duration) {
+    let mut err = BufReader::new(child.stderr.take().expect("the server's stderr is piped"));
+    let mut line = String::new();
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 || line.contains("listening on") {
+            break;
+        }
+    }
+    assert!(line.contains("listening on"), "the server did not start: {line}");
+    std::thread::spawn(move || for _ in err.lines() {});
+}
+
 /// The bearer token of [`Served`] servers.
 pub const TOKEN: &str = "bounded-test-token";
 
@@ -276,17 +292,7 @@ impl Bed {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            line.clear();
-            if err.read_line(&mut line).unwrap() == 0 || line.contains("listening on") {
-                break;
-            }
-        }
-        assert!(line.contains("listening on"), "the server did not start: {line}");
-        std::thread::spawn(move || for _ in err.lines() {});
+        await_listening(&mut child, Duration::from_secs(30));
         Served {
             child,
             addr: format!("127.0.0.1:{port}"),

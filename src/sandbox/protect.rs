@@ -18,6 +18,9 @@ pub struct Protected {
     before: Option<Vec<u8>>,
     folder: PathBuf,
     folder_existed: bool,
+    /// Whether the folder held anything: an empty one may be another call's mount point, gone
+    /// when that call ends, so it is never bound itself (a read-only stand-in is mounted).
+    folder_filled: bool,
 }
 
 impl Protected {
@@ -28,15 +31,18 @@ impl Protected {
         Self {
             before: std::fs::read(&file).ok(),
             folder_existed: folder.is_dir(),
+            folder_filled: std::fs::read_dir(&folder).is_ok_and(|mut entries| entries.next().is_some()),
             file,
             folder,
         }
     }
 
-    /// The folder bubblewrap keeps read-only, and whether it exists (else an empty read-only
-    /// folder takes its place while the program runs).
+    /// The folder bubblewrap keeps read-only, and whether to bind it as it is: a folder with
+    /// something in it is bound; where there is none, or an empty one, an empty read-only folder
+    /// is mounted in its place while the program runs (bubblewrap makes the mount point again
+    /// if another call's cleanup removed it meanwhile).
     pub fn folder(&self) -> (&Path, bool) {
-        (&self.folder, self.folder_existed)
+        (&self.folder, self.folder_filled)
     }
 }
 

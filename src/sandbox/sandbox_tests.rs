@@ -323,3 +323,48 @@ fn a_program_cleared_to_write_cannot_change_the_projects_policy() {
         }
     }
 }
+
+#[test]
+fn a_policy_folder_another_call_made_and_removed_does_not_fail_the_next() {
+    let ws = tempfile::tempdir().unwrap();
+    // The empty folder a running call's bubblewrap made as its mount point...
+    std::fs::create_dir(ws.path().join(".toolslot")).unwrap();
+    let mut shell = Config::builtin().shell;
+    shell.sandbox = SandboxMode::Bwrap;
+    let args = ["-c".to_string(), "echo done > ok.txt".to_string()];
+    let mut s = command(&Request {
+        program: "sh",
+        args: &args,
+        workspace: ws.path(),
+        grant: WRITE,
+        view: View::Full,
+        keep_env: &[],
+        shell: &shell,
+    })
+    .unwrap();
+    assert_eq!(s.backend, Backend::Bwrap, "install bubblewrap (scripts/install-test-deps.sh)");
+    // ...goes when that call ends, after this one looked and before it starts.
+    std::fs::remove_dir(ws.path().join(".toolslot")).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let out = rt.block_on(async {
+        let child = s.command.stderr(std::process::Stdio::piped()).spawn().unwrap();
+        s.guard.spawned();
+        child.wait_with_output().await.unwrap()
+    });
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(ws.path().join("ok.txt")).unwrap(), "done\n");
+    drop(s);
+    // An empty folder someone made stays: only a folder that was not there is cleaned up.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join(".toolslot")).unwrap();
+    let out = run(
+        SandboxMode::Bwrap,
+        Backend::Bwrap,
+        WRITE,
+        View::Full,
+        ws.path(),
+        "echo done > ok.txt",
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(ws.path().join(".toolslot").is_dir(), "an empty .toolslot the user made is kept");
+}

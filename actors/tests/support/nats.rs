@@ -128,8 +128,10 @@ pub const SHELL_ROUTES: &str = r#"{ "exec_shell" = "shell", "shell_output" = "sh
 /// tell which worker ran a command.
 pub fn write_config(dir: &Path, nats: &Nats, routes: &str, sandbox: &str, extra: &str) -> PathBuf {
     let file = dir.join("config.toml");
+    // A stopping worker leaves as soon as its calls end; the grace only bounds a call that
+    // hangs, so it is long enough that a loaded machine never cuts a one-second command short.
     let text = format!(
-        "{extra}\n[shell]\nsandbox = \"{sandbox}\"\nenv_core = [\"PATH\", \"HOME\", \"LANG\", \"WHO\"]\n[remote]\nnats_url = \"{}\"\nroutes = {routes}\nack_wait_ms = 2000\nannounce_ttl_ms = 2000\nwatchdog_interval_ms = 200\nworker_poll_ms = 200\nworker_shutdown_grace_secs = 1\ninline_result_max_bytes = 4096\n[overflow]\ndir = \"{}\"\n",
+        "{extra}\n[shell]\nsandbox = \"{sandbox}\"\nenv_core = [\"PATH\", \"HOME\", \"LANG\", \"WHO\"]\n[remote]\nnats_url = \"{}\"\nroutes = {routes}\nack_wait_ms = 2000\nannounce_ttl_ms = 2000\nwatchdog_interval_ms = 200\nworker_poll_ms = 200\nworker_shutdown_grace_secs = 20\ninline_result_max_bytes = 4096\n[overflow]\ndir = \"{}\"\n",
         nats.url(),
         dir.join("overflow").display()
     );

@@ -71,7 +71,6 @@ const TITLE_WEIGHT: f64 = 1.0;
 // A parameter's name says what the tool works on; its description and allowed values say
 // more, but in many more words.
 const PARAM_NAME_WEIGHT: f64 = 1.0;
-
 const PARAM_TEXT_WEIGHT: f64 = 0.5;
 
 /// How deep into an input schema's nested properties the index reads: the fields of the

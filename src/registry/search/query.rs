@@ -132,49 +132,8 @@ pub(super) fn expand(query: &str, known: impl Fn(&str) -> bool, correct: impl Fn
             || names.contains(w)
             || revisions.contains(w)
     };
-    // "my uncommitted edits", "what have I changed": beside version control, or asked about as
-    // done by the one asking, edits are the changes made, to be seen, not an edit to make.
     let version_control = !revisions.is_empty() || raw.iter().any(|w| VERSION_CONTROL.contains(&w.as_str()));
-    let question = raw.first().is_some_and(|w| QUESTION_WORDS.contains(&w.as_str()));
-    let raw: Vec<String> = raw
-        .iter()
-        .enumerate()
-        .map(|(i, w)| {
-            let told = question && i > 0 && matches!(raw[i - 1].as_str(), "i" | "we" | "i've" | "we've");
-            if !CHANGES_MADE.contains(&w.as_str()) {
-                w.clone()
-            } else if told {
-                // "what have I modified" asks for the state of the working tree.
-                "uncommitted changes status".to_string()
-            } else if version_control {
-                // "what changed in the last commit" may be committed: changes, not their state.
-                "changes".to_string()
-            } else {
-                w.clone()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-    // "change a file's name": a new name, given.
-    let raw: Vec<String> = raw
-        .iter()
-        .enumerate()
-        .map(|(i, w)| {
-            let changing = raw[i.saturating_sub(3)..i]
-                .iter()
-                .any(|w| matches!(w.as_str(), "change" | "changing" | "alter"));
-            if w == "name" && changing { "rename".to_string() } else { w.clone() }
-        })
-        .collect();
-    // "rename the variable": a name in code changes by an edit of the text, not a file move.
-    let code_symbol = raw.iter().any(|w| CODE_SYMBOLS.contains(&w.as_str()));
-    let raw: Vec<String> = raw
-        .into_iter()
-        .map(|w| if code_symbol && w == "rename" { "replace".to_string() } else { w })
-        .collect();
+    let raw = reword(&raw, version_control);
     let kept: Vec<&str> = raw.iter().filter(|w| !argument(w)).map(String::as_str).collect();
     let mut add = |term: String, weight: f64, source: Option<usize>| q.add(term, weight, source);
     // Version control named, or edits read as uncommitted changes: a git tool's request.
@@ -362,6 +321,38 @@ pub(super) fn expand(query: &str, known: impl Fn(&str) -> bool, correct: impl Fn
         _ => {}
     }
     q
+}
+
+/// Words whose meaning their neighbours decide, read as what they mean here (one pass, each
+/// word judged among the words as written):
+/// - "my uncommitted edits", "what have I changed": beside version control, or asked about as
+///   done by the one asking, edits are the changes made, to be seen, not an edit to make;
+/// - "change a file's name" is a rename;
+/// - "rename the variable": a name in code changes by an edit of the text, not a file move.
+fn reword(raw: &[String], version_control: bool) -> Vec<String> {
+    let question = raw.first().is_some_and(|w| QUESTION_WORDS.contains(&w.as_str()));
+    let code_symbol = raw.iter().any(|w| CODE_SYMBOLS.contains(&w.as_str()));
+    let rename = if code_symbol { "replace" } else { "rename" };
+    let mut out = Vec::with_capacity(raw.len());
+    for (i, w) in raw.iter().enumerate() {
+        let before = &raw[i.saturating_sub(3)..i];
+        let told = question && before.last().is_some_and(|p| matches!(p.as_str(), "i" | "we" | "i've" | "we've"));
+        let changing = before.iter().any(|p| matches!(p.as_str(), "change" | "changing" | "alter"));
+        let meant = match w.as_str() {
+            // "what have I modified" asks for the state of the working tree.
+            w if CHANGES_MADE.contains(&w) && told => "uncommitted changes status",
+            // "what changed in the last commit" may be committed: changes, not their state.
+            w if CHANGES_MADE.contains(&w) && version_control => "changes",
+            "name" if changing => rename,
+            "rename" => rename,
+            _ => {
+                out.push(w.clone());
+                continue;
+            }
+        };
+        out.extend(meant.split_whitespace().map(str::to_string));
+    }
+    out
 }
 
 /// "turn the logging on": a phrasal verb with its object between, read as the phrase

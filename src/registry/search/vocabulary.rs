@@ -1,6 +1,9 @@
 //! The tables: stop words, irregular verbs, synonyms, phrases and command names agents write for
 //! what tool descriptions say in other words. General vocabulary only: no table names a tool.
 
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
 use super::words::stem;
 
 /// Phrasal verbs whose particle may come after the object (each also in [`PHRASES`]).
@@ -574,10 +577,26 @@ pub(super) const SYNONYM_GROUPS: &[&[&str]] = &[
     &["reset", "unstage", "undo", "revert", "discard"],
 ];
 
-/// The words of every synonym group `term` (a stem) belongs to.
+/// The words of every synonym group `term` (a stem) belongs to, groups in table order.
 pub(super) fn synonyms(term: &str) -> impl Iterator<Item = &'static str> + '_ {
-    SYNONYM_GROUPS
-        .iter()
-        .filter(move |g| g.iter().any(|w| stem(w) == term))
-        .flat_map(|g| g.iter().copied())
+    GROUPS_OF_STEM
+        .get(term)
+        .into_iter()
+        .flatten()
+        .flat_map(|&g| SYNONYM_GROUPS[g].iter().copied())
 }
+
+/// Stem → the synonym groups it is in, built once: a query looks up each of its words several
+/// times, and stemming the whole table on every look-up cost about a quarter of a query.
+static GROUPS_OF_STEM: LazyLock<HashMap<String, Vec<usize>>> = LazyLock::new(|| {
+    let mut groups: HashMap<String, Vec<usize>> = HashMap::new();
+    for (g, words) in SYNONYM_GROUPS.iter().enumerate() {
+        for w in *words {
+            let of = groups.entry(stem(w)).or_default();
+            if of.last() != Some(&g) {
+                of.push(g);
+            }
+        }
+    }
+    groups
+});

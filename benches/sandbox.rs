@@ -19,6 +19,7 @@ fn spawn_true(rt: &tokio::runtime::Runtime, shell: &toolslot::config::ShellConfi
         view,
         keep_env: &[],
         shell,
+        hidden: &[],
     })
     .expect("the sandbox sets up");
     rt.block_on(async {

@@ -6,20 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::notice::Notice;
-
-/// What must happen before a call may run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalRequirement {
-    /// Runs without asking.
-    Auto,
-    /// Asks in `ask` mode, runs in `auto-edit` and `full-auto`.
-    Suggest,
-    /// Asks unless `full-auto`.
-    Required,
-    /// Never runs (network tools under `network.policy = "deny"`).
-    Refused,
-}
+/// Re-exported where events name it; it belongs to the tool contract.
+pub use crate::tool::capability::ApprovalRequirement;
 
 /// Why the model stopped, normalized across providers (docs/CONTRACT.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -38,7 +26,8 @@ pub enum StopReason {
     Other,
 }
 
-/// The ladder step that made arguments parse (the last one needed when several were).
+/// A repair the ladder applied to arguments (docs/CONTRACT.md, "Repair step names"); the
+/// `repair` field names the last one applied, in the order of `repair::args::LADDER`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RepairStep {
@@ -52,6 +41,30 @@ pub enum RepairStep {
     ExtraClosers,
     /// The whole arguments were a JSON string holding the object.
     DecodedString,
+    /// A markdown fence or lines of prose around the one object were dropped.
+    SurroundingText,
+    /// `//`, `/* */` and `#` comments between tokens were dropped.
+    Comments,
+    /// Strings and keys in single (or typographic) quotes were requoted.
+    SingleQuotes,
+    /// `True`, `False`, `None` (and other spellings of `true`, `false`, `null`) were lowercased.
+    PythonLiterals,
+    /// Keys written without quotes were quoted.
+    UnquotedKeys,
+    /// A colon missing between a key and its value on the same line was added.
+    MissingColons,
+    /// A comma missing between members or elements on separate lines was added.
+    MissingCommas,
+    /// Commas with nothing before or after them (leading, doubled, after the root) were dropped.
+    StrayCommas,
+    /// Quotes inside a string value that could not close it were escaped.
+    EmbeddedQuotes,
+    /// The quote missing before the closing brackets at the end was added.
+    MissingQuote,
+    /// A number ending in `.` or an exponent without digits lost that ending.
+    IncompleteNumber,
+    /// A closing bracket of the wrong kind was read as the one that was open.
+    MismatchedClosers,
 }
 
 impl RepairStep {
@@ -63,6 +76,18 @@ impl RepairStep {
             Self::CloseBrackets => "close_brackets",
             Self::ExtraClosers => "extra_closers",
             Self::DecodedString => "decoded_string",
+            Self::SurroundingText => "surrounding_text",
+            Self::Comments => "comments",
+            Self::SingleQuotes => "single_quotes",
+            Self::PythonLiterals => "python_literals",
+            Self::UnquotedKeys => "unquoted_keys",
+            Self::MissingColons => "missing_colons",
+            Self::MissingCommas => "missing_commas",
+            Self::StrayCommas => "stray_commas",
+            Self::EmbeddedQuotes => "embedded_quotes",
+            Self::MissingQuote => "missing_quote",
+            Self::IncompleteNumber => "incomplete_number",
+            Self::MismatchedClosers => "mismatched_closers",
         }
     }
 }
@@ -141,6 +166,12 @@ pub struct ToolResult {
     /// instead of `content`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocks: Option<Vec<Value>>,
+    /// The structured value the tool returned (an MCP tool's `structuredContent`), whole,
+    /// whatever `content` shows of it. Not part of the event stream (the model reads
+    /// `content`): a host that speaks a protocol with a place for it (`toolslot mcp`'s
+    /// `structuredContent`) passes it on.
+    #[serde(skip)]
+    pub structured: Option<Value>,
 }
 
 /// An event of the pipeline, serialized with a `"type"` tag.

@@ -187,6 +187,8 @@ impl ExtensionTool {
             .command
             .split_first()
             .ok_or_else(|| ToolError::refused(ErrorCategory::Unavailable, "no command"))?;
+        // What the session's policy denies this tool by path is masked from its program.
+        let hidden = ctx.hidden_paths(&self.cfg.name)?;
         let mut sandboxed = crate::sandbox::command(&crate::sandbox::Request {
             program,
             args,
@@ -197,6 +199,7 @@ impl ExtensionTool {
             view: crate::sandbox::View::Full,
             keep_env: &self.cfg.env_passthrough,
             shell: &ctx.config.shell,
+            hidden: &hidden,
         })
         .map_err(|e| ToolError::refused(ErrorCategory::Unavailable, format!("extension `{}`: {e}", self.cfg.name)))?;
         sandboxed

@@ -42,5 +42,6 @@ pub mod schema;
 pub mod session;
 pub mod shell;
 pub mod stream;
+pub mod tls;
 pub mod tool;
 pub mod tool_name;

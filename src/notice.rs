@@ -51,6 +51,10 @@ pub enum NoticeKind {
     ProjectRuleAdded,
     /// `approve_for_project` could not write its rule; the approval holds for the session only.
     ProjectRuleFailed,
+    /// The project's policy file is not trusted (`toolslot trust DIR` was not run for its
+    /// content): its allow rules were not applied, its deny and ask rules were. Told once per
+    /// session, at its first submission.
+    ProjectPolicyUntrusted,
 }
 
 /// Something the host should know, optionally about one call.

@@ -21,6 +21,8 @@ pub struct SessionMemory {
     added: Mutex<Vec<String>>,
     /// Whether the tools' once-per-session notices were handed out.
     told: std::sync::atomic::AtomicBool,
+    /// Notices the host of the session is told with them (an untrusted project policy).
+    to_tell: Mutex<Vec<crate::notice::Notice>>,
     /// State tools keep per session (background shell tasks); dropping the memory (the
     /// session closed) drops it, which kills those tasks.
     state: SessionState,
@@ -45,6 +47,7 @@ impl SessionMemory {
             catalog: Mutex::new(catalog),
             added: Mutex::new(Vec::new()),
             told: std::sync::atomic::AtomicBool::new(false),
+            to_tell: Mutex::new(Vec::new()),
             state: SessionState::default(),
             overflow,
         }
@@ -82,17 +85,26 @@ impl SessionMemory {
         lock(&self.added).extend_from_slice(&names[names.len() - added..]);
     }
 
-    /// What the session's tools want it told once (exec_shell without a sandbox), the first
-    /// time this is called; nothing after.
+    /// What the session's tools want it told once (exec_shell without a sandbox), then what
+    /// [`SessionMemory::tell_once`] added, the first time this is called; nothing after.
     pub fn take_session_notices(&self) -> Vec<crate::notice::Notice> {
         if self.told.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Vec::new();
         }
-        self.registry()
+        let mut notices: Vec<crate::notice::Notice> = self
+            .registry()
             .iter()
             .filter_map(|t| t.spec.session_notice())
             .map(|m| crate::notice::Notice::new(crate::notice::NoticeKind::SandboxUnavailable, m))
-            .collect()
+            .collect();
+        notices.append(&mut lock(&self.to_tell));
+        notices
+    }
+
+    /// Adds `notices` to those the session is told once, at its first submission (the
+    /// session's policy's, when it opens). Added after that, they are never told.
+    pub fn tell_once(&self, notices: impl IntoIterator<Item = crate::notice::Notice>) {
+        lock(&self.to_tell).extend(notices);
     }
 
     /// The tools that became visible since the last call, in catalog order.

@@ -1,12 +1,18 @@
 //! toolslot-actors — the toolslot pipeline as supervised actix actors, and the binary.
 //!
 //! The slot crate (`toolslot`) holds every decision as a plain function; this crate owns
-//! state, ordering and lifecycle. Each session has five stages — [`stream_assembler`],
-//! [`planner`], [`approval`], [`batch_executor`], [`post_processor`] — each an actor under a
-//! supervisor, wired into a chain ([`stages`]): each stage forwards typed messages
-//! ([`chain`]) to the next one's mailbox, and the tail's [`ledger`] completes each round.
-//! A host holds the [`Dispatcher`]; a submission's start and cancellation are in
-//! [`submission`].
+//! state, ordering and lifecycle. Its rooms, lowest first (a room imports only from rooms
+//! below it; `tests/suite/tidy.rs` enforces it):
+//!
+//! 1. [`sources`]: what lies outside the process: MCP servers, language servers, the remote
+//!    workers' bus.
+//! 2. [`pipeline`]: a session's five stages — stream assembler, planner, approval, batch
+//!    executor, post-processor — each an actor under a supervisor, wired into one chain
+//!    ([`pipeline::wiring`]), the messages between them ([`pipeline::chain`]), the session's
+//!    shared state and its submissions.
+//! 3. [`host`]: what a host holds: the [`Dispatcher`] that spreads sessions over threads, and
+//!    the [`Toolset`] it is given (built-ins, extensions, MCP servers, sub-agents).
+//! 4. [`front`]: the front ends, `toolslot serve` (HTTP) and the command line.
 //!
 //! # Example
 //! ```no_run
@@ -30,34 +36,16 @@
 
 #![warn(missing_docs)]
 
-pub mod approval;
-pub mod audit;
-pub mod batch_executor;
-pub mod chain;
-pub mod dispatcher;
-pub mod hooking;
-pub mod inputs;
-pub mod ledger;
-pub mod lsp;
-pub mod mcp;
-pub mod planner;
-pub mod post_processor;
-pub mod remote;
-pub mod server;
-pub mod session;
-mod session_table;
-pub mod sink;
-mod stage;
-pub mod stages;
-pub mod stream_assembler;
-pub mod subagent;
-pub mod submission;
-pub mod toolset;
+pub mod front;
+pub mod host;
+pub mod pipeline;
+pub mod sources;
 
-pub use approval::HostDecision;
-pub use dispatcher::{DispatchError, Dispatcher};
-pub use session::{SessionOptions, Stage};
-pub use stage::StageError;
-pub use subagent::{AgentRunner, RecordedRunner, Turn};
-pub use submission::{RoundInput, SubmissionState};
-pub use toolset::{Toolset, ToolsetOptions, build_toolset, build_toolset_with, shutdown_servers};
+pub use host::dispatcher::{DispatchError, Dispatcher};
+pub use host::subagent::{AgentRunner, RecordedRunner, Turn};
+pub use host::toolset::{Toolset, ToolsetOptions, build_toolset, build_toolset_with, shutdown_servers};
+pub use pipeline::chain::RoundInput;
+pub use pipeline::session::{SessionOptions, Stage};
+pub use pipeline::stage::StageError;
+pub use pipeline::stages::approval::HostDecision;
+pub use pipeline::turn::SubmissionState;

@@ -1,6 +1,6 @@
 //! The `toolslot` binary: replay recorded streams, print the catalog, search deferred tools.
 
-mod cli;
+use toolslot_actors::front::cli;
 
 use std::process::ExitCode;
 

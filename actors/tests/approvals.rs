@@ -7,115 +7,28 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::*;
 
-const TOKEN: &str = "approvals-token";
-
-struct Server {
-    child: Child,
-    addr: String,
-    dir: tempfile::TempDir,
-    workspace: PathBuf,
+/// A server in a folder of its own, which is also its HOME and holds its ledger and managed
+/// policy file.
+fn start(extra: &str) -> Served {
+    let serve = Serve::new();
+    let dir = serve.dir().to_path_buf();
+    let policy = format!("[policy]\nmanaged_file = \"{}\"\n{extra}", dir.join("managed.toml").display());
+    serve.ledger(&dir.join("ledger")).env("HOME", &dir).config(&policy).start()
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(extra: &str) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let workspace = dir.path().join("ws");
-    std::fs::create_dir(&workspace).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let config = dir.path().join("serve.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nbind = \"127.0.0.1:{port}\"\ntoken = \"{TOKEN}\"\n[audit]\nledger_dir = \"{}\"\n[policy]\nmanaged_file = \"{}\"\n{extra}\n[overflow]\ndir = \"{}\"\n",
-            dir.path().join("ledger").display(),
-            dir.path().join("managed.toml").display(),
-            dir.path().join("overflow").display()
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolslot"))
-        .args(["serve", "--config"])
-        .arg(&config)
-        .env("HOME", dir.path())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    support::await_listening(&mut child, Duration::from_secs(20));
-    Server {
-        child,
-        addr: format!("127.0.0.1:{port}"),
-        dir,
-        workspace,
-    }
-}
-
-/// One request, `Connection: close`: status and body (chunked bodies joined).
-fn http(s: &Server, method: &str, path: &str, body: &[u8]) -> (u16, String) {
-    let mut c = TcpStream::connect(&s.addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    write!(
-        c,
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        s.addr,
-        body.len()
-    )
-    .unwrap();
-    c.write_all(body).unwrap();
-    let mut raw = Vec::new();
-    c.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let mut body = String::new();
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        let mut s = rest;
-        while let Some((size, more)) = s.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if n == 0 || more.len() < n {
-                break;
-            }
-            body.push_str(&more[..n]);
-            s = more[n..].trim_start_matches("\r\n");
-        }
-    } else {
-        body = rest.to_string();
-    }
-    (status, body)
-}
-
-fn json_of(s: &Server, method: &str, path: &str) -> Value {
-    let (status, body) = http(s, method, path, b"");
+fn json_of(s: &Served, method: &str, path: &str) -> Value {
+    let (status, body) = s.http(method, path, b"");
     assert_eq!(status, 200, "{method} {path}: {body}");
     serde_json::from_str(&body).unwrap()
 }
 
-fn events(sse: &str) -> Vec<Value> {
-    sse.split("\n\n")
-        .filter_map(|f| f.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
-}
-
-fn open_session(s: &Server) -> String {
-    let body = json!({"workspace": s.workspace, "approval_mode": "ask"}).to_string();
-    let (status, text) = http(s, "POST", "/v1/sessions", body.as_bytes());
-    assert_eq!(status, 200, "{text}");
-    serde_json::from_str::<Value>(&text).unwrap()["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+fn open_session(s: &Served) -> String {
+    s.session_as(&s.workspace, "ask")
 }
 
 /// A round that says why, then writes `path` (which needs approval in ask mode).
@@ -133,7 +46,7 @@ fn write_round_of(path: &str, content: &str) -> String {
 }
 
 /// Starts a round in a thread; its events when it completes.
-fn round(s: &Server, id: &str, body: String) -> std::thread::JoinHandle<Vec<Value>> {
+fn round(s: &Served, id: &str, body: String) -> std::thread::JoinHandle<Vec<Value>> {
     let addr = s.addr.clone();
     let path = format!("/v1/sessions/{id}/rounds");
     std::thread::spawn(move || {
@@ -160,7 +73,7 @@ fn round(s: &Server, id: &str, body: String) -> std::thread::JoinHandle<Vec<Valu
 
 /// Waits until something of the session waits for a decision; returns it as the cross-session
 /// list shows it.
-fn wait_pending(s: &Server, id: &str) -> Value {
+fn wait_pending(s: &Served, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         let all = json_of(s, "GET", "/v1/approvals/pending");
@@ -172,9 +85,12 @@ fn wait_pending(s: &Server, id: &str) -> Value {
     panic!("nothing came to wait for a decision");
 }
 
-fn answer(s: &Server, id: &str, decision: &str) {
-    let body = json!({"decision": decision}).to_string();
-    let (status, text) = http(s, "POST", &format!("/v1/sessions/{id}/approvals/0"), body.as_bytes());
+/// Answers the question waiting in session `id`, naming it (once two questions of a session
+/// have asked about call 0, an answer must say which it answers).
+fn answer(s: &Served, id: &str, decision: &str) {
+    let request = wait_pending(s, id)["request"].clone();
+    let body = json!({"decision": decision, "request": request}).to_string();
+    let (status, text) = s.http("POST", &format!("/v1/sessions/{id}/approvals/0"), body.as_bytes());
     assert_eq!(status, 204, "{text}");
 }
 
@@ -230,19 +146,9 @@ fn pending_approvals_are_listed_and_remembered_ones_revoked() {
     );
 
     // Revoked: asked again.
-    let (status, text) = http(
-        &s,
-        "DELETE",
-        &format!("/v1/sessions/{id}/approvals/remembered/{}", encode(&key)),
-        b"",
-    );
+    let (status, text) = s.http("DELETE", &format!("/v1/sessions/{id}/approvals/remembered/{}", encode(&key)), b"");
     assert_eq!(status, 204, "{text}");
-    let (status, _) = http(
-        &s,
-        "DELETE",
-        &format!("/v1/sessions/{id}/approvals/remembered/{}", encode(&key)),
-        b"",
-    );
+    let (status, _) = s.http("DELETE", &format!("/v1/sessions/{id}/approvals/remembered/{}", encode(&key)), b"");
     assert_eq!(status, 404);
     assert_eq!(
         json_of(&s, "GET", &format!("/v1/sessions/{id}/approvals/remembered"))["remembered"],
@@ -263,9 +169,9 @@ fn pending_approvals_are_listed_and_remembered_ones_revoked() {
     assert_eq!(revoked["revoked"], 1, "{revoked}");
 
     // Unknown decisions and sessions are refused.
-    let (status, _) = http(&s, "POST", &format!("/v1/sessions/{id}/approvals/0"), br#"{"decision": "maybe"}"#);
+    let (status, _) = s.http("POST", &format!("/v1/sessions/{id}/approvals/0"), br#"{"decision": "maybe"}"#);
     assert_eq!(status, 400);
-    let (status, _) = http(&s, "GET", "/v1/sessions/nope/approvals/remembered", b"");
+    let (status, _) = s.http("GET", "/v1/sessions/nope/approvals/remembered", b"");
     assert_eq!(status, 404);
 }
 
@@ -288,7 +194,7 @@ fn an_approval_nobody_gives_in_time_expires_and_runs_nothing() {
         json_of(&s, "GET", &format!("/v1/sessions/{id}/approvals/remembered"))["remembered"],
         json!([])
     );
-    let ledger = std::fs::read_to_string(s.dir.path().join(format!("ledger/{id}.jsonl"))).unwrap();
+    let ledger = std::fs::read_to_string(s.dir.join(format!("ledger/{id}.jsonl"))).unwrap();
     let records: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(records.len(), 1, "{ledger}");
     assert_eq!(
@@ -304,36 +210,14 @@ fn an_approval_nobody_gives_in_time_expires_and_runs_nothing() {
     waiting.join().unwrap();
 }
 
-/// The test dependencies (installed on first use on a fresh machine, by CI beforehand).
-fn deps() -> PathBuf {
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let ok = Command::new("bash")
-            .arg(repo.join("scripts/install-test-deps.sh"))
-            .status()
-            .expect("bash runs")
-            .success();
-        assert!(ok, "installing the test dependencies failed");
-    });
-    repo.join(".test-deps")
-}
-
 #[test]
 fn the_console_shows_what_waited_before_it_opened_and_revokes_in_a_real_browser() {
-    let deps = deps();
     let s = start("[approval]\ntimeout_ms = 120000\n");
     let id = open_session(&s);
     let waiting = round(&s, &id, write_round("late.txt"));
     wait_pending(&s, &id);
     // Only now does the page open.
-    let status = Command::new("node")
-        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/console/pending_test.mjs"))
-        .args([format!("http://{}", s.addr), TOKEN.to_string(), id.clone()])
-        .arg(&s.workspace)
-        .env("PLAYWRIGHT_CORE_PATH", deps.join("node/node_modules/playwright-core/package.json"))
-        .status()
-        .unwrap();
+    let status = s.console("pending_test.mjs", &id).arg(&s.workspace).status().unwrap();
     assert!(status.success(), "the console test failed");
     let ev = waiting.join().unwrap();
     assert!(

@@ -1,15 +1,11 @@
 //! The binary against docs/CONTRACT.md: exit codes, one-line errors, catalog and search output.
 
+mod support;
+
 use std::process::Command;
 
 use serde_json::Value;
-
-fn toolslot() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolslot"));
-    // The audit ledger's default folder is the user's home, which a test must not write to.
-    cmd.env("TOOLSLOT_AUDIT__LEDGER_DIR", "");
-    cmd
-}
+use support::{Proc, deps, eventually, free_port, json_lines, listening, openai_stream, replay_with, repo, toolslot};
 
 #[test]
 fn catalog_prints_provider_shapes() {
@@ -47,11 +43,7 @@ fn examples() -> std::path::PathBuf {
 
 fn replay_lines(args: &[&str]) -> (Option<i32>, Vec<Value>, String) {
     let out = toolslot().arg("replay").args(args).output().unwrap();
-    let lines = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&out.stdout);
     (out.status.code(), lines, String::from_utf8(out.stderr).unwrap())
 }
 
@@ -325,26 +317,14 @@ fn search_stream(config: &std::path::Path, queries: &[&str]) -> Vec<Value> {
     child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    json_lines(&out.stdout)
 }
 
 /// The repository root, with the test MCP servers installed (CI installs them first; a
 /// developer's first `cargo test` does it here).
 fn repo_with_deps() -> std::path::PathBuf {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    ONCE.call_once(|| {
-        let status = Command::new("bash")
-            .arg(root.join("scripts/install-test-deps.sh"))
-            .status()
-            .unwrap();
-        assert!(status.success(), "installing the test MCP servers failed");
-    });
-    root
+    deps();
+    repo()
 }
 
 #[test]
@@ -419,32 +399,16 @@ fn every_kind_of_tool_sits_side_by_side_in_catalog_and_replay() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("none.sse"));
 }
 
-/// An OpenAI Chat response calling `calls` (name, arguments), as SSE.
-fn openai_stream(calls: &[(&str, Value)]) -> String {
-    let mut out = String::new();
-    for (n, (name, args)) in calls.iter().enumerate() {
-        let chunk = serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": n, "id": format!("call_{n}"), "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}, "finish_reason": null}]});
-        out.push_str(&format!("data: {chunk}\n\n"));
-    }
-    out.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
-    out
-}
-
 #[test]
 fn commands_the_model_drives_do_not_see_the_hosts_secrets() {
     let dir = tempfile::tempdir().unwrap();
-    let stream = dir.path().join("env.sse");
-    std::fs::write(
-        &stream,
-        openai_stream(&[
-            (
-                "exec_shell",
-                serde_json::json!({"command": "echo \"[$DEMO_API_KEY][$DEMO_GITHUB_TOKEN][$DEMO_VISIBLE]\""}),
-            ),
-            ("show_env", serde_json::json!({})),
-        ]),
-    )
-    .unwrap();
+    let stream = openai_stream(&[
+        (
+            "exec_shell",
+            serde_json::json!({"command": "echo \"[$DEMO_API_KEY][$DEMO_GITHUB_TOKEN][$DEMO_VISIBLE]\""}),
+        ),
+        ("show_env", serde_json::json!({})),
+    ]);
     let config = dir.path().join("env.toml");
     std::fs::write(
         &config,
@@ -461,18 +425,12 @@ env_passthrough = ["DEMO_GITHUB_TOKEN"]
 "#,
     )
     .unwrap();
-    let out = toolslot()
-        .env("DEMO_API_KEY", "sk-secret")
+    let mut cmd = toolslot();
+    cmd.env("DEMO_API_KEY", "sk-secret")
         .env("DEMO_GITHUB_TOKEN", "ghp-secret")
         .env("DEMO_VISIBLE", "shown")
-        .env("TOOLSLOT_OVERFLOW__DIR", dir.path().join("overflow"))
-        .args(["replay", "--approve", "all", "--workspace"])
-        .arg(dir.path())
-        .arg("--config")
-        .arg(&config)
-        .arg(&stream)
-        .output()
-        .unwrap();
+        .env("TOOLSLOT_OVERFLOW__DIR", dir.path().join("overflow"));
+    let out = replay_with(cmd, dir.path(), dir.path(), &config, "all", &[stream]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let last: Value = serde_json::from_str(String::from_utf8(out.stdout).unwrap().lines().last().unwrap()).unwrap();
     let shell = last["results"][0]["content"].as_str().unwrap();
@@ -529,39 +487,22 @@ fn the_mcp_client_passes_the_conformance_suite() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/server"));
 }
 
-/// A process killed when the test ends.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_remote_server_gets_its_credentials_from_the_environment() {
     let root = repo_with_deps();
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let _server = Killed(
+    let port = free_port();
+    let _server = Proc::spawn(
         Command::new(root.join(".test-deps/venv/bin/python"))
             .arg(root.join("tests/data/growing_mcp_server.py"))
             .args(["--https", &port.to_string()])
             .arg(&ca)
             .args(["--require-bearer", "t0ken", "--require-header", "X-Team=tools"])
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
+            .stderr(std::process::Stdio::null()),
     );
-    for _ in 0..200 {
-        if ca.is_file() && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    eventually(10, || ca.is_file() && listening(port));
     let url = format!("https://127.0.0.1:{port}/mcp");
     let check = |extra: &[&str], token: Option<&str>| {
         let mut cmd = toolslot();

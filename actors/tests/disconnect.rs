@@ -9,8 +9,6 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -28,81 +26,32 @@ fn freed_within() -> Duration {
     Duration::from_millis(GRACE_MS + 3 * KEEPALIVE_MS + 1000)
 }
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Starts `toolslot serve` with the test's grace and `extra` config (its own tables).
-fn serve(bed: &Bed, server_keys: &str, extra: &str) -> Server {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let path = bed.config(&format!(
-        "{extra}\n[server]\nbind = \"127.0.0.1:{port}\"\ntoken = \"{TOKEN}\"\ndisconnect_grace_ms = {GRACE_MS}\nstream_keepalive_ms = {KEEPALIVE_MS}\n{server_keys}\n[overflow]\ndir = \"{}\"\n",
-        bed.overflow().display()
-    ));
-    let mut child = toolslot()
-        .env("TOOLSLOT_MCP__TOOL_CACHE_DIR", "")
-        .env("TOOLSLOT_AUDIT__LEDGER_DIR", bed.dir.path().join("ledger"))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    support::await_listening(&mut child, Duration::from_secs(60));
-    Server {
-        child,
-        addr: format!("127.0.0.1:{port}"),
-    }
+fn serve(bed: &Bed, server_keys: &str, extra: &str) -> Served {
+    Serve::in_dir(bed.dir.path(), &bed.ws)
+        .config(extra)
+        .server(&format!(
+            "disconnect_grace_ms = {GRACE_MS}\nstream_keepalive_ms = {KEEPALIVE_MS}\n{server_keys}"
+        ))
+        .ledger(&bed.dir.path().join("ledger"))
+        .start()
 }
 
-impl Server {
-    /// One request, read to its end: the status and the (de-chunked) body.
-    fn http(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
-        let mut s = self.send(method, path, body, true);
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).unwrap();
-        let text = String::from_utf8_lossy(&raw).to_string();
-        let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-        let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-            dechunk(rest)
-        } else {
-            rest.to_string()
-        };
-        (status, body)
-    }
-
-    fn send(&self, method: &str, path: &str, body: &[u8], close: bool) -> TcpStream {
+/// The requests of these tests: rounds read while they run, by a client that may leave.
+impl Client {
+    /// Sends a request and leaves the connection open.
+    fn send(&self, method: &str, path: &str, body: &[u8]) -> TcpStream {
         let mut s = TcpStream::connect(&self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         write!(
             s,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             self.addr,
-            body.len(),
-            if close { "Connection: close\r\n" } else { "" }
+            body.len()
         )
         .unwrap();
         s.write_all(body).unwrap();
         s
-    }
-
-    fn session(&self, ws: &Path, mode: &str) -> String {
-        let body = json!({"workspace": ws, "approval_mode": mode}).to_string();
-        let (status, text) = self.http("POST", "/v1/sessions", body.as_bytes());
-        assert_eq!(status, 200, "{text}");
-        serde_json::from_str::<Value>(&text).unwrap()["session_id"]
-            .as_str()
-            .unwrap()
-            .to_string()
     }
 
     /// Whether the session runs a round, as `GET /v1/sessions` says.
@@ -119,12 +68,7 @@ impl Server {
     /// Sends a round and reads its answer until `until` appears; the connection, still open,
     /// and what was read.
     fn round_until(&self, id: &str, body: &str, until: &str) -> (TcpStream, String) {
-        let mut c = self.send(
-            "POST",
-            &format!("/v1/sessions/{id}/rounds?dialect=openai-chat"),
-            body.as_bytes(),
-            false,
-        );
+        let mut c = self.send("POST", &format!("/v1/sessions/{id}/rounds?dialect=openai-chat"), body.as_bytes());
         let mut raw = String::new();
         let mut buf = [0u8; 8192];
         while !raw.contains(until) {
@@ -136,7 +80,7 @@ impl Server {
     }
 
     /// A whole round: its events.
-    fn round(&self, id: &str, body: &str) -> (u16, Vec<Value>) {
+    fn round_sse(&self, id: &str, body: &str) -> (u16, Vec<Value>) {
         let (status, sse) = self.http("POST", &format!("/v1/sessions/{id}/rounds?dialect=openai-chat"), body.as_bytes());
         (status, events(&sse))
     }
@@ -153,19 +97,7 @@ impl Server {
     }
 }
 
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
-}
-
+/// The events in what was read of an answer, chunk framing and all.
 fn events(sse: &str) -> Vec<Value> {
     sse.split("\n\n")
         .filter_map(|f| f.trim_start_matches(|c| c != 'd').strip_prefix("data: "))
@@ -193,7 +125,7 @@ fn shell(command: &str) -> String {
 fn a_client_gone_at_approval_required_cancels_the_round_and_a_late_approve_gets_404() {
     let bed = Bed::new();
     let s = serve(&bed, "", "");
-    let id = s.session(&bed.ws, "ask");
+    let id = s.session_as(&bed.ws, "ask");
     let (c, raw) = s.round_until(&id, &shell("touch marker"), "\"type\":\"approval_required\"");
     let request = events(&raw).into_iter().find(|e| e["type"] == "approval_required").unwrap()["request"]
         .as_u64()
@@ -242,7 +174,7 @@ fn pids_of(words: &[&str]) -> Vec<i32> {
 fn a_client_gone_during_a_shell_command_kills_its_process_group() {
     let bed = Bed::new();
     let s = serve(&bed, "", "");
-    let id = s.session(&bed.ws, "full-auto");
+    let id = s.session_as(&bed.ws, "full-auto");
     // A length of sleep no other test uses, to find its process.
     let started = Instant::now();
     // A second command behind it, which must never start.
@@ -276,7 +208,7 @@ fn a_client_gone_during_a_shell_command_kills_its_process_group() {
         assert_eq!(of.len(), 1, "call {index}: {recorded:?}");
     }
     // The next round runs.
-    let (status, ev) = s.round(&id, &shell("echo next"));
+    let (status, ev) = s.round_sse(&id, &shell("echo next"));
     assert_eq!(status, 200);
     let last = ev.last().unwrap();
     assert_eq!(last["type"], "round_complete", "{ev:?}");
@@ -287,7 +219,7 @@ fn a_client_gone_during_a_shell_command_kills_its_process_group() {
 fn a_client_gone_before_the_first_call_frees_the_session() {
     let bed = Bed::new();
     let s = serve(&bed, "", "");
-    let id = s.session(&bed.ws, "full-auto");
+    let id = s.session_as(&bed.ws, "full-auto");
     // Only the beginning of the body: text, no call yet; the body never ends.
     let text = json!({"choices": [{"index": 0, "delta": {"content": "Let me look"}, "finish_reason": null}]});
     let head = format!("data: {text}\n\n");
@@ -302,7 +234,7 @@ fn a_client_gone_before_the_first_call_frees_the_session() {
     assert!(eventually(10, || s.running(&id)), "the round did not start");
     let took = s.leave(&id, c);
     assert!(took < freed_within(), "the session was freed {took:?} after its client left");
-    let (status, ev) = s.round(&id, &shell("touch after"));
+    let (status, ev) = s.round_sse(&id, &shell("touch after"));
     assert_eq!(status, 200, "the next round was refused");
     assert_eq!(ev.last().unwrap()["results"][0]["is_error"], false, "{ev:?}");
     assert!(bed.ws.join("after").exists());
@@ -314,7 +246,7 @@ fn a_client_gone_during_an_mcp_call_cancels_it_at_the_server() {
     let log = bed.dir.path().join("calls.jsonl");
     let server = mcp_server("sdk", &sdk_server(&["--name", "sdk", "--slow", "--log", log.to_str().unwrap()]), "");
     let s = serve(&bed, "", &server);
-    let id = s.session(&bed.ws, "full-auto");
+    let id = s.session_as(&bed.ws, "full-auto");
     let logged = |event: &str| {
         std::fs::read_to_string(&log)
             .unwrap_or_default()
@@ -331,7 +263,7 @@ fn a_client_gone_during_an_mcp_call_cancels_it_at_the_server() {
     assert!(eventually(10, || logged("cancelled")), "the server never heard of the cancellation");
     assert!(!logged("finished"));
     // The server still serves the next round's call.
-    let (status, ev) = s.round(&id, &openai_stream(&[("sdk__echo", json!({"text": "again"}))]));
+    let (status, ev) = s.round_sse(&id, &openai_stream(&[("sdk__echo", json!({"text": "again"}))]));
     assert_eq!(status, 200);
     let last = ev.last().unwrap();
     assert!(last["results"][0]["content"].as_str().unwrap().contains("sdk:echo:again"), "{last}");
@@ -341,7 +273,7 @@ fn a_client_gone_during_an_mcp_call_cancels_it_at_the_server() {
 fn a_body_that_is_not_a_provider_stream_ends_with_a_stream_error_naming_why() {
     let bed = Bed::new();
     let s = serve(&bed, "", "");
-    let id = s.session(&bed.ws, "full-auto");
+    let id = s.session_as(&bed.ws, "full-auto");
     // Bytes of every value, in an order no stream has, with and without line ends.
     let mut random: Vec<u8> = (0..65536u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     random.retain(|b| *b != b'\n' && *b != b'\r');
@@ -388,7 +320,7 @@ fn a_body_that_is_not_a_provider_stream_ends_with_a_stream_error_naming_why() {
 }
 
 /// Opens `GET /v1/sessions/{id}/events` and reads its opening comment.
-fn watch(s: &Server, id: &str) -> TcpStream {
+fn watch(s: &Served, id: &str) -> TcpStream {
     let mut c = TcpStream::connect(&s.addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(
@@ -411,7 +343,7 @@ fn watch(s: &Server, id: &str) -> TcpStream {
 fn a_reader_of_the_sessions_events_keeps_a_round_whose_client_left() {
     let bed = Bed::new();
     let s = serve(&bed, "", "");
-    let id = s.session(&bed.ws, "ask");
+    let id = s.session_as(&bed.ws, "ask");
     let reader = watch(&s, &id);
     let (c, raw) = s.round_until(&id, &shell("touch kept"), "\"type\":\"approval_required\"");
     let request = events(&raw).into_iter().find(|e| e["type"] == "approval_required").unwrap()["request"].clone();
@@ -430,10 +362,12 @@ fn a_reader_of_the_sessions_events_keeps_a_round_whose_client_left() {
     assert!(s.running(&id), "the round was cancelled although its events were read");
     let took = s.leave(&id, reader);
     assert!(took < freed_within(), "the session was freed {took:?} after its last reader left");
+    // A bare answer: refused (two questions of the session have asked about call 0, so it
+    // must name one), and nothing runs.
     assert_eq!(
         s.http("POST", &format!("/v1/sessions/{id}/approvals/0"), br#"{"decision": "approve"}"#)
             .0,
-        404
+        400
     );
     std::thread::sleep(Duration::from_millis(300));
     assert!(!bed.ws.join("dropped").exists());

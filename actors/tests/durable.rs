@@ -4,14 +4,40 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::nats::*;
+use support::{Client, Served, events, free_port, http, signal};
+
+/// What most tests start from: the NATS server (these tests run one at a time), and a folder
+/// with a workspace `ws`.
+struct Setup {
+    _one: std::sync::MutexGuard<'static, ()>,
+    nats: Nats,
+    dir: tempfile::TempDir,
+    ws: PathBuf,
+}
+
+fn setup() -> Setup {
+    let _one = serial();
+    let nats = Nats::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    Setup { _one, nats, dir, ws }
+}
+
+impl Setup {
+    /// `toolslot serve` on `addr`, its config and overflow in the folder `name`.
+    fn serve(&self, addr: &str, name: &str) -> Served {
+        Served::at(&serve_config(self.dir.path(), &self.nats, addr, name), addr)
+    }
+}
 
 /// A serve config: no routes (tools run in-process), the session lease short for tests.
-fn serve_config(dir: &Path, nats: &Nats, addr: &str, name: &str) -> std::path::PathBuf {
+fn serve_config(dir: &Path, nats: &Nats, addr: &str, name: &str) -> PathBuf {
     let sub = dir.join(name);
     std::fs::create_dir_all(&sub).unwrap();
     // The audit ledger's default folder is the user's home, which a test must not write to.
@@ -26,30 +52,15 @@ fn serve_config(dir: &Path, nats: &Nats, addr: &str, name: &str) -> std::path::P
 }
 
 fn free_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    format!("127.0.0.1:{port}")
+    format!("127.0.0.1:{}", free_port())
 }
 
 fn open(addr: &str, ws: &Path, mode: &str) -> String {
-    let body = json!({"workspace": ws, "approval_mode": mode}).to_string();
-    let (status, text) = http(addr, "POST", "/v1/sessions", body.as_bytes());
-    assert_eq!(status, 200, "{text}");
-    serde_json::from_str::<Value>(&text).unwrap()["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    Client::new(addr).session_as(ws, mode)
 }
 
 fn shell(command: &str) -> (&'static str, Value) {
     ("exec_shell", json!({ "command": command }))
-}
-
-/// The events of a round's SSE answer.
-fn events(text: &str) -> Vec<Value> {
-    text.split("\n\n")
-        .filter_map(|f| f.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
 }
 
 /// `GET …/rounds/last`, retried while another dispatcher's lease runs (409), at most `secs`.
@@ -72,14 +83,10 @@ fn meta(result: &Value) -> Value {
 
 #[test]
 fn serve_killed_mid_round_leaves_one_result_per_call_and_runs_nothing_twice() {
-    let _one = serial();
-    let nats = Nats::start();
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
+    let setup = setup();
+    let ws = setup.ws.clone();
     let addr = free_addr();
-    let config = serve_config(dir.path(), &nats, &addr, "a");
-    let mut first = serve(&config);
+    let mut first = setup.serve(&addr, "a");
     let id = open(&addr, &ws, "full-auto");
     // A file read before the kill may be edited after it (an edit needs a read first).
     std::fs::write(ws.join("notes.txt"), "old text\n").unwrap();
@@ -100,10 +107,10 @@ fn serve_killed_mid_round_leaves_one_result_per_call_and_runs_nothing_twice() {
         std::thread::spawn(move || http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes()))
     };
     wait_until(30, "the writing call to start", || lines(&marker).len() == 1);
-    first.kill();
+    first.proc.kill();
     let _ = posting.join();
 
-    let _second = serve(&config);
+    let _second = setup.serve(&addr, "a");
     // Any request naming the session takes it over once the lease is free: here its catalog.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -160,14 +167,10 @@ fn serve_killed_mid_round_leaves_one_result_per_call_and_runs_nothing_twice() {
 
 #[test]
 fn a_remembered_approval_survives_a_restart() {
-    let _one = serial();
-    let nats = Nats::start();
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
+    let setup = setup();
+    let ws = setup.ws.clone();
     let addr = free_addr();
-    let config = serve_config(dir.path(), &nats, &addr, "a");
-    let mut first = serve(&config);
+    let mut first = setup.serve(&addr, "a");
     let id = open(&addr, &ws, "ask");
     let marker = ws.join("marker");
     let command = format!("echo ok >> {}", marker.display());
@@ -185,9 +188,9 @@ fn a_remembered_approval_survives_a_restart() {
     assert_eq!(lines(&marker).len(), 1, "{text}");
     // Written with the decision; a moment for the record of the round's end.
     std::thread::sleep(Duration::from_millis(300));
-    first.kill();
+    first.proc.kill();
 
-    let _second = serve(&config);
+    let _second = setup.serve(&addr, "a");
     last_round(&addr, &id, 30);
     let (status, text) = http(&addr, "GET", &format!("/v1/sessions/{id}/approvals/remembered"), b"");
     assert_eq!(status, 200, "{text}");
@@ -215,14 +218,11 @@ fn a_remembered_approval_survives_a_restart() {
 
 #[test]
 fn a_dispatcher_without_the_lease_cannot_act_for_the_session() {
-    let _one = serial();
-    let nats = Nats::start();
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
+    let setup = setup();
+    let ws = setup.ws.clone();
     let (addr_a, addr_b) = (free_addr(), free_addr());
-    let a = serve(&serve_config(dir.path(), &nats, &addr_a, "a"));
-    let _b = serve(&serve_config(dir.path(), &nats, &addr_b, "b"));
+    let a = setup.serve(&addr_a, "a");
+    let _b = setup.serve(&addr_b, "b");
     let id = open(&addr_a, &ws, "full-auto");
     let marker = ws.join("marker");
     let write = sse(&[shell(&format!("echo by-b >> {}", marker.display()))]);
@@ -247,10 +247,10 @@ fn a_dispatcher_without_the_lease_cannot_act_for_the_session() {
 
     // A stalls past its lease: B takes the session over; A, awake again, is a stale writer
     // and cannot run a call for it.
-    signal(a.pid(), libc::SIGSTOP);
+    signal(a.proc.pid(), libc::SIGSTOP);
     let taken = last_round(&addr_b, &id, 30);
     assert_eq!(taken["round"], 1, "{taken}");
-    signal(a.pid(), libc::SIGCONT);
+    signal(a.proc.pid(), libc::SIGCONT);
     let stale_marker = ws.join("stale");
     let stale = sse(&[shell(&format!("echo by-a >> {}", stale_marker.display()))]);
     let (status, text) = http(&addr_a, "POST", &format!("/v1/sessions/{id}/rounds"), stale.as_bytes());
@@ -282,6 +282,61 @@ fn a_dispatcher_without_the_lease_cannot_act_for_the_session() {
 }
 
 #[test]
+fn a_session_is_never_taken_over_into_a_workspace_outside_the_new_root() {
+    // A opens the session under its workspace root and dies; B, whose root does not hold that
+    // workspace, refuses to take the session over (and runs nothing in it); C, whose root
+    // does, takes it over as soon as the lease is free.
+    let setup = setup();
+    let (root_a, root_b) = (setup.dir.path().join("root-a"), setup.dir.path().join("root-b"));
+    let ws = root_a.join("project");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&root_b).unwrap();
+    let with_root = |name: &str, addr: &str, root: &Path| {
+        let config = serve_config(setup.dir.path(), &setup.nats, addr, name);
+        let text = std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("[server]\n", &format!("[server]\nworkspace_root = \"{}\"\n", root.display()));
+        std::fs::write(&config, text).unwrap();
+        Served::at(&config, addr)
+    };
+    let addr_a = free_addr();
+    let mut a = with_root("a", &addr_a, &root_a);
+    let id = open(&addr_a, &ws, "full-auto");
+    let (status, text) = http(
+        &addr_a,
+        "POST",
+        &format!("/v1/sessions/{id}/rounds"),
+        sse(&[shell("echo a")]).as_bytes(),
+    );
+    assert_eq!(status, 200, "{text}");
+    a.proc.kill();
+
+    let marker = ws.join("marker");
+    let write = sse(&[shell(&format!("echo by-b >> {}", marker.display()))]);
+    let addr_b = free_addr();
+    let b = with_root("b", &addr_b, &root_b);
+    // Refused whether or not A's lease has run out: B may never run this session.
+    let (status, text) = http(&addr_b, "POST", &format!("/v1/sessions/{id}/rounds"), write.as_bytes());
+    assert_eq!(status, 403, "{text}");
+    assert!(
+        text.contains("not taken over") && text.contains("outside server.workspace_root"),
+        "{text}"
+    );
+    std::thread::sleep(Duration::from_millis(3500));
+    let (status, text) = http(&addr_b, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");
+    assert_eq!(status, 403, "{text}");
+    assert!(!marker.exists(), "a refused take-over ran a call");
+    drop(b);
+
+    // B never took the lease: C, under A's root, takes the session over and runs it.
+    let addr_c = free_addr();
+    let _c = with_root("c", &addr_c, &root_a);
+    let (status, text) = http(&addr_c, "POST", &format!("/v1/sessions/{id}/rounds"), write.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(lines(&marker), vec!["by-b".to_string()]);
+}
+
+#[test]
 fn without_nats_the_last_round_is_kept_in_memory() {
     let dir = tempfile::tempdir().unwrap();
     let addr = free_addr();
@@ -291,7 +346,7 @@ fn without_nats_the_last_round_is_kept_in_memory() {
         format!("[server]\nbind = \"{addr}\"\n[shell]\nsandbox = \"auto\"\n[audit]\nledger_dir = \"\"\n"),
     )
     .unwrap();
-    let _serve = serve(&config);
+    let _serve = Served::at(&config, &addr);
     let id = open(&addr, dir.path(), "full-auto");
     let (status, text) = http(&addr, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");
     assert_eq!(status, 404, "no round yet: {text}");
@@ -314,13 +369,10 @@ fn without_nats_the_last_round_is_kept_in_memory() {
 
 #[test]
 fn a_saved_output_reads_back_on_the_dispatcher_that_took_the_session_over() {
-    let _one = serial();
-    let nats = Nats::start();
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
+    let setup = setup();
+    let ws = setup.ws.clone();
     let addr = free_addr();
-    let mut first = serve(&serve_config(dir.path(), &nats, &addr, "a"));
+    let mut first = setup.serve(&addr, "a");
     let id = open(&addr, &ws, "full-auto");
     let (status, text) = http(
         &addr,
@@ -340,13 +392,13 @@ fn a_saved_output_reads_back_on_the_dispatcher_that_took_the_session_over() {
     assert!(!content.contains("\n100000\n"), "cut: {content}");
     // The record has filed the round once the first dispatcher reports it from the record.
     wait_until(10, "the round in the record", || last_round(&addr, &id, 5)["round"] == 1);
-    first.kill();
+    first.proc.kill();
 
     // The second dispatcher has its own overflow folder (another machine's disk): the saved
     // output is not there until it takes the session over.
-    let _second = serve(&serve_config(dir.path(), &nats, &addr, "b"));
+    let _second = setup.serve(&addr, "b");
     let local = |who: &str| {
-        walk(&dir.path().join(who).join("overflow"))
+        walk(&setup.dir.path().join(who).join("overflow"))
             .iter()
             .any(|p| p.to_string_lossy().contains(&saved))
     };

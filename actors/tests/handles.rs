@@ -3,55 +3,19 @@
 //! the tool, the approval request and the host see substituted), and retrieve_tool_result reads
 //! it by JSON pointer.
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-
-/// An OpenAI Chat response calling `calls` (name, arguments), as SSE.
-fn openai_stream(calls: &[(&str, Value)]) -> String {
-    let mut out = String::new();
-    for (n, (name, args)) in calls.iter().enumerate() {
-        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": n, "id": format!("call_{n}"), "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}, "finish_reason": null}]});
-        out.push_str(&format!("data: {chunk}\n\n"));
-    }
-    out.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
-    out
-}
+use support::{Proc, eventually, free_port, listening, replay_calls, results_by_round as results};
 
 /// Every event of a replay of `rounds` (one session), in a workspace inside `dir`.
 fn replay(dir: &Path, config: &str, approve: &str, rounds: &[Vec<(&str, Value)>]) -> Vec<Value> {
     let file = dir.join("handles.toml");
     std::fs::write(&file, config).unwrap();
-    let ws = dir.join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolslot"));
-    cmd.env("TOOLSLOT_AUDIT__LEDGER_DIR", "");
-    cmd.env("TOOLSLOT_OVERFLOW__DIR", dir.join("overflow"))
-        .args(["replay", "--approve", approve, "--workspace"])
-        .arg(&ws)
-        .arg("--config")
-        .arg(&file);
-    for (i, calls) in rounds.iter().enumerate() {
-        let f = dir.join(format!("round{i}.sse"));
-        std::fs::write(&f, openai_stream(calls)).unwrap();
-        cmd.arg(f);
-    }
-    let out = cmd.output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn results(events: &[Value]) -> Vec<Vec<Value>> {
-    events
-        .iter()
-        .filter(|e| e["type"] == "round_complete")
-        .map(|e| e["results"].as_array().unwrap().clone())
-        .collect()
+    replay_calls(dir, &file, approve, rounds)
 }
 
 /// Two extensions: one answers 3,000 records as JSON, the other echoes its arguments (and
@@ -176,20 +140,15 @@ fn a_large_json_response_of_fetch_url_becomes_a_handle() {
     let rows: Vec<Value> = (0..2000).map(|i| json!({"n": i, "square": i * i})).collect();
     std::fs::write(site.join("rows.json"), json!({"rows": rows}).to_string()).unwrap();
     std::fs::write(site.join("small.json"), r#"{"ok": true}"#).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut server = Command::new("python3")
-        .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"])
-        .arg(&site)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let port = free_port();
+    let server = Proc::spawn(
+        Command::new("python3")
+            .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"])
+            .arg(&site)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    eventually(10, || listening(port));
     let config = "[network]\npolicy = \"allow\"\nallow_hosts = [\"127.0.0.1\"]\n";
     let events = replay(
         dir.path(),
@@ -200,8 +159,7 @@ fn a_large_json_response_of_fetch_url_becomes_a_handle() {
             ("fetch_url", json!({"url": format!("http://127.0.0.1:{port}/small.json")})),
         ]],
     );
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     let r = &results(&events)[0];
     let big = r[0]["content"].as_str().unwrap();
     assert!(

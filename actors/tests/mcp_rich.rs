@@ -6,33 +6,10 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-
-const TOKEN: &str = "rich-test-token";
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().unwrap()
-}
-
-/// The test dependencies (installed on first use on a fresh machine, by CI beforehand).
-fn deps() -> PathBuf {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let ok = Command::new("bash")
-            .arg(repo().join("scripts/install-test-deps.sh"))
-            .status()
-            .expect("bash runs")
-            .success();
-        assert!(ok, "installing the test dependencies failed");
-    });
-    repo().join(".test-deps")
-}
+use support::*;
 
 /// `[[mcp.servers]]` for server-everything and the Python SDK fixture, listed from the start.
 fn servers() -> String {
@@ -56,24 +33,6 @@ defer = false
         deps.join("venv/bin/python").display(),
         repo().join("tests/data/rich_mcp_server.py").display()
     )
-}
-
-/// An OpenAI Chat response calling `calls` (name, arguments), as SSE.
-fn openai_stream(calls: &[(&str, Value)]) -> String {
-    let mut out = String::new();
-    for (n, (name, args)) in calls.iter().enumerate() {
-        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": n, "id": format!("call_{n}"), "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}, "finish_reason": null}]});
-        out.push_str(&format!("data: {chunk}\n\n"));
-    }
-    out.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
-    out
-}
-
-fn toolslot() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolslot"));
-    // The audit ledger's default folder is the user's home, which a test must not write to.
-    cmd.env("TOOLSLOT_AUDIT__LEDGER_DIR", "");
-    cmd
 }
 
 #[test]
@@ -131,11 +90,7 @@ fn results_reach_the_model_and_the_host_as_the_servers_sent_them() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let events: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = json_lines(&out.stdout);
     let results = events.last().unwrap()["results"].as_array().unwrap().clone();
     let content = |i: usize| results[i]["content"].as_str().unwrap().to_string();
 
@@ -225,8 +180,8 @@ fn elicitation_is_announced_only_where_a_host_can_answer() {
     assert!(names.contains(&"everything__echo".to_string()), "{names:?}");
     // server-everything offers its elicitation tool only to clients that announce the capability.
     assert!(!names.contains(&"everything__trigger-elicitation-request".to_string()), "{names:?}");
-    let s = start(&servers(), "");
-    let (status, tools) = http(&s.addr, "GET", "/v1/tools?format=anthropic", b"");
+    let s = start(&servers());
+    let (status, tools) = s.http("GET", "/v1/tools?format=anthropic", b"");
     assert_eq!(status, 200);
     assert!(
         tools.contains("everything__trigger-elicitation-request"),
@@ -234,114 +189,30 @@ fn elicitation_is_announced_only_where_a_host_can_answer() {
     );
 }
 
-struct Server {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-    workspace: PathBuf,
+/// A full-auto server in a folder of its own, with `mcp` (its MCP tables).
+fn start(mcp: &str) -> Served {
+    Serve::new().config(&format!("[approval]\nmode = \"full-auto\"\n{mcp}")).start()
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(extra: &str, mcp: &str) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let workspace = dir.path().join("ws");
-    std::fs::create_dir(&workspace).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let config = dir.path().join("serve.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nbind = \"127.0.0.1:{port}\"\ntoken = \"{TOKEN}\"\n[overflow]\ndir = \"{}\"\n[approval]\nmode = \"full-auto\"\n{mcp}\n{extra}\n",
-            dir.path().join("overflow").display()
-        ),
-    )
-    .unwrap();
-    let mut child = toolslot()
-        .args(["serve", "--config"])
-        .arg(&config)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    support::await_listening(&mut child, Duration::from_secs(60));
-    Server {
-        child,
-        addr: format!("127.0.0.1:{port}"),
-        _dir: dir,
-        workspace,
-    }
-}
-
-/// One request, `Connection: close`, the whole answer (chunked bodies joined).
-fn http(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .unwrap();
-    s.write_all(body).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let mut body = String::new();
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        let mut s = rest;
-        while let Some((size, tail)) = s.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if n == 0 || tail.len() < n {
-                break;
-            }
-            body.push_str(&tail[..n]);
-            s = tail[n..].trim_start_matches("\r\n");
-        }
-    } else {
-        body = rest.to_string();
-    }
-    (status, body)
-}
-
-fn events(sse: &str) -> Vec<Value> {
-    sse.split("\n\n")
-        .filter_map(|f| f.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
-}
-
-fn open_session(s: &Server) -> String {
-    let body = json!({"workspace": s.workspace}).to_string();
-    let (status, text) = http(&s.addr, "POST", "/v1/sessions", body.as_bytes());
-    assert_eq!(status, 200, "{text}");
-    serde_json::from_str::<Value>(&text).unwrap()["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+fn open_session(s: &Served) -> String {
+    s.open(&json!({"workspace": s.workspace}))
 }
 
 /// Runs a round calling `tool` with `args` in its own thread; answers the first question of
 /// the session with `answer` once it is asked (after checking what a wrong answer gets);
 /// returns the round's events.
-fn round_answering(s: &Server, tool: &str, args: Value, answer: Option<Value>) -> Vec<Value> {
+fn round_answering(s: &Served, tool: &str, args: Value, answer: Option<Value>) -> Vec<Value> {
     let id = open_session(s);
-    let addr = s.addr.clone();
+    let api = s.api.clone();
     let body = openai_stream(&[(tool, args)]);
     let path = format!("/v1/sessions/{id}/rounds");
-    let round = std::thread::spawn(move || http(&addr, "POST", &path, body.as_bytes()));
+    let round = std::thread::spawn(move || api.http("POST", &path, body.as_bytes()));
     if let Some(answer) = answer {
         let inputs = format!("/v1/sessions/{id}/inputs/1");
         let deadline = Instant::now() + Duration::from_secs(60);
         // Nothing waits yet: 404, until the server's question arrives.
         loop {
-            let (status, text) = http(&s.addr, "POST", &inputs, br#"{"action": "accept", "content": {"guests": "many"}}"#);
+            let (status, text) = s.http("POST", &inputs, br#"{"action": "accept", "content": {"guests": "many"}}"#);
             if status == 400 {
                 assert!(text.contains("does not match the requested schema"), "{text}");
                 break;
@@ -350,14 +221,15 @@ fn round_answering(s: &Server, tool: &str, args: Value, answer: Option<Value>) -
             assert!(Instant::now() < deadline, "the question never came");
             std::thread::sleep(Duration::from_millis(100));
         }
-        assert_eq!(http(&s.addr, "POST", &inputs, br#"{"action": "maybe"}"#).0, 400);
+        assert_eq!(s.http("POST", &inputs, br#"{"action": "maybe"}"#).0, 400);
         assert_eq!(
-            http(&s.addr, "POST", &format!("/v1/sessions/{id}/inputs/9"), br#"{"action": "decline"}"#).0,
+            s.http("POST", &format!("/v1/sessions/{id}/inputs/9"), br#"{"action": "decline"}"#)
+                .0,
             404
         );
-        let (status, text) = http(&s.addr, "POST", &inputs, answer.to_string().as_bytes());
+        let (status, text) = s.http("POST", &inputs, answer.to_string().as_bytes());
         assert_eq!(status, 204, "{text}");
-        assert_eq!(http(&s.addr, "POST", &inputs, br#"{"action": "decline"}"#).0, 404, "answered once");
+        assert_eq!(s.http("POST", &inputs, br#"{"action": "decline"}"#).0, 404, "answered once");
     }
     let (status, sse) = round.join().unwrap();
     assert_eq!(status, 200);
@@ -370,7 +242,7 @@ fn result_text(events: &[Value]) -> String {
 
 #[test]
 fn a_servers_question_is_answered_over_the_inputs_endpoint() {
-    let s = start("", &servers());
+    let s = start(&servers());
     // The Python SDK on the newest revision asks by answering "input required".
     let accepted = round_answering(
         &s,
@@ -427,13 +299,10 @@ fn a_servers_question_is_answered_over_the_inputs_endpoint() {
 
 #[test]
 fn an_unanswered_question_is_declined_after_the_timeout() {
-    let s = start(
-        "",
-        &format!(
-            "{}\n",
-            servers().replace("tool_cache_dir = \"\"", "tool_cache_dir = \"\"\nelicitation_timeout_ms = 1500")
-        ),
-    );
+    let s = start(&format!(
+        "{}\n",
+        servers().replace("tool_cache_dir = \"\"", "tool_cache_dir = \"\"\nelicitation_timeout_ms = 1500")
+    ));
     let started = Instant::now();
     let events = round_answering(&s, "everything__trigger-elicitation-request", json!({}), None);
     assert!(events.iter().any(|e| e["type"] == "input_required"));
@@ -448,22 +317,11 @@ fn an_unanswered_question_is_declined_after_the_timeout() {
 
 #[test]
 fn the_console_answers_a_question_with_a_form_in_a_real_browser() {
-    let deps = deps();
-    let s = start("", &servers());
+    let s = start(&servers());
     let id = open_session(&s);
-    let mut node = Command::new("node")
-        .arg(repo().join("tests/console/input_test.mjs"))
-        .args([format!("http://{}", s.addr), TOKEN.to_string(), id.clone()])
-        .env("PLAYWRIGHT_CORE_PATH", deps.join("node/node_modules/playwright-core/package.json"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(node.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready", "the page did not start watching the session");
+    let mut node = s.console_watching("input_test.mjs", &id);
     let body = openai_stream(&[("everything__trigger-elicitation-request", json!({}))]);
-    let (status, sse) = http(&s.addr, "POST", &format!("/v1/sessions/{id}/rounds"), body.as_bytes());
+    let (status, sse) = s.http("POST", &format!("/v1/sessions/{id}/rounds"), body.as_bytes());
     assert_eq!(status, 200);
     assert!(node.wait().unwrap().success(), "the console test failed");
     let text = result_text(&events(&sse));

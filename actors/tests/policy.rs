@@ -3,25 +3,13 @@
 //! the same program, asserting that the program did not run (a marker its stand-in writes is
 //! not there) and that the call was refused or asked, never run unasked.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
-
-fn toolslot() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_toolslot"))
-}
-
-/// An OpenAI Chat response calling `calls` (name, arguments), as SSE.
-fn openai_stream(calls: &[(&str, Value)]) -> String {
-    let mut out = String::new();
-    for (n, (name, args)) in calls.iter().enumerate() {
-        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": n, "id": format!("call_{n}"), "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}, "finish_reason": null}]});
-        out.push_str(&format!("data: {chunk}\n\n"));
-    }
-    out.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
-    out
-}
+use support::{bin, json_lines, openai_stream, replay_with, round_results as results};
 
 /// A workspace, a home, a managed file's place, and a stand-in `git` on the PATH that leaves a
 /// marker in the workspace when it runs.
@@ -38,18 +26,8 @@ impl Bed {
         for d in ["ws/.toolslot", "home", "bin"] {
             std::fs::create_dir_all(bed.dir.path().join(d)).unwrap();
         }
-        let git = bed.dir.path().join("bin/git");
         // It says it ran on stdout, and leaves a marker where it may write.
-        std::fs::write(
-            &git,
-            format!(
-                "#!/bin/sh\necho \"STAND-IN GIT RAN: $@\"\necho \"$@\" >> '{}'\n",
-                bed.marker().display()
-            ),
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+        support::stand_in(&bed.dir.path().join("bin"), "git", &bed.marker());
         bed
     }
     fn ws(&self) -> PathBuf {
@@ -70,6 +48,12 @@ impl Bed {
     fn project_policy(&self, text: &str) {
         std::fs::write(self.ws().join(".toolslot/policy.toml"), text).unwrap();
     }
+    /// `toolslot trust ARGS…` (the store is under the bed's HOME): its one JSON line.
+    fn trust(&self, args: &[&str]) -> Value {
+        let out = self.command().arg("trust").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
     fn config(&self, extra: &str) -> PathBuf {
         let file = self.dir.path().join("toolslot.toml");
         std::fs::write(
@@ -85,7 +69,7 @@ impl Bed {
         file
     }
     fn command(&self) -> Command {
-        let mut c = toolslot();
+        let mut c = bin();
         let path = format!(
             "{}:{}",
             self.dir.path().join("bin").display(),
@@ -94,43 +78,28 @@ impl Bed {
         c.env("HOME", self.home()).env("PATH", path);
         c
     }
+    /// `toolslot policy {what}` with `config`, in the workspace.
+    fn policy(&self, what: &str, config: &Path) -> Command {
+        let mut c = self.command();
+        c.args(["policy", what, "--config"]).arg(config).arg("--workspace").arg(self.ws());
+        c
+    }
     /// Runs rounds through `toolslot replay`: exit status, events, stderr.
     fn replay(&self, config: &Path, approve: &str, rounds: &[String]) -> (Option<i32>, Vec<Value>, String) {
-        let mut files = Vec::new();
-        for (n, body) in rounds.iter().enumerate() {
-            let f = self.dir.path().join(format!("round-{n}.sse"));
-            std::fs::write(&f, body).unwrap();
-            files.push(f);
-        }
-        let out = self
-            .command()
-            .args(["replay", "--approve", approve, "--workspace"])
-            .arg(self.ws())
-            .arg("--config")
-            .arg(config)
-            .args(&files)
-            .output()
-            .unwrap();
-        let events = String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        (out.status.code(), events, String::from_utf8_lossy(&out.stderr).into_owned())
+        let out = replay_with(self.command(), self.dir.path(), &self.ws(), config, approve, rounds);
+        (
+            out.status.code(),
+            json_lines(&out.stdout),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
-}
-
-fn results(events: &[Value]) -> Vec<Value> {
-    events
-        .iter()
-        .filter(|e| e["type"] == "round_complete")
-        .flat_map(|e| e["results"].as_array().unwrap().clone())
-        .collect()
 }
 
 fn asked(events: &[Value], index: usize) -> bool {
     events.iter().any(|e| e["type"] == "approval_required" && e["index"] == index)
 }
+
+const FULL_AUTO: &str = "[approval]\nmode = \"full-auto\"\n";
 
 const DENY_GIT_PUSH: &str =
     "[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"deny\"\ncommand = [\"git\", \"push\"]\nreason = \"pushes go through CI\"\n";
@@ -251,6 +220,8 @@ fn an_ask_rule_asks_even_in_full_auto_and_an_allow_never_covers_what_is_not_plai
     bed.project_policy(
         "[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"ask\"\ncommand = [\"git\", \"commit\"]\n\n[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"allow\"\ncommand = [\"git\", \"status\", \"*\"]\n",
     );
+    // The team's allow rule applies once the user has trusted the file.
+    bed.trust(&[bed.ws().to_str().unwrap()]);
     // Full-auto: the ask rule asks; ask mode: the allow rule runs unasked, only when plain.
     let config = bed.config("[approval]\nmode = \"full-auto\"\n");
     let calls = [("exec_shell", json!({"command": "git commit -m x"}))];
@@ -310,15 +281,7 @@ fn policy_explain_prints_one_line_and_check_refuses_examples_that_misbehave() {
     ));
     let config = bed.config("");
     let explain = |tool: &str, input: Value| {
-        let out = bed
-            .command()
-            .args(["policy", "explain", "--config"])
-            .arg(&config)
-            .arg("--workspace")
-            .arg(bed.ws())
-            .args([tool, &input.to_string()])
-            .output()
-            .unwrap();
+        let out = bed.policy("explain", &config).args([tool, &input.to_string()]).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         let text = String::from_utf8(out.stdout).unwrap();
         assert_eq!(text.lines().count(), 1, "{text}");
@@ -343,15 +306,7 @@ fn policy_explain_prints_one_line_and_check_refuses_examples_that_misbehave() {
         (Some("ask"), Some(0))
     );
 
-    let check = || {
-        bed.command()
-            .args(["policy", "check", "--config"])
-            .arg(&config)
-            .arg("--workspace")
-            .arg(bed.ws())
-            .output()
-            .unwrap()
-    };
+    let check = || bed.policy("check", &config).output().unwrap();
     let out = check();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     for (layer, write) in [("project", true), ("managed", false)] {
@@ -371,7 +326,7 @@ fn policy_explain_prints_one_line_and_check_refuses_examples_that_misbehave() {
             "{err}"
         );
         // A session under a policy that does not load does not start.
-        let (code, _, err) = bed.replay(&config, "none", &[openai_stream(&[("exec_shell", json!({"command": "ls"}))])]);
+        let (code, _, err) = bed.replay(&config, "none", &[shell("ls")]);
         assert_eq!(code, Some(2), "{err}");
         assert!(err.contains("rule 0"), "{err}");
     }
@@ -386,12 +341,17 @@ impl Bed {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         path
     }
-    /// A config in full-auto with one pre_tool_use hook for exec_shell.
-    fn hooked(&self, hook: &Path, extra: &str) -> PathBuf {
+    /// A config of `extra` and one `event` hook that runs `hook`, with `keys` of its own.
+    fn with_hook(&self, extra: &str, event: &str, hook: &Path, keys: &str) -> PathBuf {
         self.config(&format!(
-            "[approval]\nmode = \"full-auto\"\n{extra}\n[[hooks]]\nevent = \"pre_tool_use\"\ntool = \"exec_shell\"\ncommand = [\"{}\"]\ntimeout_ms = 1500\n",
+            "{extra}\n[[hooks]]\nevent = \"{event}\"\ncommand = [\"{}\"]\n{keys}",
             hook.display()
         ))
+    }
+    /// A config in full-auto with one pre_tool_use hook for exec_shell.
+    fn hooked(&self, hook: &Path, extra: &str) -> PathBuf {
+        let keys = "tool = \"exec_shell\"\ntimeout_ms = 1500\n";
+        self.with_hook(&format!("{FULL_AUTO}{extra}"), "pre_tool_use", hook, keys)
     }
     /// The session ledgers written so far.
     fn ledgers(&self) -> Vec<PathBuf> {
@@ -403,9 +363,14 @@ impl Bed {
     }
 }
 
+/// A round of one shell call.
+fn shell(command: &str) -> String {
+    openai_stream(&[("exec_shell", json!({ "command": command }))])
+}
+
 /// A call cleared to write (`git commit` in full-auto) that leaves the marker when it runs.
 fn a_commit() -> String {
-    openai_stream(&[("exec_shell", json!({"command": "git commit -m x"}))])
+    shell("git commit -m x")
 }
 
 #[test]
@@ -442,10 +407,7 @@ fn a_hook_that_fails_in_any_way_blocks_the_call() {
 
     // on_error = "allow" ignores a failure, and says so.
     let hook = bed.hook("exit1b.sh", "exit 1");
-    let config = bed.config(&format!(
-        "[approval]\nmode = \"full-auto\"\n[[hooks]]\nevent = \"pre_tool_use\"\ncommand = [\"{}\"]\non_error = \"allow\"\n",
-        hook.display()
-    ));
+    let config = bed.with_hook(FULL_AUTO, "pre_tool_use", &hook, "on_error = \"allow\"\n");
     let (_, events, _) = bed.replay(&config, "none", &[a_commit()]);
     assert!(
         events.iter().any(|e| e["type"] == "notice" && e["kind"] == "hook_failed"),
@@ -463,11 +425,7 @@ fn a_rewritten_input_is_judged_as_what_it_now_is() {
         "cat > /dev/null\necho '{\"updated_input\": {\"command\": \"git push origin main\"}}'",
     );
     let config = bed.hooked(&hook, DENY_GIT_PUSH);
-    let (code, events, err) = bed.replay(
-        &config,
-        "all",
-        &[openai_stream(&[("exec_shell", json!({"command": "git status"}))])],
-    );
+    let (code, events, err) = bed.replay(&config, "all", &[shell("git status")]);
     assert_eq!(code, Some(0), "{err}");
     let rewritten = events
         .iter()
@@ -485,11 +443,8 @@ fn a_rewritten_input_is_judged_as_what_it_now_is() {
         "rewrite2.sh",
         "cat > /dev/null\necho '{\"updated_input\": {\"command\": \"git commit -m x\"}}'",
     );
-    let config = bed.config(&format!(
-        "[[hooks]]\nevent = \"pre_tool_use\"\ncommand = [\"{}\"]\n",
-        hook.display()
-    ));
-    let (_, events, _) = bed.replay(&config, "none", &[openai_stream(&[("exec_shell", json!({"command": "ls"}))])]);
+    let config = bed.with_hook("", "pre_tool_use", &hook, "");
+    let (_, events, _) = bed.replay(&config, "none", &[shell("ls")]);
     let asked_for: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == "approval_required")
@@ -503,10 +458,7 @@ fn a_rewritten_input_is_judged_as_what_it_now_is() {
 fn a_post_hook_adds_to_the_result() {
     let bed = Bed::new();
     let hook = bed.hook("post.sh", "cat > /dev/null\necho '{\"additional_context\": \"REVIEWED-BY-HOOK\"}'");
-    let config = bed.config(&format!(
-        "[approval]\nmode = \"full-auto\"\n[[hooks]]\nevent = \"post_tool_use\"\ncommand = [\"{}\"]\n",
-        hook.display()
-    ));
+    let config = bed.with_hook(FULL_AUTO, "post_tool_use", &hook, "");
     let (_, events, _) = bed.replay(&config, "none", &[a_commit()]);
     let content = results(&events)[0]["content"].as_str().unwrap().to_string();
     assert!(
@@ -530,11 +482,7 @@ fn every_decision_is_in_the_ledger_before_its_call_runs() {
     assert!(bed.marker().exists(), "{events:?}");
     let files = bed.ledgers();
     assert_eq!(files.len(), 1, "{files:?}");
-    let records: Vec<Value> = std::fs::read_to_string(&files[0])
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = json_lines(&std::fs::read(&files[0]).unwrap());
     let of = |index: usize, kind: &str| -> Vec<&Value> { records.iter().filter(|r| r["index"] == index && r["kind"] == kind).collect() };
     // The denied push: a deny by the rule, and no outcome.
     let d = of(0, "decision");
@@ -620,11 +568,7 @@ fn approve_for_project_writes_the_rule_and_the_next_session_is_not_asked() {
     assert!(bed.marker().exists(), "{events:?}");
 
     // A command that is not plain is approved for the session only, and the host is told.
-    let (_, events, _) = bed.replay(
-        &config,
-        "project",
-        &[openai_stream(&[("exec_shell", json!({"command": "git commit -m x > out.txt"}))])],
-    );
+    let (_, events, _) = bed.replay(&config, "project", &[shell("git commit -m x > out.txt")]);
     assert!(
         events.iter().any(|e| e["type"] == "notice" && e["kind"] == "project_rule_failed"),
         "{events:?}"
@@ -640,11 +584,7 @@ fn approve_for_project_writes_the_rule_and_the_next_session_is_not_asked() {
 fn reject_for_session_refuses_the_same_key_without_asking() {
     let bed = Bed::new();
     let config = bed.config("[approval]\nmode = \"ask\"\n");
-    let (_, events, _) = bed.replay(
-        &config,
-        "reject-session,all",
-        &[a_commit(), openai_stream(&[("exec_shell", json!({"command": "git commit -m y"}))])],
-    );
+    let (_, events, _) = bed.replay(&config, "reject-session,all", &[a_commit(), shell("git commit -m y")]);
     assert!(asked(&events, 0));
     let decided: Vec<&str> = events
         .iter()
@@ -677,20 +617,13 @@ fn a_hooks_decision_joins_the_rules_and_the_mode() {
     assert!(!bed.marker().exists());
     // allow: lifts the mode's ask for a plain command...
     let allow = bed.hook("allow.sh", "cat > /dev/null\necho '{\"decision\": \"allow\"}'");
-    let config = bed.config(&format!(
-        "[approval]\nmode = \"ask\"\n[[hooks]]\nevent = \"pre_tool_use\"\ncommand = [\"{}\"]\n",
-        allow.display()
-    ));
+    let config = bed.with_hook("[approval]\nmode = \"ask\"\n", "pre_tool_use", &allow, "");
     let (_, events, _) = bed.replay(&config, "none", &[a_commit()]);
     assert!(!asked(&events, 0), "{events:?}");
     assert!(bed.marker().exists());
     std::fs::remove_file(bed.marker()).unwrap();
     // ...never for one that is not plain, and never past a rule's ask.
-    let (_, events, _) = bed.replay(
-        &config,
-        "none",
-        &[openai_stream(&[("exec_shell", json!({"command": "git commit -m x; echo $(id)"}))])],
-    );
+    let (_, events, _) = bed.replay(&config, "none", &[shell("git commit -m x; echo $(id)")]);
     assert!(asked(&events, 0), "{events:?}");
     bed.project_policy("[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"ask\"\ncommand = [\"git\", \"commit\"]\n");
     let (_, events, _) = bed.replay(&config, "none", &[a_commit()]);
@@ -708,4 +641,139 @@ fn a_hooks_decision_joins_the_rules_and_the_mode() {
         (record["source"].as_str(), record["decision"].as_str()),
         (Some("hook"), Some("deny"))
     );
+}
+
+/// A cloned repository's policy file that would let the model write and run `touch` unasked,
+/// and would keep `git push` from running.
+const HOSTILE: &str = concat!(
+    "[[policy.rules]]\ntool = \"write_file\"\ndecision = \"allow\"\n\n",
+    "[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"allow\"\ncommand = [\"touch\", \"*\"]\n\n",
+    "[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"deny\"\ncommand = [\"git\", \"push\"]\nreason = \"pushes go through CI\"\n",
+);
+
+#[test]
+fn a_cloned_repositorys_policy_grants_nothing_until_its_content_is_trusted() {
+    let bed = Bed::new();
+    bed.project_policy(HOSTILE);
+    let config = bed.config("[approval]\nmode = \"ask\"\n");
+    let written = bed.ws().join("PWNED-write");
+    let touched = bed.ws().join("PWNED-touch");
+    let round = openai_stream(&[
+        ("write_file", json!({"path": "PWNED-write", "content": "x"})),
+        ("exec_shell", json!({"command": "touch PWNED-touch"})),
+        ("exec_shell", json!({"command": "git push"})),
+    ]);
+    let ws = bed.ws().canonicalize().unwrap();
+    let trust_cmd = format!("toolslot trust {}", ws.display());
+    let untrusted_notices = |events: &[Value]| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e["type"] == "notice" && e["kind"] == "project_policy_untrusted")
+            .map(|e| e["message"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Untrusted: the allow rules are not applied (asked, and refused here); the deny denies.
+    let refused = |events: &[Value], when: &str| {
+        let got = results(events);
+        for (i, result) in got.iter().enumerate().take(2) {
+            assert!(asked(events, i), "{when}: call {i} ran unasked: {events:?}");
+            let content = result["content"].as_str().unwrap();
+            assert!(content.contains("not_approved"), "{when}: {content}");
+        }
+        let push = got[2]["content"].as_str().unwrap();
+        assert!(
+            push.contains("Denied by policy: pushes go through CI") && !asked(events, 2),
+            "{when}: {push}"
+        );
+        assert!(!written.exists() && !touched.exists(), "{when}: a marker was made");
+        assert!(!bed.marker().exists(), "{when}: git ran");
+    };
+    let (code, events, err) = bed.replay(&config, "none", std::slice::from_ref(&round));
+    assert_eq!(code, Some(0), "{err}");
+    refused(&events, "untrusted");
+    let told = untrusted_notices(&events);
+    assert_eq!(told.len(), 1, "{events:?}");
+    assert!(
+        told[0].contains(&ws.join(".toolslot/policy.toml").display().to_string())
+            && told[0].contains("2 allow rules were not applied")
+            && told[0].contains(&trust_cmd),
+        "{}",
+        told[0]
+    );
+
+    // `policy explain` and `policy check` list what was not applied, and why.
+    let reason = format!("not applied: the project's policy file is not trusted (run `{trust_cmd}`)");
+    let out = bed
+        .policy("explain", &config)
+        .args(["write_file", r#"{"path": "PWNED-write", "content": "x"}"#])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["decision"], "ask", "{v}");
+    assert_eq!(
+        v["not_applied"],
+        json!([{"rule": {"layer": "project", "file": bed.ws().join(".toolslot/policy.toml").display().to_string(), "index": 0}, "reason": reason}])
+    );
+    let out = bed.policy("check", &config).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: Vec<(&Value, &Value)> = v["not_applied"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (&r["rule"]["index"], &r["reason"]))
+        .collect();
+    assert_eq!(listed, vec![(&json!(0), &json!(reason)), (&json!(1), &json!(reason))], "{v}");
+
+    // approve_for_project into the repository's file writes the rule but trusts nothing.
+    let (_, events, _) = bed.replay(&config, "project", &[shell("git commit -m x")]);
+    let added: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "notice" && e["kind"] == "project_rule_added")
+        .map(|e| e["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        added.len() == 1 && added[0].contains("not trusted") && added[0].contains(&trust_cmd),
+        "{events:?}"
+    );
+    std::fs::remove_file(bed.marker()).unwrap();
+    let (_, events, _) = bed.replay(&config, "none", std::slice::from_ref(&round));
+    refused(&events, "after approve_for_project");
+
+    // Trusted: the same replay runs both unasked.
+    let answer = bed.trust(&[bed.ws().to_str().unwrap()]);
+    assert_eq!(answer["trusted"], json!(ws.join(".toolslot/policy.toml")), "{answer}");
+    let (_, events, _) = bed.replay(&config, "none", std::slice::from_ref(&round));
+    assert!(!asked(&events, 0) && !asked(&events, 1), "{events:?}");
+    assert!(written.exists() && touched.exists(), "{events:?}");
+    assert!(untrusted_notices(&events).is_empty(), "{events:?}");
+    std::fs::remove_file(&written).unwrap();
+    std::fs::remove_file(&touched).unwrap();
+
+    // One byte changed: untrusted again, and told so.
+    let text = std::fs::read_to_string(bed.ws().join(".toolslot/policy.toml")).unwrap();
+    bed.project_policy(&format!("{text} "));
+    let (_, events, _) = bed.replay(&config, "none", std::slice::from_ref(&round));
+    refused(&events, "changed");
+    let told = untrusted_notices(&events);
+    assert!(told.len() == 1 && told[0].contains("changed since it was trusted"), "{told:?}");
+    let listed = bed.trust(&["--list"]);
+    assert_eq!(listed["trusted"][0]["state"], "changed", "{listed}");
+
+    // Trusted again, then revoked: refused again.
+    bed.trust(&[bed.ws().to_str().unwrap()]);
+    let revoked = bed.trust(&["--revoke", bed.ws().to_str().unwrap()]);
+    assert_eq!(revoked["was_trusted"], true, "{revoked}");
+    let (_, events, _) = bed.replay(&config, "none", std::slice::from_ref(&round));
+    refused(&events, "revoked");
+}
+
+#[test]
+fn trust_without_a_policy_file_fails_in_one_line() {
+    let bed = Bed::new();
+    let out = bed.command().arg("trust").arg(bed.ws()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("no project policy file"), "{err}");
 }

@@ -4,10 +4,12 @@
 
 mod support;
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
 use support::nats::*;
+use support::{Client, Proc, Served, deps, events, free_port, http, signal, toolslot};
 
 const READER: &str = r#"import json, os, sys, time
 args = json.load(sys.stdin)
@@ -45,6 +47,19 @@ fn setup(nats: &Nats) -> (tempfile::TempDir, std::path::PathBuf) {
 
 fn shell(command: &str) -> (&'static str, serde_json::Value) {
     ("exec_shell", json!({ "command": command }))
+}
+
+/// A worker of pool `mcp` (in its own folder) running the MCP server `name` as `command` (TOML
+/// strings), and the dispatcher's config in `dir`; both route `routes` to the pool and add
+/// `remote` to their `[remote]` table (a signing key).
+fn mcp_worker(dir: &Path, nats: &Nats, routes: &str, name: &str, command: &str, remote: &str) -> (Proc, PathBuf) {
+    let worker_dir = dir.join("worker");
+    std::fs::create_dir_all(&worker_dir).unwrap();
+    let server = format!(
+        "[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"{name}\"\ncommand = [{command}]\ndefer = false\nrequired = true\n"
+    );
+    let worker = worker(&write_config_with(&worker_dir, nats, routes, "auto", &server, remote), "mcp", &[]);
+    (worker, write_config_with(dir, nats, routes, "auto", "", remote))
 }
 
 #[test]
@@ -280,16 +295,12 @@ fn tools_only_workers_host_are_announced_and_routed() {
     let dir = tempfile::tempdir().unwrap();
     let routes = r#"{ "time__*" = "mcp" }"#;
     // The worker runs the MCP server; the dispatcher knows of it only from the announcement.
-    let worker_dir = dir.path().join("worker");
-    std::fs::create_dir_all(&worker_dir).unwrap();
-    let server = format!(
-        "[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"time\"\ncommand = [\"{}\", \"--local-timezone=UTC\"]\ndefer = false\nrequired = true\n",
-        repo().join(".test-deps/venv/bin/mcp-server-time").display()
+    let time = format!(
+        "\"{}\", \"--local-timezone=UTC\"",
+        deps().join("venv/bin/mcp-server-time").display()
     );
-    let _w = worker(&write_config(&worker_dir, &nats, routes, "auto", &server), "mcp", &[]);
-    let config = write_config(dir.path(), &nats, routes, "auto", "");
-    let catalog = std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
-        .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
+    let (_w, config) = mcp_worker(dir.path(), &nats, routes, "time", &time, "");
+    let catalog = toolslot()
         .args(["catalog", "--format", "json", "--config"])
         .arg(&config)
         .output()
@@ -312,35 +323,18 @@ fn serve_routes_calls_to_workers_from_its_worker_threads() {
     let _one = serial();
     let nats = Nats::start();
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = format!("127.0.0.1:{}", free_port());
     // Sessions on two worker threads, the hub's listeners on the server's own.
     let extra = format!("[server]\nbind = \"{addr}\"\n[execution]\nworkers = 2");
     let config = write_config(dir.path(), &nats, SHELL_ROUTES, "auto", &extra);
     let _w = worker(&config, "shell", &[("WHO", "the-worker")]);
-    let _serve = serve(&config);
-    let body = json!({"workspace": dir.path(), "approval_mode": "full-auto"}).to_string();
-    let mut ids = Vec::new();
-    for _ in 0..3 {
-        let (status, text) = http(&addr, "POST", "/v1/sessions", body.as_bytes());
-        assert_eq!(status, 200, "{text}");
-        ids.push(
-            serde_json::from_str::<serde_json::Value>(&text).unwrap()["session_id"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-        );
-    }
+    let _serve = Served::at(&config, &addr);
+    let ids: Vec<String> = (0..3).map(|_| Client::new(&addr).session(dir.path())).collect();
     for id in &ids {
         let round = sse(&[shell("echo one on $WHO"), shell("echo two on $WHO")]);
         let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes());
         assert_eq!(status, 200, "{text}");
-        let last: serde_json::Value = text
-            .split("\n\n")
-            .filter_map(|f| f.strip_prefix("data: "))
-            .map(|d| serde_json::from_str(d).unwrap())
-            .last()
-            .unwrap();
+        let last = events(&text).pop().unwrap();
         let results = last["results"].as_array().unwrap();
         assert_eq!(results.len(), 2, "{last}");
         assert!(results[0]["content"].as_str().unwrap().contains("one on the-worker"), "{last}");
@@ -387,17 +381,10 @@ fn an_unreachable_nats_server_is_a_one_line_startup_error() {
     // Alone: a server another test starts could take the free port this one names.
     let _one = serial();
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let config = dir.path().join("c.toml");
-    std::fs::write(&config, format!("[remote]\nnats_url = \"nats://127.0.0.1:{port}\"\n")).unwrap();
+    std::fs::write(&config, format!("[remote]\nnats_url = \"nats://127.0.0.1:{}\"\n", free_port())).unwrap();
     for args in [vec!["catalog"], vec!["worker", "--pool", "shell"]] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
-            .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
-            .args(&args)
-            .arg("--config")
-            .arg(&config)
-            .output()
-            .unwrap();
+        let out = toolslot().args(&args).arg("--config").arg(&config).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -429,16 +416,13 @@ fn progress_reported_on_a_worker_reaches_the_host() {
     let nats = Nats::start();
     let dir = tempfile::tempdir().unwrap();
     let routes = r#"{ "everything__*" = "mcp" }"#;
-    let worker_dir = dir.path().join("worker");
-    std::fs::create_dir_all(&worker_dir).unwrap();
-    let server = format!(
-        "[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"everything\"\ncommand = [\"node\", \"{}\", \"stdio\"]\ndefer = false\nrequired = true\n",
-        repo()
-            .join(".test-deps/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-            .display()
-    );
-    let _w = worker(&write_config(&worker_dir, &nats, routes, "auto", &server), "mcp", &[]);
-    let config = write_config(dir.path(), &nats, routes, "auto", "");
+    let everything = deps().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let command = format!("\"node\", \"{}\", \"stdio\"", everything.display());
+    // Signed: the reports are signed by the worker's key and checked by the dispatcher
+    // against the key that signed the call's claim.
+    let (dispatcher, me) = (nkeys::KeyPair::new_user(), nkeys::KeyPair::new_user());
+    let signing = signing_lines(dir.path(), &dispatcher, &me, &[&me]);
+    let (_w, config) = mcp_worker(dir.path(), &nats, routes, "everything", &command, &signing);
     let call = ("everything__trigger-long-running-operation", json!({"duration": 2, "steps": 4}));
     let mut replay = Replay::start(&config, dir.path(), &[sse(&[call])]);
     let results = replay.round(1, 60);

@@ -2,6 +2,8 @@
 //! the network: forged calls in new spellings, strings cut mid-way, arguments over the size
 //! limit, `host:port` entries of `network.allow_hosts`, a file read that blocks for ever.
 
+mod support;
+
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::toolslot;
 
 struct Replay {
     dir: tempfile::TempDir,
@@ -36,8 +39,7 @@ impl Replay {
         let file = self.dir.path().join("round.sse");
         std::fs::write(&file, stream).unwrap();
         let started = Instant::now();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolslot"))
-            .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
+        let mut child = toolslot()
             .args(["replay", "--approve", "all", "--config"])
             .arg(&cfg)
             .arg("--workspace")

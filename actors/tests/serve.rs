@@ -3,146 +3,31 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::*;
 
-const TOKEN: &str = "test-token-123";
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+/// A server in a folder of its own, with `server_keys` in `[server]` (or tables of its own).
+fn start(server_keys: &str) -> Served {
+    Serve::new().server(server_keys).start()
 }
 
-/// The test dependencies (installed on first use on a fresh machine, by CI beforehand).
-fn deps() -> PathBuf {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let ok = Command::new("bash")
-            .arg(repo().join("scripts/install-test-deps.sh"))
-            .status()
-            .expect("bash runs")
-            .success();
-        assert!(ok, "installing the test dependencies failed");
-    });
-    repo().join(".test-deps")
-}
-
-struct Server {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-    workspace: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(extra: &str) -> Server {
-    start_with(TOKEN, extra)
-}
-
-fn start_with(token: &str, extra: &str) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let workspace = dir.path().join("ws");
-    std::fs::create_dir(&workspace).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let config = dir.path().join("serve.toml");
-    let extra = extra.replace("{ws}", &workspace.display().to_string());
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nbind = \"127.0.0.1:{port}\"\ntoken = \"{token}\"\n{extra}\n[overflow]\ndir = \"{}\"\n",
-            dir.path().join("overflow").display()
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolslot"))
-        .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
-        .args(["serve", "--config"])
-        .arg(&config)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    support::await_listening(&mut child, Duration::from_secs(20));
-    Server {
-        child,
-        addr: format!("127.0.0.1:{port}"),
-        _dir: dir,
-        workspace,
-    }
-}
-
-/// A minimal HTTP/1.1 client: one request, `Connection: close`, the whole answer.
-fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: &[u8]) -> (u16, String) {
-    let auth = token.map(|t| format!("Bearer {t}"));
-    let mut headers = vec![("Host", addr), ("Content-Type", "application/json")];
-    if let Some(a) = auth.as_deref() {
-        headers.push(("Authorization", a));
-    }
-    request(addr, method, path, &headers, body)
-}
-
-/// One request with exactly these headers (plus Content-Length and Connection: close).
-fn request(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\n");
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    write!(s, "{head}Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()).unwrap();
-    s.write_all(body).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        dechunk(rest)
-    } else {
-        rest.to_string()
-    };
-    (status, body)
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
-}
-
-fn events(sse: &str) -> Vec<Value> {
-    sse.split("\n\n")
-        .filter_map(|f| f.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
-}
-
-fn open_session(s: &Server, mode: &str) -> String {
-    let body = json!({"workspace": s.workspace, "approval_mode": mode}).to_string();
-    let (status, text) = http(&s.addr, "POST", "/v1/sessions", Some(TOKEN), body.as_bytes());
-    assert_eq!(status, 200, "{text}");
-    let id = serde_json::from_str::<Value>(&text).unwrap()["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+fn open_session(s: &Served, mode: &str) -> String {
+    let id = s.session_as(&s.workspace, mode);
     assert_eq!(id.len(), 32, "128 random bits in hex");
     id
+}
+
+/// `toolslot serve` with `config` alone, which must refuse to start: what it did.
+fn refused(config: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("serve.toml");
+    std::fs::write(&path, config).unwrap();
+    toolslot().args(["serve", "--config"]).arg(&path).output().unwrap()
 }
 
 fn write_round(path: &str) -> String {
@@ -159,14 +44,14 @@ fn every_request_needs_the_token() {
         ("POST", "/v1/sessions"),
         ("GET", "/metrics"),
     ] {
-        let (status, body) = http(&s.addr, m, p, None, b"");
+        let (status, body) = s.http_as(None, m, p, b"");
         assert_eq!(status, 401, "{m} {p}: {body}");
         assert!(body.contains("bearer token"));
-        assert_eq!(http(&s.addr, m, p, Some("wrong"), b"").0, 401);
+        assert_eq!(s.http_as(Some("wrong"), m, p, b"").0, 401);
     }
-    assert_eq!(http(&s.addr, "GET", "/healthz", Some(TOKEN), b"").0, 200);
+    assert_eq!(s.http("GET", "/healthz", b"").0, 200);
     // The console page is a login form without the cookie, whatever the address says.
-    let (status, page) = http(&s.addr, "GET", &format!("/?token={TOKEN}"), None, b"");
+    let (status, page) = s.http_as(None, "GET", &format!("/?token={TOKEN}"), b"");
     assert_eq!(status, 200);
     assert!(page.contains("action=\"/login\"") && !page.contains("id=\"sessions\""), "{page}");
     // The login sets an HttpOnly, SameSite=Strict cookie that then opens everything.
@@ -216,7 +101,7 @@ fn a_round_streams_events_and_refusals_are_4xx() {
     std::fs::write(s.workspace.join("README.md"), "# demo workspace\n").unwrap();
     std::fs::create_dir(s.workspace.join("src")).unwrap();
     std::fs::write(s.workspace.join("src/lib.rs"), "pub fn f() {}\n").unwrap();
-    let (status, sse) = http(&s.addr, "POST", &format!("/v1/sessions/{id}/rounds"), Some(TOKEN), &body);
+    let (status, sse) = s.http("POST", &format!("/v1/sessions/{id}/rounds"), &body);
     assert_eq!(status, 200);
     let ev = events(&sse);
     assert_eq!(ev.last().unwrap()["type"], "round_complete");
@@ -241,51 +126,46 @@ fn a_round_streams_events_and_refusals_are_4xx() {
         ("GET", "/v1/nothing".into(), b"", 404),
     ];
     for (m, p, b, want) in cases {
-        let (status, text) = http(&s.addr, m, &p, Some(TOKEN), b);
+        let (status, text) = s.http(m, &p, b);
         assert_eq!(status, want, "{m} {p}: {text}");
         assert!(
             serde_json::from_str::<Value>(&text).unwrap()["error"].is_string(),
             "{m} {p}: one-line reason: {text}"
         );
     }
-    let (status, metrics) = http(&s.addr, "GET", "/metrics", Some(TOKEN), b"");
+    let (status, metrics) = s.http("GET", "/metrics", b"");
     assert_eq!(status, 200);
     assert!(metrics.contains("toolslot_rounds_total 1"), "{metrics}");
     assert!(
         metrics.contains("toolslot_calls_total{tool=\"read_file\",outcome=\"ok\"} 2"),
         "{metrics}"
     );
-    assert_eq!(http(&s.addr, "DELETE", &format!("/v1/sessions/{id}"), Some(TOKEN), b"").0, 204);
-    assert_eq!(http(&s.addr, "DELETE", &format!("/v1/sessions/{id}"), Some(TOKEN), b"").0, 404);
+    assert_eq!(s.http("DELETE", &format!("/v1/sessions/{id}"), b"").0, 204);
+    assert_eq!(s.http("DELETE", &format!("/v1/sessions/{id}"), b"").0, 404);
 }
 
 #[test]
 fn approvals_over_http_and_one_round_at_a_time() {
     let s = start("");
     let id = open_session(&s, "ask");
-    let addr = s.addr.clone();
-    let path = format!("/v1/sessions/{id}/rounds");
-    let round = std::thread::spawn(move || http(&addr, "POST", &path, Some(TOKEN), write_round("made.txt").as_bytes()));
+    let (api, path) = (s.api.clone(), format!("/v1/sessions/{id}/rounds"));
+    let round = std::thread::spawn(move || api.http("POST", &path, write_round("made.txt").as_bytes()));
     // While the round waits for approval, a second round is refused.
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
-        let (_, list) = http(&s.addr, "GET", "/v1/sessions", Some(TOKEN), b"");
+        let (_, list) = s.http("GET", "/v1/sessions", b"");
         if serde_json::from_str::<Value>(&list).unwrap()["sessions"][0]["running"] == true {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let conflict = http(&s.addr, "POST", &format!("/v1/sessions/{id}/rounds"), Some(TOKEN), b"").0 == 409;
+    let conflict = s.http("POST", &format!("/v1/sessions/{id}/rounds"), b"").0 == 409;
     let mut approved = false;
     while Instant::now() < deadline && !approved {
-        approved = http(
-            &s.addr,
-            "POST",
-            &format!("/v1/sessions/{id}/approvals/0"),
-            Some(TOKEN),
-            br#"{"decision": "approve"}"#,
-        )
-        .0 == 204;
+        approved = s
+            .http("POST", &format!("/v1/sessions/{id}/approvals/0"), br#"{"decision": "approve"}"#)
+            .0
+            == 204;
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(approved && conflict);
@@ -294,7 +174,7 @@ fn approvals_over_http_and_one_round_at_a_time() {
     let ev = events(&sse);
     assert!(ev.iter().any(|e| e["type"] == "approval_decided" && e["decision"] == "approved"));
     assert_eq!(ev.last().unwrap()["results"][0]["is_error"], false);
-    let (_, metrics) = http(&s.addr, "GET", "/metrics", Some(TOKEN), b"");
+    let (_, metrics) = s.http("GET", "/metrics", b"");
     assert!(metrics.contains("toolslot_approval_wait_seconds_count 1"), "{metrics}");
     assert_eq!(std::fs::read_to_string(s.workspace.join("made.txt")).unwrap(), "hi");
 }
@@ -303,23 +183,13 @@ fn approvals_over_http_and_one_round_at_a_time() {
 fn limits_refuse_with_4xx() {
     let s = start("max_body_bytes = 100\nmax_sessions = 1\nmax_rounds_per_session = 1");
     let id = open_session(&s, "read-only");
-    assert_eq!(
-        http(&s.addr, "POST", "/v1/sessions", Some(TOKEN), b"").0,
-        429,
-        "one session at most"
-    );
+    assert_eq!(s.http("POST", "/v1/sessions", b"").0, 429, "one session at most");
     let big = vec![b'x'; 500];
-    assert_eq!(
-        http(&s.addr, "POST", &format!("/v1/sessions/{id}/rounds"), Some(TOKEN), &big).0,
-        413
-    );
+    assert_eq!(s.http("POST", &format!("/v1/sessions/{id}/rounds"), &big).0, 413);
     let small = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n";
+    assert_eq!(s.http("POST", &format!("/v1/sessions/{id}/rounds"), small).0, 200);
     assert_eq!(
-        http(&s.addr, "POST", &format!("/v1/sessions/{id}/rounds"), Some(TOKEN), small).0,
-        200
-    );
-    assert_eq!(
-        http(&s.addr, "POST", &format!("/v1/sessions/{id}/rounds"), Some(TOKEN), small).0,
+        s.http("POST", &format!("/v1/sessions/{id}/rounds"), small).0,
         429,
         "one round per session"
     );
@@ -329,7 +199,7 @@ fn limits_refuse_with_4xx() {
 fn the_openapi_document_survives_schemathesis() {
     let deps = deps();
     let s = start("");
-    let (status, doc) = http(&s.addr, "GET", "/v1/openapi.json", Some(TOKEN), b"");
+    let (status, doc) = s.http("GET", "/v1/openapi.json", b"");
     assert_eq!(status, 200);
     let doc: Value = serde_json::from_str(&doc).unwrap();
     assert!(doc["paths"]["/v1/sessions/{id}/rounds"]["post"].is_object());
@@ -346,7 +216,7 @@ fn the_openapi_document_survives_schemathesis() {
         ])
         .args(["-n", "40", "--request-timeout", "10", "--phases", "coverage,fuzzing", "--no-color"])
         // Its caches go to a temporary folder, not into the repository.
-        .current_dir(s._dir.path())
+        .current_dir(&s.dir)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -356,26 +226,13 @@ fn the_openapi_document_survives_schemathesis() {
 
 #[test]
 fn the_console_approves_a_call_in_a_real_browser() {
-    let deps = deps();
     let s = start("");
     let id = open_session(&s, "ask");
-    let mut node = Command::new("node")
-        .arg(repo().join("tests/console/console_test.mjs"))
-        .args([format!("http://{}", s.addr), TOKEN.to_string(), id.clone()])
-        .env("PLAYWRIGHT_CORE_PATH", deps.join("node/node_modules/playwright-core/package.json"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(node.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready", "the page did not start watching the session");
+    let mut node = s.console_watching("console_test.mjs", &id);
     // The page watches: now a round that needs an approval arrives.
-    let (status, sse) = http(
-        &s.addr,
+    let (status, sse) = s.http(
         "POST",
         &format!("/v1/sessions/{id}/rounds"),
-        Some(TOKEN),
         write_round("from-browser.txt").as_bytes(),
     );
     assert_eq!(status, 200);
@@ -394,16 +251,16 @@ fn sigterm_lets_the_running_round_complete() {
     let id = open_session(&s, "full-auto");
     let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c0", "type": "function", "function": {"name": "exec_shell", "arguments": "{\"command\": \"sleep 1; echo done\"}"}}]}, "finish_reason": "tool_calls"}]});
     let body = format!("data: {call}\n\ndata: [DONE]\n\n");
-    let addr = s.addr.clone();
-    let round = std::thread::spawn(move || http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), Some(TOKEN), body.as_bytes()));
+    let api = s.api.clone();
+    let round = std::thread::spawn(move || api.http("POST", &format!("/v1/sessions/{id}/rounds"), body.as_bytes()));
     std::thread::sleep(Duration::from_millis(400));
-    let _ = Command::new("kill").args(["-TERM", &s.child.id().to_string()]).status();
+    let _ = Command::new("kill").args(["-TERM", &s.proc.child.id().to_string()]).status();
     let (status, sse) = round.join().unwrap();
     assert_eq!(status, 200);
     let last = events(&sse).pop().unwrap();
     assert_eq!(last["type"], "round_complete");
     assert!(last["results"][0]["content"].as_str().unwrap().starts_with("done"), "{last}");
-    assert!(s.child.wait().unwrap().success(), "exits cleanly after the grace");
+    assert!(s.proc.child.wait().unwrap().success(), "exits cleanly after the grace");
 }
 
 #[test]
@@ -427,7 +284,9 @@ fn the_python_example_client_runs_a_round_with_an_approval() {
 
 #[test]
 fn sessions_stay_inside_the_workspace_root() {
-    let s = start("workspace_root = \"{ws}\"");
+    let serve = Serve::new();
+    let root = format!("workspace_root = \"{}\"", serve.workspace().display());
+    let s = serve.server(&root).start();
     let inside = s.workspace.join("project");
     std::fs::create_dir(&inside).unwrap();
     let outside = s.workspace.parent().unwrap().join("elsewhere");
@@ -435,7 +294,7 @@ fn sessions_stay_inside_the_workspace_root() {
     std::os::unix::fs::symlink(&outside, s.workspace.join("escape")).unwrap();
     let ask = |w: &std::path::Path| {
         let body = serde_json::json!({"workspace": w}).to_string();
-        http(&s.addr, "POST", "/v1/sessions", Some(TOKEN), body.as_bytes())
+        s.http("POST", "/v1/sessions", body.as_bytes())
     };
     assert_eq!(ask(&inside).0, 200);
     for refused in [
@@ -448,21 +307,13 @@ fn sessions_stay_inside_the_workspace_root() {
         assert!(body.contains("outside server.workspace_root"), "{body}");
     }
     // No workspace named: the root.
-    let (status, _) = http(&s.addr, "POST", "/v1/sessions", Some(TOKEN), b"{}");
+    let (status, _) = s.http("POST", "/v1/sessions", b"{}");
     assert_eq!(status, 200);
 }
 
 #[test]
 fn a_missing_workspace_root_stops_the_server_at_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("serve.toml");
-    std::fs::write(&config, "[server]\nbind = \"127.0.0.1:0\"\nworkspace_root = \"/no/such/root\"\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_toolslot"))
-        .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
-        .args(["serve", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = refused("[server]\nbind = \"127.0.0.1:0\"\nworkspace_root = \"/no/such/root\"\n");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/root"));
 }
@@ -474,39 +325,39 @@ fn mcp_servers_report_their_state() {
         "[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"time\"\ncommand = [\"{}\", \"--local-timezone=UTC\"]\n[[mcp.servers]]\nname = \"ghost\"\ncommand = [\"/no/such/server\"]\n",
         d.join("venv/bin/mcp-server-time").display()
     ));
-    let (status, body) = http(&s.addr, "GET", "/v1/mcp/servers", Some(TOKEN), b"");
+    let (status, body) = s.http("GET", "/v1/mcp/servers", b"");
     assert_eq!(status, 200, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["servers"][0], serde_json::json!({"name": "time", "state": "ready"}));
     assert_eq!(v["servers"][1]["name"], "ghost");
     assert_eq!(v["servers"][1]["state"], "failed");
     assert!(v["servers"][1]["reason"].as_str().unwrap().contains("/no/such/server"), "{v}");
-    assert_eq!(http(&s.addr, "GET", "/v1/mcp/servers", None, b"").0, 401);
+    assert_eq!(s.http_as(None, "GET", "/v1/mcp/servers", b"").0, 401);
 
     // A session's catalog grows with what tool_search activates; the shared one does not.
     let id = open_session(&s, "full-auto");
     let path = format!("/v1/sessions/{id}/tools");
-    let (_, before) = http(&s.addr, "GET", &path, Some(TOKEN), b"");
-    let (_, shared) = http(&s.addr, "GET", "/v1/tools", Some(TOKEN), b"");
+    let (_, before) = s.http("GET", &path, b"");
+    let (_, shared) = s.http("GET", "/v1/tools", b"");
     assert_eq!(before, shared);
     assert!(!before.contains("time__get_current_time"), "server tools are deferred");
     let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c0", "type": "function", "function": {"name": "tool_search", "arguments": json!({"query": "current time in a timezone"}).to_string()}}]}, "finish_reason": null}]});
     let round = format!(
         "data: {call}\n\ndata: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n"
     );
-    let (status, _) = http(&s.addr, "POST", &format!("/v1/sessions/{id}/rounds"), Some(TOKEN), round.as_bytes());
+    let (status, _) = s.http("POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes());
     assert_eq!(status, 200);
-    let (status, after) = http(&s.addr, "GET", &path, Some(TOKEN), b"");
+    let (status, after) = s.http("GET", &path, b"");
     assert_eq!(status, 200);
     assert!(after.contains("time__get_current_time"), "{after}");
     assert!(after.starts_with(&before[..before.len() - 1]), "appended, never inserted");
-    let (_, shared) = http(&s.addr, "GET", "/v1/tools", Some(TOKEN), b"");
+    let (_, shared) = s.http("GET", "/v1/tools", b"");
     assert!(!shared.contains("time__get_current_time"));
-    assert_eq!(http(&s.addr, "GET", "/v1/sessions/nope/tools", Some(TOKEN), b"").0, 404);
+    assert_eq!(s.http("GET", "/v1/sessions/nope/tools", b"").0, 404);
 }
 
-fn session_count(s: &Server, token: Option<&str>) -> usize {
-    let (status, list) = http(&s.addr, "GET", "/v1/sessions", token, b"");
+fn session_count(s: &Served, token: Option<&str>) -> usize {
+    let (status, list) = s.http_as(token, "GET", "/v1/sessions", b"");
     assert_eq!(status, 200, "{list}");
     serde_json::from_str::<Value>(&list).unwrap()["sessions"].as_array().unwrap().len()
 }
@@ -520,10 +371,10 @@ fn shell_round(command: &str) -> String {
 #[test]
 fn a_hostile_page_reaches_nothing_through_dns_rebinding_or_cross_site_posts() {
     // The default: no token, as a user who runs `toolslot serve` on a laptop has.
-    let s = start_with(
-        "",
-        "allowed_hosts = [\"toolslot.internal\"]\nallowed_origins = [\"https://ui.example\"]",
-    );
+    let s = Serve::new()
+        .no_token()
+        .server("allowed_hosts = [\"toolslot.internal\"]\nallowed_origins = [\"https://ui.example\"]")
+        .start();
     let port = s.addr.rsplit(':').next().unwrap().to_string();
     let marker = s.workspace.join("pwned");
     let rebound = format!("attacker.example:{port}");
@@ -533,13 +384,7 @@ fn a_hostile_page_reaches_nothing_through_dns_rebinding_or_cross_site_posts() {
         ("GET", "/healthz", b""),
         ("POST", "/v1/sessions", b"{}"),
     ] {
-        let (status, text) = request(
-            &s.addr,
-            method,
-            path,
-            &[("Host", &rebound), ("Content-Type", "application/json")],
-            body,
-        );
+        let (status, text) = s.request(method, path, &[("Host", &rebound), ("Content-Type", "application/json")], body);
         assert_eq!(status, 403, "{method} {path}: {text}");
         assert!(
             serde_json::from_str::<Value>(&text).unwrap()["error"]
@@ -548,17 +393,10 @@ fn a_hostile_page_reaches_nothing_through_dns_rebinding_or_cross_site_posts() {
                 .contains("Host")
         );
     }
-    assert!(
-        matches!(request(&s.addr, "GET", "/healthz", &[], b"").0, 400 | 403),
-        "no Host at all"
-    );
-    assert_eq!(
-        request(&s.addr, "GET", "/healthz", &[("Host", "127.0.0.1:1")], b"").0,
-        403,
-        "another port"
-    );
+    assert!(matches!(s.request("GET", "/healthz", &[], b"").0, 400 | 403), "no Host at all");
+    assert_eq!(s.request("GET", "/healthz", &[("Host", "127.0.0.1:1")], b"").0, 403, "another port");
     for good in [s.addr.clone(), format!("localhost:{port}"), format!("toolslot.internal:{port}")] {
-        assert_eq!(request(&s.addr, "GET", "/healthz", &[("Host", &good)], b"").0, 200, "{good}");
+        assert_eq!(s.request("GET", "/healthz", &[("Host", &good)], b"").0, 200, "{good}");
     }
     assert_eq!(session_count(&s, None), 0);
     // A cross-site form post (text/plain needs no preflight): refused, and nothing is created.
@@ -567,17 +405,16 @@ fn a_hostile_page_reaches_nothing_through_dns_rebinding_or_cross_site_posts() {
         ("Origin", "http://attacker.example"),
         ("Content-Type", "text/plain"),
     ];
-    let (status, text) = request(&s.addr, "POST", "/v1/sessions", &origin_evil, br#"{"approval_mode": "full-auto"}"#);
+    let (status, text) = s.request("POST", "/v1/sessions", &origin_evil, br#"{"approval_mode": "full-auto"}"#);
     assert_eq!(status, 403, "{text}");
     let evil_json = [
         ("Host", s.addr.as_str()),
         ("Origin", "http://attacker.example"),
         ("Content-Type", "application/json"),
     ];
-    assert_eq!(request(&s.addr, "POST", "/v1/sessions", &evil_json, b"{}").0, 403);
+    assert_eq!(s.request("POST", "/v1/sessions", &evil_json, b"{}").0, 403);
     assert_eq!(
-        request(
-            &s.addr,
+        s.request(
             "POST",
             "/v1/sessions",
             &[("Host", s.addr.as_str()), ("Origin", "null"), ("Content-Type", "application/json")],
@@ -588,8 +425,7 @@ fn a_hostile_page_reaches_nothing_through_dns_rebinding_or_cross_site_posts() {
     );
     // Without an Origin (not a browser), a text/plain body is still not JSON.
     for ct in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
-        let (status, text) = request(
-            &s.addr,
+        let (status, text) = s.request(
             "POST",
             "/v1/sessions",
             &[("Host", &s.addr), ("Content-Type", ct)],
@@ -598,7 +434,7 @@ fn a_hostile_page_reaches_nothing_through_dns_rebinding_or_cross_site_posts() {
         assert_eq!(status, 415, "{ct}: {text}");
     }
     assert_eq!(
-        request(&s.addr, "POST", "/v1/sessions", &[("Host", &s.addr)], br#"{}"#).0,
+        s.request("POST", "/v1/sessions", &[("Host", &s.addr)], br#"{}"#).0,
         415,
         "a body without a content type"
     );
@@ -606,21 +442,15 @@ fn a_hostile_page_reaches_nothing_through_dns_rebinding_or_cross_site_posts() {
     // A session exists (opened properly); the attacker's page still cannot run a round in it.
     let id = open_session(&s, "full-auto");
     let round = shell_round(&format!("touch {}", marker.display()));
-    let (status, _) = request(
-        &s.addr,
-        "POST",
-        &format!("/v1/sessions/{id}/rounds"),
-        &origin_evil,
-        round.as_bytes(),
-    );
+    let (status, _) = s.request("POST", &format!("/v1/sessions/{id}/rounds"), &origin_evil, round.as_bytes());
     assert_eq!(status, 403);
-    let (status, _) = request(&s.addr, "DELETE", &format!("/v1/sessions/{id}"), &origin_evil, b"");
+    let (status, _) = s.request("DELETE", &format!("/v1/sessions/{id}"), &origin_evil, b"");
     assert_eq!(status, 403);
     for (path, body) in [
         (format!("/v1/sessions/{id}/approvals/0"), &br#"{"decision": "approve"}"#[..]),
         ("/v1/tools/search".to_string(), br#"{"query": "x"}"#),
     ] {
-        let (status, text) = request(&s.addr, "POST", &path, &[("Host", &s.addr), ("Content-Type", "text/plain")], body);
+        let (status, text) = s.request("POST", &path, &[("Host", &s.addr), ("Content-Type", "text/plain")], body);
         assert_eq!(status, 415, "{path}: {text}");
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -632,23 +462,15 @@ fn a_hostile_page_reaches_nothing_through_dns_rebinding_or_cross_site_posts() {
             ("Origin", origin.as_str()),
             ("Content-Type", "application/json"),
         ];
-        assert_eq!(request(&s.addr, "POST", "/v1/sessions", &headers, b"{}").0, 200, "{origin}");
+        assert_eq!(s.request("POST", "/v1/sessions", &headers, b"{}").0, 200, "{origin}");
     }
     assert_eq!(session_count(&s, None), 3);
 }
 
 #[test]
 fn a_reachable_bind_without_a_token_refuses_to_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("serve.toml");
     for bind in ["0.0.0.0:0", "[::]:0"] {
-        std::fs::write(&config, format!("[server]\nbind = \"{bind}\"\n")).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_toolslot"))
-            .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
-            .args(["serve", "--config"])
-            .arg(&config)
-            .output()
-            .unwrap();
+        let out = refused(&format!("[server]\nbind = \"{bind}\"\n"));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{bind}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
@@ -661,8 +483,7 @@ fn wrong_tokens_are_throttled_per_address() {
     let s = start("auth_failures_per_minute = 3");
     let login = |token: &str| {
         let body = format!("token={token}");
-        request(
-            &s.addr,
+        s.request(
             "POST",
             "/login",
             &[("Host", &s.addr), ("Content-Type", "application/x-www-form-urlencoded")],
@@ -672,26 +493,26 @@ fn wrong_tokens_are_throttled_per_address() {
     };
     assert_eq!(login("guess-1"), 401);
     assert_eq!(
-        http(&s.addr, "GET", "/v1/tools", Some("guess-2"), b"").0,
+        s.http_as(Some("guess-2"), "GET", "/v1/tools", b"").0,
         401,
         "a wrong bearer token counts too"
     );
     assert_eq!(login("guess-3"), 401);
     // Over the limit: refused before the token is even compared, the right one included.
-    let (status, text) = http(&s.addr, "GET", "/v1/tools", Some("guess-4"), b"");
+    let (status, text) = s.http_as(Some("guess-4"), "GET", "/v1/tools", b"");
     assert_eq!(status, 429, "{text}");
     assert!(text.contains("auth_failures_per_minute"), "{text}");
     assert_eq!(login(TOKEN), 429);
-    assert_eq!(http(&s.addr, "GET", "/v1/tools", Some(TOKEN), b"").0, 429);
+    assert_eq!(s.http("GET", "/v1/tools", b"").0, 429);
     // Asking without a token is not a guess, and the console page still shows its form.
-    assert_eq!(request(&s.addr, "GET", "/", &[("Host", &s.addr)], b"").0, 200);
+    assert_eq!(s.request("GET", "/", &[("Host", &s.addr)], b"").0, 200);
 }
 
 #[test]
 fn rounds_for_unknown_sessions_leave_nothing_behind() {
     let s = start("");
-    let tracked = |s: &Server| -> u64 {
-        let (_, metrics) = http(&s.addr, "GET", "/metrics", Some(TOKEN), b"");
+    let tracked = |s: &Served| -> u64 {
+        let (_, metrics) = s.http("GET", "/metrics", b"");
         metrics
             .lines()
             .find_map(|l| l.strip_prefix("toolslot_server_tracked_sessions "))
@@ -714,20 +535,20 @@ fn rounds_for_unknown_sessions_leave_nothing_behind() {
                 b"data: {}\n\n"
             };
             let method = if path.ends_with("/tools") { "GET" } else { "POST" };
-            assert_eq!(http(&s.addr, method, &path, Some(TOKEN), body).0, 404, "{path}");
+            assert_eq!(s.http(method, &path, body).0, 404, "{path}");
         }
     }
     assert_eq!(tracked(&s), 0, "unknown ids were remembered");
     let id = open_session(&s, "read-only");
     assert_eq!(tracked(&s), 1);
-    assert_eq!(http(&s.addr, "DELETE", &format!("/v1/sessions/{id}"), Some(TOKEN), b"").0, 204);
+    assert_eq!(s.http("DELETE", &format!("/v1/sessions/{id}"), b"").0, 204);
     assert_eq!(tracked(&s), 0);
 }
 
 /// Sends a round as a chunked body whose last chunk (the end of the body) is not sent yet, as a
 /// proxy that forwards a provider's stream sends it: the model's message ends, toolslot
 /// completes the round, and the body's end follows a moment later.
-fn send_round(s: &Server, id: &str, body: &[u8]) -> TcpStream {
+fn send_round(s: &Served, id: &str, body: &[u8]) -> TcpStream {
     let mut c = TcpStream::connect(&s.addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(
@@ -744,7 +565,7 @@ fn send_round(s: &Server, id: &str, body: &[u8]) -> TcpStream {
 
 /// Reads a round's answer until `round_complete`, answering its approval request; returns
 /// what was read (the connection stays open).
-fn read_until_complete(s: &Server, id: &str, c: &mut TcpStream) -> String {
+fn read_until_complete(s: &Served, id: &str, c: &mut TcpStream) -> String {
     let mut raw = String::new();
     let mut buf = [0u8; 8192];
     let mut answered = false;
@@ -755,15 +576,22 @@ fn read_until_complete(s: &Server, id: &str, c: &mut TcpStream) -> String {
         if raw.starts_with("HTTP/1.1 409") {
             return raw;
         }
-        if !answered && raw.contains("\"type\":\"approval_required\"") {
+        // The event is whole once its frame ends; its `request` names the question (a bare
+        // answer is refused once two questions of the session have asked about call 0).
+        if !answered
+            && let Some(at) = raw.find("\"type\":\"approval_required\"")
+            && let Some(end) = raw[at..].find("\n\n")
+        {
             answered = true;
-            let (status, text) = http(
-                &s.addr,
-                "POST",
-                &format!("/v1/sessions/{id}/approvals/0"),
-                Some(TOKEN),
-                br#"{"decision": "approve"}"#,
-            );
+            let frame = &raw[at..at + end];
+            let request: u64 = frame
+                .split("\"request\":")
+                .nth(1)
+                .map(|rest| rest.chars().take_while(char::is_ascii_digit).collect::<String>())
+                .and_then(|digits| digits.parse().ok())
+                .unwrap_or_else(|| panic!("approval_required names its request: {frame}"));
+            let body = format!("{{\"decision\": \"approve\", \"request\": {request}}}");
+            let (status, text) = s.http("POST", &format!("/v1/sessions/{id}/approvals/0"), body.as_bytes());
             assert_eq!(status, 204, "{text}");
         }
         if let Some(at) = raw.find("\"type\":\"round_complete\"")

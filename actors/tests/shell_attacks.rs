@@ -5,13 +5,12 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::{Serve, Served, events, json_lines, openai_stream, replay_with, round_results as results, toolslot};
 
 /// Bytes that live outside the workspace; no result may ever hold them.
 const OUTSIDE: &str = "OUTSIDE-SECRET-BYTES-4f1c";
@@ -154,24 +153,6 @@ const ATTACKS: &[Attack] = &[
     },
 ];
 
-fn toolslot() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolslot"));
-    // The audit ledger's default folder is the user's home, which a test must not write to.
-    cmd.env("TOOLSLOT_AUDIT__LEDGER_DIR", "");
-    cmd
-}
-
-/// An OpenAI Chat response calling `calls` (name, arguments), as SSE.
-fn openai_stream(calls: &[(&str, Value)]) -> String {
-    let mut out = String::new();
-    for (n, (name, args)) in calls.iter().enumerate() {
-        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": n, "id": format!("call_{n}"), "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}, "finish_reason": null}]});
-        out.push_str(&format!("data: {chunk}\n\n"));
-    }
-    out.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
-    out
-}
-
 /// A workspace with something to read, a folder beside it holding a secret, a home folder with
 /// an ssh key, and the way out a link offers.
 struct Bed {
@@ -250,38 +231,14 @@ impl Bed {
     }
     /// Runs one round through `toolslot replay`: its events.
     fn replay(&self, config: &Path, approve: &str, rounds: &[String]) -> Vec<Value> {
-        let mut files = Vec::new();
-        for (n, body) in rounds.iter().enumerate() {
-            let f = self.dir.path().join(format!("round-{n}.sse"));
-            std::fs::write(&f, body).unwrap();
-            files.push(f);
-        }
-        let out = toolslot()
-            .env("HOME", self.home())
+        let mut cmd = toolslot();
+        cmd.env("HOME", self.home())
             .env("OPENAI_API_KEY", HOST_SECRET)
-            .env("DATABASE_URL", format!("postgres://u:{HOST_SECRET}@db/x"))
-            .args(["replay", "--approve", approve, "--workspace"])
-            .arg(self.ws())
-            .arg("--config")
-            .arg(config)
-            .args(&files)
-            .output()
-            .unwrap();
+            .env("DATABASE_URL", format!("postgres://u:{HOST_SECRET}@db/x"));
+        let out = replay_with(cmd, self.dir.path(), &self.ws(), config, approve, rounds);
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        json_lines(&out.stdout)
     }
-}
-
-fn results(events: &[Value]) -> Vec<Value> {
-    events
-        .iter()
-        .filter(|e| e["type"] == "round_complete")
-        .flat_map(|e| e["results"].as_array().unwrap().clone())
-        .collect()
 }
 
 /// Whether call `index` of a round ran without being asked (its approval was neither asked nor
@@ -343,17 +300,7 @@ fn a_hostile_checkout_cannot_run_code_through_read_only_git() {
     for sandbox in ["auto", "landlock"] {
         let bed = Bed::new();
         let ws = bed.ws();
-        let git = |args: &[&str]| {
-            let ok = Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
-                .args(args)
-                .current_dir(&ws)
-                .output()
-                .unwrap()
-                .status
-                .success();
-            assert!(ok, "git {args:?}");
-        };
+        let git = |args: &[&str]| support::git(&ws, args);
         git(&["init", "-q"]);
         git(&["add", "data.txt"]);
         git(&["commit", "-qm", "one"]);
@@ -585,70 +532,12 @@ fn a_sandbox_denial_is_visible_in_the_result() {
 
 // ---- the same through `toolslot serve` ----
 
-const TOKEN: &str = "attack-token";
-
-struct Server {
-    child: std::process::Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(bed: &Bed, extra: &str) -> Server {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let config = bed.config(&format!(
-        "[server]\nbind = \"127.0.0.1:{port}\"\ntoken = \"{TOKEN}\"\n[execution]\napproval_timeout_ms = 1\n{extra}"
-    ));
-    let mut child = toolslot()
+fn serve(bed: &Bed, extra: &str) -> Served {
+    Serve::in_dir(bed.dir.path(), &bed.ws())
         .env("HOME", bed.home())
         .env("OPENAI_API_KEY", HOST_SECRET)
-        .args(["serve", "--config"])
-        .arg(&config)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    support::await_listening(&mut child, Duration::from_secs(30));
-    Server {
-        child,
-        addr: format!("127.0.0.1:{port}"),
-    }
-}
-
-fn http(addr: &str, method: &str, path: &str, body: &[u8]) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).unwrap();
-    s.write_all(body).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    String::from_utf8_lossy(&raw).into_owned()
-}
-
-/// The SSE events in an HTTP answer, its chunked framing removed.
-fn sse_events(answer: &str) -> Vec<Value> {
-    let (head, mut rest) = answer.split_once("\r\n\r\n").unwrap_or((answer, ""));
-    let mut body = String::new();
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        while let Some((size, after)) = rest.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if n == 0 || after.len() < n {
-                break;
-            }
-            body.push_str(&after[..n]);
-            rest = after[n..].trim_start_matches("\r\n");
-        }
-    } else {
-        body.push_str(rest);
-    }
-    body.split("\n\n")
-        .filter_map(|f| f.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
+        .config(&format!("[execution]\napproval_timeout_ms = 1\n{extra}"))
+        .start()
 }
 
 #[test]
@@ -656,21 +545,9 @@ fn the_attack_set_does_nothing_through_serve() {
     for (mode, sandbox) in [("read-only", "auto"), ("ask", "auto"), ("auto-edit", "landlock")] {
         let bed = Bed::new();
         let server = serve(&bed, &format!("[shell]\nsandbox = \"{sandbox}\"\n"));
-        let body = json!({"workspace": bed.ws(), "approval_mode": mode}).to_string();
-        let answer = http(&server.addr, "POST", "/v1/sessions", body.as_bytes());
-        let id = answer
-            .split("\"session_id\":\"")
-            .nth(1)
-            .and_then(|r| r.split('"').next())
-            .unwrap()
-            .to_string();
-        let answer = http(
-            &server.addr,
-            "POST",
-            &format!("/v1/sessions/{id}/rounds"),
-            openai_stream(&bed.calls()).as_bytes(),
-        );
-        let events = sse_events(&answer);
+        let id = server.session_as(&bed.ws(), mode);
+        let (_, answer) = server.http("POST", &format!("/v1/sessions/{id}/rounds"), openai_stream(&bed.calls()).as_bytes());
+        let events = events(&answer);
         assert_eq!(results(&events).len(), ATTACKS.len(), "{answer}");
         std::thread::sleep(Duration::from_millis(300));
         let what = format!("serve {mode} under {sandbox}");

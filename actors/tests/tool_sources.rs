@@ -63,17 +63,20 @@ fn only_inside_envelopes(content: &str, needle: &str) -> bool {
 
 // --- Names and identity ---
 
+/// The SDK server `name` offering `tools`, logging every call to `log`.
+fn logging_server(name: &str, tools: &str, log: &std::path::Path) -> String {
+    mcp_server(
+        name,
+        &sdk_server(&["--name", name, "--tools", tools, "--log", log.to_str().unwrap()]),
+        "",
+    )
+}
+
 #[test]
 fn colliding_server_names_are_settled_by_configuration_order_and_never_reach_another_server() {
     let bed = Bed::new();
     let log = bed.dir.path().join("calls.log");
-    let server = |name: &str, tools: &str| {
-        mcp_server(
-            name,
-            &sdk_server(&["--name", name, "--tools", tools, "--log", log.to_str().unwrap()]),
-            "",
-        )
-    };
+    let server = |name: &str, tools: &str| logging_server(name, tools, &log);
     let config = format!("{FULL_AUTO}{}{}", server("a", "b__c"), server("a__b", "c"));
     let run = bed.replay(
         &config,
@@ -115,13 +118,7 @@ fn colliding_server_names_are_settled_by_configuration_order_and_never_reach_ano
 fn serve_routes_each_colliding_name_to_its_own_server() {
     let bed = Bed::new();
     let log = bed.dir.path().join("calls.log");
-    let server = |name: &str, tools: &str| {
-        mcp_server(
-            name,
-            &sdk_server(&["--name", name, "--tools", tools, "--log", log.to_str().unwrap()]),
-            "",
-        )
-    };
+    let server = |name: &str, tools: &str| logging_server(name, tools, &log);
     let served = bed.serve(&format!("{}{}", server("my.srv", "echo"), server("my_srv", "echo")));
     let session = served.session(&bed.ws);
     let results = served.round(
@@ -450,9 +447,9 @@ fn servers_that_ignore_stdin_end_do_not_outlive_serve() {
     assert!(results[0]["content"].as_str().unwrap().contains("sdk:echo:hi"), "{}", results[0]);
     // SAFETY: sends SIGTERM to the server process this test started.
     unsafe {
-        libc::kill(served.child.id() as i32, libc::SIGTERM);
+        libc::kill(served.proc.child.id() as i32, libc::SIGTERM);
     }
-    let exited = eventually(60, || matches!(served.child.try_wait(), Ok(Some(_))));
+    let exited = eventually(60, || matches!(served.proc.child.try_wait(), Ok(Some(_))));
     assert!(exited, "serve did not stop");
     assert_all_gone(&pids, "serve");
 }

@@ -2,7 +2,7 @@
 //!
 //! Starts a nats-server (JetStream, a temporary store) and, for each worker count 1, 2, 4, …
 //! up to N, that many worker processes (this bench binary re-run as `--as-worker`, hosting the
-//! bench's tool with the real `toolslot_actors::remote::run_worker`), and drives the same load
+//! bench's tool with the real `toolslot_actors::sources::remote::run_worker`), and drives the same load
 //! through the same pipeline once in-process and once routed to the workers. Each worker has
 //! K slots; the load keeps 2·N·K calls in flight, so the queue is never empty. Reports calls/s
 //! side by side with the ideal N·K·(1 s / tool time), the dispatch overhead per call (one call
@@ -22,7 +22,7 @@ use toolslot::config::Config;
 use toolslot::event::PipelineEvent;
 use toolslot::registry::{LiveRegistry, RegistryBuilder};
 use toolslot::tool::ToolSpec;
-use toolslot_actors::remote::RemoteHub;
+use toolslot_actors::sources::remote::RemoteHub;
 use toolslot_actors::{Dispatcher, RoundInput, SessionOptions};
 
 use super::Cost;
@@ -99,11 +99,11 @@ pub fn worker_main(url: &str, slots: usize) -> ! {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let config = bench_config(url, dir.path(), slots);
     let registry = LiveRegistry::from(RegistryBuilder::new(Arc::clone(&config)).extend(tools()).build());
-    let options = toolslot_actors::remote::WorkerOptions {
+    let options = toolslot_actors::sources::remote::WorkerOptions {
         pool: "bench".into(),
         slots,
     };
-    let result = actix_rt::System::new().block_on(toolslot_actors::remote::run_worker(config, registry, options));
+    let result = actix_rt::System::new().block_on(toolslot_actors::sources::remote::run_worker(config, registry, options));
     if let Err(e) = result {
         eprintln!("worker: {e}");
         std::process::exit(2);

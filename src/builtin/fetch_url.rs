@@ -101,7 +101,9 @@ impl Tool for FetchUrl {
                     return Err(timeout(&url));
                 }
                 let port = url.port_or_known_default().unwrap_or(80);
+                let tls = crate::tls::public_roots().map_err(|e| ToolError::tool(format!("cannot set up TLS: {e}")))?;
                 let mut builder = reqwest::Client::builder()
+                    .tls_backend_preconfigured(tls)
                     .redirect(reqwest::redirect::Policy::none())
                     .no_proxy()
                     .timeout(remaining);

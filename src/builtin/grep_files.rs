@@ -49,16 +49,33 @@ impl Tool for GrepFiles {
             let root = workspace::confine_input(ctx, input.path.as_deref().unwrap_or("."), "path")?;
             let cfg = ctx.config.grep_files.clone();
             let ws = ctx.workspace.clone();
+            // What the policy denies by path is skipped, folders and all: a search with no path
+            // names no secret, and must not read one.
+            let screen = ctx.screen("grep_files").map(std::sync::Arc::new);
+            let skipped_hidden = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let skipped_walk = std::sync::Arc::clone(&skipped_hidden);
             // The walk runs off the async thread and stops between files once the call is gone
             // (its timeout, a cancelled round): see `blocking`.
             let (out, more, too_big) = blocking::run(move |abandon| {
                 let mut out = Vec::new();
                 let mut more = false;
                 let mut too_big = 0usize;
+                if screen.as_ref().is_some_and(|hides| hides(&root)) {
+                    skipped_walk.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return Ok((out, more, too_big));
+                }
+                let (screen_walk, skipped_walk) = (screen.clone(), std::sync::Arc::clone(&skipped_walk));
                 'walk: for entry in ignore::WalkBuilder::new(&root)
                     .hidden(false)
                     .git_ignore(true)
                     .require_git(false)
+                    .filter_entry(move |e| {
+                        let hidden = screen_walk.as_ref().is_some_and(|hides| hides(e.path()));
+                        if hidden {
+                            skipped_walk.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        !hidden
+                    })
                     .build()
                     .flatten()
                 {
@@ -101,7 +118,7 @@ impl Tool for GrepFiles {
             })
             .await?;
             let cfg = &ctx.config.grep_files;
-            let skipped = if too_big > 0 {
+            let mut skipped = if too_big > 0 {
                 format!(
                     "\n[{too_big} file(s) over {} bytes were not searched (grep_files.max_file_bytes)]",
                     cfg.max_file_bytes
@@ -109,6 +126,9 @@ impl Tool for GrepFiles {
             } else {
                 String::new()
             };
+            if skipped_hidden.load(std::sync::atomic::Ordering::Relaxed) {
+                skipped.push_str("\n[paths the policy denies were not searched]");
+            }
             if out.is_empty() {
                 return Ok(ToolOutput::text(format!("no match for `{}`{skipped}", input.pattern)));
             }

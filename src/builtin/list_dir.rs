@@ -60,17 +60,32 @@ impl Tool for ListDir {
                 ));
             }
             let max = cfg.max_entries;
+            // What the policy denies by path is left out, names and all.
+            let screen = ctx.screen("list_dir");
             // A walk of a large or slow tree runs off the async thread (see `blocking`).
-            let (lines, truncated) = blocking::run(move |_| {
-                let mut lines = Vec::new();
-                let mut truncated = false;
-                walk(&root, &root, depth, max, &mut lines, &mut truncated);
-                Ok((lines, truncated))
+            let (lines, truncated, hid) = blocking::run(move |_| {
+                let mut walked = Walk {
+                    root: &root,
+                    max,
+                    screen: screen.as_ref(),
+                    lines: Vec::new(),
+                    truncated: false,
+                    hid: false,
+                };
+                if walked.screen.is_some_and(|hides| hides(&root)) {
+                    walked.hid = true;
+                } else {
+                    walked.walk(&root, depth);
+                }
+                Ok((walked.lines, walked.truncated, walked.hid))
             })
             .await?;
             let mut out = lines.join("\n");
             if lines.is_empty() {
                 out.push_str("(empty folder)");
+            }
+            if hid {
+                out.push_str("\n[paths the policy denies are not listed]");
             }
             if truncated {
                 out.push_str(&format!("\n[listing stopped at {} entries; list a subfolder]", cfg.max_entries));
@@ -80,31 +95,48 @@ impl Tool for ListDir {
     }
 }
 
-fn walk(root: &Path, dir: &Path, depth: usize, max: usize, out: &mut Vec<String>, truncated: &mut bool) {
-    let Ok(read) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = read.flatten().collect();
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        if out.len() >= max {
-            *truncated = true;
+/// One listing: where it started, its limits, and what it found.
+struct Walk<'a> {
+    root: &'a Path,
+    max: usize,
+    screen: Option<&'a crate::tool::Screen>,
+    lines: Vec<String>,
+    truncated: bool,
+    /// Something was left out because the policy denies it.
+    hid: bool,
+}
+
+impl Walk<'_> {
+    fn walk(&mut self, dir: &Path, depth: usize) {
+        let Ok(read) = std::fs::read_dir(dir) else {
             return;
-        }
-        let path = e.path();
-        let rel = path.strip_prefix(root).unwrap_or(&path).display().to_string();
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
         };
-        if meta.file_type().is_symlink() {
-            out.push(format!("link  {rel}"));
-        } else if meta.is_dir() {
-            out.push(format!("dir   {rel}/"));
-            if depth > 1 {
-                walk(root, &path, depth - 1, max, out, truncated);
+        let mut entries: Vec<_> = read.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            if self.lines.len() >= self.max {
+                self.truncated = true;
+                return;
             }
-        } else {
-            out.push(format!("file  {rel}  ({} bytes)", meta.len()));
+            let path = e.path();
+            if self.screen.is_some_and(|hides| hides(&path)) {
+                self.hid = true;
+                continue;
+            }
+            let rel = path.strip_prefix(self.root).unwrap_or(&path).display().to_string();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.file_type().is_symlink() {
+                self.lines.push(format!("link  {rel}"));
+            } else if meta.is_dir() {
+                self.lines.push(format!("dir   {rel}/"));
+                if depth > 1 {
+                    self.walk(&path, depth - 1);
+                }
+            } else {
+                self.lines.push(format!("file  {rel}  ({} bytes)", meta.len()));
+            }
         }
     }
 }

@@ -77,3 +77,7 @@ pub(crate) fn parse_input<T: DeserializeOwned>(input: Value) -> Result<T, ToolEr
 #[cfg(test)]
 #[path = "builtin_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "hidden_tests.rs"]
+mod hidden_tests;

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 
 use super::{parse_input, workspace};
-use crate::tool::{Capability, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
+use crate::tool::{Capability, ErrorCategory, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
 /// Reads a text file, with optional line offset and limit.
 #[derive(Debug, Default)]
@@ -45,6 +45,17 @@ impl Tool for ReadFile {
             let input: Input = parse_input(input)?;
             let path = workspace::confine_input(ctx, &input.path, "path")?;
             let shown = workspace::display(&ctx.workspace, &path);
+            // The rules judged the path as written and where it leads; this is the file that
+            // would be opened, whatever spelling reached it.
+            if ctx.screen("read_file").is_some_and(|hides| hides(&path)) {
+                return Err(ToolError {
+                    field: Some("path".into()),
+                    ..ToolError::refused(
+                        ErrorCategory::NotApproved,
+                        format!("`{shown}` is denied by the policy (a deny rule names its path); read_file was not run."),
+                    )
+                });
+            }
             let cfg = &ctx.config.read_file;
             let file = workspace::open_regular(&ctx.workspace, &path, "path")?;
             // What is read is bounded by the limit, not by what the file's size says: a file

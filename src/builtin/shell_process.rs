@@ -7,15 +7,19 @@ use crate::tool::{ErrorCategory, ToolContext, ToolError};
 
 /// `sh -c command` in the workspace, as every shell the model drives runs: sandboxed to what
 /// the call was cleared to do (a call that was not cleared to write sees only the workspace
-/// and the system's folders, read-only), the core of the host's environment, no stdin, its own
+/// and the system's folders, read-only; what the session's policy denies by path is masked),
+/// the core of the host's environment, no stdin, its own
 /// session (so a timeout or a kill reaches everything it started), killed if its handle is
 /// dropped.
 ///
 /// # Errors
-/// An `unavailable` error, nothing started, when the sandbox cannot be set up.
+/// An `unavailable` error, nothing started, when the sandbox cannot be set up or what the
+/// policy hides could not all be found.
 pub(crate) fn shell_command(command: &str, ctx: &ToolContext) -> Result<Sandboxed, ToolError> {
     let args = ["-c".to_string(), command.to_string()];
     let view = if ctx.grant.write { View::Full } else { View::Confined };
+    // What the session's policy denies by path is masked, whatever the command's words say.
+    let hidden = ctx.hidden_paths("exec_shell")?;
     crate::sandbox::command(&Request {
         program: "sh",
         args: &args,
@@ -24,6 +28,7 @@ pub(crate) fn shell_command(command: &str, ctx: &ToolContext) -> Result<Sandboxe
         view,
         keep_env: &[],
         shell: &ctx.config.shell,
+        hidden: &hidden,
     })
     .map_err(|e| ToolError::refused(ErrorCategory::Unavailable, e.to_string()))
 }

@@ -30,6 +30,9 @@ pub async fn run_one(hook: &Hook, event: HookEvent, payload: &[u8], workspace: &
         view: View::Full,
         keep_env: &[],
         shell: &config.shell,
+        // The team's own program, judging a call: it reads what the team lets it read. Masks
+        // keep the model's programs away from what the policy denies.
+        hidden: &[],
     }) {
         Ok(s) => s,
         Err(e) => return Answer::Failed(format!("its sandbox could not be set up: {e}")),

@@ -17,90 +17,345 @@ fn entry<'a>(input: &'a Value, kind: Kind, decision: &'a str) -> Entry<'a> {
     }
 }
 
+/// A ledger folder and, apart from it, a key folder.
+struct Place {
+    _dir: tempfile::TempDir,
+    ledgers: PathBuf,
+    key_file: PathBuf,
+}
+
+impl Place {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ledgers = dir.path().join("ledger");
+        let key_file = dir.path().join("keys/ledger.key");
+        Self {
+            _dir: dir,
+            ledgers,
+            key_file,
+        }
+    }
+    fn seal(&self) -> Seal {
+        Seal::open_or_create(&self.key_file, &[&self.ledgers]).unwrap()
+    }
+    fn open(&self, session: &str) -> Ledger {
+        Ledger::open(&self.ledgers, session, self.seal()).unwrap()
+    }
+    fn verify(&self, path: &Path) -> Result<Verified, VerifyError> {
+        verify(path, &self.key_file)
+    }
+    /// A ledger of `decisions`, closed: its file and its lines.
+    fn written(&self, session: &str, decisions: &[&str]) -> (PathBuf, Vec<String>) {
+        let input = json!({"command": "git push"});
+        let mut ledger = self.open(session);
+        for d in decisions {
+            ledger.append(&entry(&input, Kind::Decision, d)).unwrap();
+        }
+        ledger.close().unwrap();
+        let path = ledger.path().to_path_buf();
+        let lines = std::fs::read_to_string(&path).unwrap().lines().map(str::to_string).collect();
+        (path, lines)
+    }
+}
+
+fn write(path: &Path, lines: &[String]) {
+    let text = if lines.is_empty() { String::new() } else { lines.join("\n") + "\n" };
+    std::fs::write(path, text).unwrap();
+}
+
+fn seq_of(r: Result<Verified, VerifyError>) -> u64 {
+    match r {
+        Err(VerifyError::Broken { seq, .. }) => seq,
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn records_chain_and_verify() {
-    let dir = tempfile::tempdir().unwrap();
+    let place = Place::new();
     let input = json!({"command": "git status"});
-    let mut ledger = Ledger::open(dir.path(), "s1").unwrap();
+    let mut ledger = place.open("s1");
     let first = ledger.append(&entry(&input, Kind::Decision, "allow")).unwrap();
     let second = ledger.append(&entry(&input, Kind::Outcome, "allow")).unwrap();
     assert_eq!(first["seq"], 1);
     assert_eq!(first["prev"], GENESIS);
-    assert_eq!(second["prev"], first["hash"]);
+    assert_eq!(second["prev"], first["mac"]);
+    assert!(first.get("hash").is_none(), "{first}");
+    assert_eq!(first["key_id"], place.seal().key().id());
     assert_eq!(first["input_sha256"], input_sha256(&input));
     assert_eq!(first["input_sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(first["mac"].as_str().unwrap().len(), 64);
     assert!(first["ts"].as_str().unwrap().ends_with('Z'), "{}", first["ts"]);
-    assert_eq!(verify(ledger.path()).unwrap(), 2);
+    // Open: it verifies against its head so far.
+    let v = place.verify(ledger.path()).unwrap();
+    assert_eq!((v.records, v.closed, v.unsealed, v.session.as_deref()), (2, false, 0, Some("s1")));
     // A session resumed later continues the chain.
     drop(ledger);
-    let mut again = Ledger::open(dir.path(), "s1").unwrap();
+    let mut again = place.open("s1");
     let third = again.append(&entry(&input, Kind::Decision, "deny")).unwrap();
     assert_eq!(third["seq"], 3);
-    assert_eq!(third["prev"], second["hash"]);
-    assert_eq!(verify(again.path()).unwrap(), 3);
+    assert_eq!(third["prev"], second["mac"]);
+    let closing = again.close().unwrap();
+    assert_eq!((closing["seq"].as_u64(), closing["kind"].as_str()), (Some(4), Some("close")));
+    assert!(closing.get("call_id").is_none(), "{closing}");
+    let v = place.verify(again.path()).unwrap();
+    assert_eq!((v.records, v.closed), (4, true));
+    let head = read_head(&Seal::heads_dir(&place.key_file), "s1").unwrap().unwrap();
+    assert_eq!(
+        (head.records, head.closed, head.mac.as_str()),
+        (4, true, closing["mac"].as_str().unwrap())
+    );
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(again.path()).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(again.path()), 0o600);
+        assert_eq!(mode(&place.key_file), 0o600);
+        assert_eq!(mode(place.key_file.parent().unwrap()), 0o700);
+        assert_eq!(mode(&head_path(&Seal::heads_dir(&place.key_file), "s1")), 0o600);
     }
 }
 
 #[test]
 fn tampering_is_found_at_the_first_bad_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = json!({"command": "git push"});
-    let mut ledger = Ledger::open(dir.path(), "s").unwrap();
-    for d in ["deny", "allow", "allow", "deny"] {
-        ledger.append(&entry(&input, Kind::Decision, d)).unwrap();
-    }
-    let path = ledger.path().to_path_buf();
-    let good = std::fs::read_to_string(&path).unwrap();
-    let lines: Vec<&str> = good.lines().collect();
-    let write = |lines: &[String]| std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-    let owned = |ls: &[&str]| ls.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let seq_of = |r: Result<u64, VerifyError>| match r {
-        Err(VerifyError::Broken { seq, .. }) => seq,
-        other => panic!("{other:?}"),
-    };
+    let place = Place::new();
+    let (path, lines) = place.written("s", &["deny", "allow", "allow", "deny"]);
     // A decision changed from deny to allow.
-    let mut changed = owned(&lines);
+    let mut changed = lines.clone();
     changed[0] = changed[0].replace("\"deny\"", "\"allow\"");
-    write(&changed);
-    assert_eq!(seq_of(verify(&path)), 1);
+    write(&path, &changed);
+    assert_eq!(seq_of(place.verify(&path)), 1);
     // A record removed.
-    let mut removed = owned(&lines);
+    let mut removed = lines.clone();
     removed.remove(1);
-    write(&removed);
-    assert_eq!(seq_of(verify(&path)), 3);
+    write(&path, &removed);
+    assert_eq!(seq_of(place.verify(&path)), 3);
     // Two swapped.
-    let mut swapped = owned(&lines);
+    let mut swapped = lines.clone();
     swapped.swap(2, 3);
-    write(&swapped);
-    assert_eq!(seq_of(verify(&path)), 4);
-    // A record rewritten with a matching hash but the old prev of another: the chain breaks after.
-    let mut rehashed = owned(&lines);
+    write(&path, &swapped);
+    assert_eq!(seq_of(place.verify(&path)), 4);
+    // A record rewritten with its plain SHA-256 as its MAC.
+    let mut rehashed = lines.clone();
     let mut r: Value = serde_json::from_str(&rehashed[1]).unwrap();
     r["decision"] = json!("deny");
-    r["hash"] = json!(record_hash(&r));
+    r["mac"] = json!(hex(&Sha256::digest(mac_message(&r).as_bytes())));
     rehashed[1] = r.to_string();
-    write(&rehashed);
-    assert_eq!(seq_of(verify(&path)), 3);
-    write(&owned(&lines[..2]).into_iter().chain(["not json".to_string()]).collect::<Vec<_>>());
-    assert_eq!(seq_of(verify(&path)), 3);
-    write(&owned(&lines));
-    assert_eq!(verify(&path).unwrap(), 4);
+    write(&path, &rehashed);
+    assert_eq!(seq_of(place.verify(&path)), 2);
+    write(
+        &path,
+        &lines[..2].iter().cloned().chain(["not json".to_string()]).collect::<Vec<_>>(),
+    );
+    assert_eq!(seq_of(place.verify(&path)), 3);
+    write(&path, &lines);
+    assert_eq!(place.verify(&path).unwrap().records, 5);
+}
+
+/// Every way of cutting, appending to or recomputing the chain without the key.
+#[test]
+fn the_tail_cannot_be_cut_and_the_chain_cannot_be_recomputed() {
+    let place = Place::new();
+    let (path, lines) = place.written("s", &["allow", "allow", "deny"]);
+    assert_eq!(lines.len(), 4);
+    let fails = |what: &str, lines: &[String]| -> VerifyError {
+        write(&path, lines);
+        place.verify(&path).expect_err(what)
+    };
+    // The last record (the closing one) dropped.
+    let e = fails("tail", &lines[..3]);
+    assert_eq!(e, VerifyError::Truncated { seq: 4, sealed: 4 });
+    assert_eq!(e.to_string(), "record 4 of 4 missing: the ledger ends before its sealed head");
+    // All but the first.
+    assert_eq!(fails("first only", &lines[..1]), VerifyError::Truncated { seq: 2, sealed: 4 });
+    // Emptied.
+    assert_eq!(fails("empty", &[]), VerifyError::Truncated { seq: 1, sealed: 4 });
+    // Deleted.
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(place.verify(&path).unwrap_err(), VerifyError::Truncated { seq: 1, sealed: 4 });
+    // A record appended with a correct plain SHA-256, in the old format...
+    let last: Value = serde_json::from_str(&lines[3]).unwrap();
+    let mut old = json!({"seq": 5, "ts": last["ts"], "session": "s", "call_id": "c", "index": 0, "tool": "exec_shell",
+        "input_sha256": input_sha256(&json!({})), "kind": "decision", "decision": "allow", "source": "host",
+        "prev": last["mac"]});
+    old["hash"] = json!(record_hash(&old));
+    let appended = lines.iter().cloned().chain([old.to_string()]).collect::<Vec<_>>();
+    assert_eq!(seq_of(Err(fails("old append", &appended))), 5);
+    // ... or in the new one, its plain SHA-256 as its MAC.
+    let mut new = old.clone();
+    new.as_object_mut().unwrap().remove("hash");
+    new["key_id"] = last["key_id"].clone();
+    new["mac"] = json!(hex(&Sha256::digest(mac_message(&new).as_bytes())));
+    let appended = lines.iter().cloned().chain([new.to_string()]).collect::<Vec<_>>();
+    assert_eq!(seq_of(Err(fails("new append", &appended))), 5);
+    // The whole chain recomputed with plain SHA-256, keyed format kept: the first record fails.
+    let mut prev = GENESIS.to_string();
+    let recomputed: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let mut r: Value = serde_json::from_str(l).unwrap();
+            r["decision"] = json!("allow");
+            r["prev"] = json!(prev);
+            r["mac"] = json!(hex(&Sha256::digest(mac_message(&r).as_bytes())));
+            prev = r["mac"].as_str().unwrap().to_string();
+            r.to_string()
+        })
+        .collect();
+    assert_eq!(seq_of(Err(fails("recomputed", &recomputed))), 1);
+    // Or in the old format: its head says it was keyed.
+    let mut prev = GENESIS.to_string();
+    let downgraded: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let mut r: Value = serde_json::from_str(l).unwrap();
+            let map = r.as_object_mut().unwrap();
+            map.remove("mac");
+            map.remove("key_id");
+            r["prev"] = json!(prev);
+            r["hash"] = json!(record_hash(&r));
+            prev = r["hash"].as_str().unwrap().to_string();
+            r.to_string()
+        })
+        .collect();
+    let e = fails("downgraded", &downgraded);
+    assert_eq!(e.seq(), Some(1), "{e}");
+    assert!(e.to_string().contains("recomputed without the key"), "{e}");
+    // Another session's genuine ledger in its place.
+    let (other, other_lines) = place.written("t", &["allow"]);
+    assert!(place.verify(&other).is_ok());
+    let e = fails("swapped", &other_lines);
+    assert!(e.to_string().contains("swapped or renamed"), "{e}");
+    // Untouched, it verifies.
+    write(&path, &lines);
+    let v = place.verify(&path).unwrap();
+    assert_eq!((v.records, v.closed, v.unsealed), (4, true, 0));
+}
+
+#[test]
+fn a_record_written_just_before_a_crash_verifies_unsealed() {
+    let place = Place::new();
+    let input = json!({});
+    let mut ledger = place.open("s");
+    ledger.append(&entry(&input, Kind::Decision, "allow")).unwrap();
+    let heads = Seal::heads_dir(&place.key_file);
+    let sealed_one = std::fs::read(head_path(&heads, "s")).unwrap();
+    ledger.append(&entry(&input, Kind::Outcome, "allow")).unwrap();
+    // The head of one record back, as a crash between the two writes would leave it.
+    std::fs::write(head_path(&heads, "s"), &sealed_one).unwrap();
+    let v = place.verify(ledger.path()).unwrap();
+    assert_eq!((v.records, v.unsealed), (2, 1));
+    // Writing on seals it.
+    drop(ledger);
+    let mut again = place.open("s");
+    again.append(&entry(&input, Kind::Decision, "deny")).unwrap();
+    assert_eq!(place.verify(again.path()).unwrap().unsealed, 0);
+    // Two records past the head are not a crash.
+    std::fs::write(head_path(&heads, "s"), &sealed_one).unwrap();
+    assert_eq!(place.verify(again.path()).unwrap_err(), VerifyError::PastHead { seq: 3, sealed: 1 });
+    // Nor is a ledger of several records with no head at all.
+    std::fs::remove_file(head_path(&heads, "s")).unwrap();
+    assert!(matches!(place.verify(again.path()), Err(VerifyError::NoHead { records: 3, .. })));
+}
+
+#[test]
+fn a_cut_ledger_is_not_written_on() {
+    let place = Place::new();
+    let (path, lines) = place.written("s", &["allow", "deny"]);
+    write(&path, &lines[..1]);
+    let err = Ledger::open(&place.ledgers, "s", place.seal()).unwrap_err();
+    assert!(err.to_string().contains("record 2 of 3 missing"), "{err}");
+    // The evidence is left as it is.
+    assert_eq!(place.verify(&path).unwrap_err(), VerifyError::Truncated { seq: 2, sealed: 3 });
+}
+
+#[test]
+fn an_unkeyed_ledger_is_read_but_proves_nothing() {
+    let place = Place::new();
+    let mut prev = GENESIS.to_string();
+    let lines: Vec<String> = (1..=3)
+        .map(|seq| {
+            let mut r = json!({"seq": seq, "session": "old", "kind": "decision", "decision": "allow", "prev": prev});
+            r["hash"] = json!(record_hash(&r));
+            prev = r["hash"].as_str().unwrap().to_string();
+            canonical_json(&r)
+        })
+        .collect();
+    let path = place.ledgers.join("old.jsonl");
+    std::fs::create_dir_all(&place.ledgers).unwrap();
+    write(&path, &lines);
+    // No key is needed (there is none yet) to say so.
+    let e = place.verify(&path).unwrap_err();
+    assert_eq!(e, VerifyError::Unkeyed { records: 3 });
+    assert!(e.to_string().starts_with("unkeyed ledger"), "{e}");
+    // Its plain chain is still checked.
+    write(&path, &[lines[0].clone(), lines[2].clone()]);
+    assert_eq!(seq_of(place.verify(&path)), 3);
+}
+
+#[test]
+fn another_key_or_no_key_cannot_check_a_keyed_ledger() {
+    let place = Place::new();
+    let (path, _) = place.written("s", &["allow"]);
+    let other = Place::new();
+    other.seal();
+    // The same heads, another key.
+    std::fs::create_dir_all(Seal::heads_dir(&other.key_file)).unwrap();
+    std::fs::copy(
+        head_path(&Seal::heads_dir(&place.key_file), "s"),
+        head_path(&Seal::heads_dir(&other.key_file), "s"),
+    )
+    .unwrap();
+    assert!(matches!(other.verify(&path), Err(VerifyError::WrongKey { .. })));
+    std::fs::remove_file(&place.key_file).unwrap();
+    assert!(matches!(place.verify(&path), Err(VerifyError::Key { .. })));
+}
+
+#[test]
+fn the_key_stays_out_of_the_ledger_folder_and_to_its_owner() {
+    let place = Place::new();
+    let inside = place.ledgers.join("ledger.key");
+    let err = Seal::open_or_create(&inside, &[&place.ledgers]).unwrap_err();
+    assert!(err.to_string().contains("must not lie inside"), "{err}");
+    // Its heads neither.
+    let heads = Seal::heads_dir(&place.key_file);
+    let err = Seal::open_or_create(&place.key_file, &[&heads]).unwrap_err();
+    assert!(err.to_string().contains("the ledger heads must not lie inside"), "{err}");
+    assert!(!place.key_file.exists(), "refused before anything is made");
+    // Made once; every later open reads the same key.
+    let a = place.seal();
+    let b = place.seal();
+    assert_eq!(a.key().id(), b.key().id());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&place.key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = Seal::open_or_create(&place.key_file, &[]).unwrap_err();
+        assert!(err.to_string().contains("chmod 600"), "{err}");
+    }
+    std::fs::write(&place.key_file, "not a key").unwrap();
+    assert!(Seal::open(&place.key_file).unwrap_err().to_string().contains("not a ledger key"));
+}
+
+#[test]
+fn an_empty_ledger_with_no_head_proves_nothing() {
+    let place = Place::new();
+    place.seal();
+    std::fs::create_dir_all(&place.ledgers).unwrap();
+    let path = place.ledgers.join("x.jsonl");
+    std::fs::write(&path, "").unwrap();
+    assert!(matches!(place.verify(&path), Err(VerifyError::NoHead { records: 0, .. })));
+    std::fs::remove_file(&path).unwrap();
+    assert!(matches!(place.verify(&path), Err(VerifyError::Unreadable { .. })));
 }
 
 #[test]
 fn an_unwritable_ledger_is_an_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("not-a-dir");
+    let place = Place::new();
+    std::fs::create_dir_all(&place.ledgers).unwrap();
+    let file = place.ledgers.join("not-a-dir");
     std::fs::write(&file, "x").unwrap();
-    assert!(Ledger::open(&file, "s").is_err());
-    let err = Ledger::open(dir.path(), "s").map(|_| ()).and_then(|()| {
-        std::fs::write(dir.path().join("s.jsonl"), "garbage\n").unwrap();
-        Ledger::open(dir.path(), "s").map(|_| ())
-    });
-    assert!(err.unwrap_err().to_string().contains("not a record"));
+    assert!(Ledger::open(&file, "s", place.seal()).is_err());
+    std::fs::write(place.ledgers.join("s.jsonl"), "garbage\n").unwrap();
+    let err = Ledger::open(&place.ledgers, "s", place.seal()).unwrap_err();
+    assert!(err.to_string().contains("not a JSON record"), "{err}");
 }

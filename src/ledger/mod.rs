@@ -1,14 +1,24 @@
 //! The ledger: every decision on a call and every outcome, one JSON line each, each line
-//! chained to the one before by its SHA-256, so that a line removed, changed or inserted is
-//! found by [`verify`].
+//! chained to the one before by a MAC under toolslot's key, and its end sealed by a head kept
+//! apart from it, so that a line removed, changed, inserted or appended, a tail cut off, or the
+//! whole chain recomputed by someone without the key is found by [`verify`].
 //!
 //! One file per session (`<audit.ledger_dir>/<session>.jsonl`). A record is written, flushed and
 //! synced before the call it allows runs: a decision that is not on disk did not happen, so a
-//! failed write refuses the call ([`Ledger::append`] returns the error to say so).
+//! failed write refuses the call ([`Ledger::append`] returns the error to say so). When the
+//! session closes, a closing record ([`Ledger::close`]) ends it.
 //!
-//! `hash` is the SHA-256 (hex) of the record's canonical JSON (keys sorted, no spaces) without
-//! `hash`; `prev` is the previous record's hash ([`GENESIS`] for the first); `seq` counts from 1.
+//! `mac` is HMAC-SHA-256 (hex) under the key (`audit.key_file`, see [`Seal`]) of the record's
+//! canonical JSON (keys sorted, no spaces) without `mac`; `prev` is the previous record's MAC
+//! ([`GENESIS`] for the first), so the MAC covers it; `key_id` names the key; `seq` counts from
+//! one. After each record the session's [`Head`] (how many records, the last MAC) is rewritten
+//! beside the key.
+//!
+//! Ledgers written before keys (each record with a plain SHA-256 `hash` instead of `mac`) are
+//! still read by [`verify`], which says they are unkeyed: anyone who can write such a file can
+//! recompute its chain, so it proves nothing about its content or its tail.
 
+mod seal;
 mod verify;
 
 use std::io::Write;
@@ -20,7 +30,8 @@ use sha2::{Digest, Sha256};
 
 use crate::canonical::canonical_json;
 
-pub use verify::{VerifyError, verify};
+pub use seal::{Head, LedgerKey, Seal, head_path, read_head};
+pub use verify::{Verified, VerifyError, verify};
 
 /// The `prev` of a ledger's first record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -33,6 +44,9 @@ pub enum Kind {
     Decision,
     /// How it ended.
     Outcome,
+    /// The session closed ([`Ledger::close`]): the ledger's sealed end, unless calls that were
+    /// still ending when it closed record their outcomes after it.
+    Close,
 }
 
 /// Who decided.
@@ -90,45 +104,44 @@ pub struct LedgerError {
 #[derive(Debug)]
 pub struct Ledger {
     path: PathBuf,
+    /// The file's name without `.jsonl`, which is also its head's.
+    name: String,
     file: std::fs::File,
     session: String,
     seq: u64,
     prev: String,
+    closed: bool,
+    seal: Seal,
 }
 
 impl Ledger {
-    /// Opens (or creates) `session`'s ledger in `dir`, continuing the chain of what it holds (a
-    /// session resumed after a restart writes on in the same file).
+    /// The file of `session`'s ledger in `dir`.
+    pub fn file_in(dir: &Path, session: &str) -> PathBuf {
+        dir.join(format!("{}.jsonl", crate::tool_name::sanitize_tool_name(session)))
+    }
+
+    /// Opens (or creates) `session`'s ledger in `dir`, MACed under `seal`'s key, continuing the
+    /// chain of what it holds (a session resumed after a restart writes on in the same file).
     ///
     /// # Errors
-    /// [`LedgerError`] when the folder or file cannot be made or read, or its last line is not
-    /// a record.
-    pub fn open(dir: &Path, session: &str) -> Result<Self, LedgerError> {
-        let path = dir.join(format!("{}.jsonl", crate::tool_name::sanitize_tool_name(session)));
+    /// [`LedgerError`] when the folder or file cannot be made or read, or what it holds does
+    /// not verify against its head (written on, a cut tail would be sealed as the end: it is
+    /// left as it is for [`verify`] to report).
+    pub fn open(dir: &Path, session: &str, seal: Seal) -> Result<Self, LedgerError> {
+        let path = Self::file_in(dir, session);
+        let name = crate::tool_name::sanitize_tool_name(session);
         let err = |reason: String| LedgerError {
             path: path.clone(),
             reason,
         };
         std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-        let (seq, prev) = match std::fs::read_to_string(&path) {
-            Ok(text) => match text.lines().rev().find(|l| !l.trim().is_empty()) {
-                Some(last) => {
-                    let v: Value = serde_json::from_str(last).map_err(|e| err(format!("its last line is not a record: {e}")))?;
-                    let seq = v
-                        .get("seq")
-                        .and_then(Value::as_u64)
-                        .ok_or_else(|| err("its last record has no seq".into()))?;
-                    let hash = v
-                        .get("hash")
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| err("its last record has no hash".into()))?;
-                    (seq, hash.to_string())
-                }
-                None => (0, GENESIS.to_string()),
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (0, GENESIS.to_string()),
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(err(e.to_string())),
         };
+        let end =
+            verify::check(&text, &name, &seal).map_err(|e| err(format!("it does not verify, so nothing more is written to it: {e}")))?;
         let mut options = std::fs::OpenOptions::new();
         options.create(true).append(true);
         #[cfg(unix)]
@@ -140,10 +153,13 @@ impl Ledger {
         let file = options.open(&path).map_err(|e| err(e.to_string()))?;
         Ok(Self {
             path,
+            name,
             file,
             session: session.to_string(),
-            seq,
-            prev,
+            seq: end.records,
+            prev: end.last_mac,
+            closed: end.closed,
+            seal,
         })
     }
 
@@ -152,20 +168,23 @@ impl Ledger {
         &self.path
     }
 
-    /// Appends `entry` as the next record, flushed and synced to disk before it returns.
+    /// How many records it holds.
+    pub fn records(&self) -> u64 {
+        self.seq
+    }
+
+    /// Appends `entry` as the next record, flushed and synced to disk, then its head, before it
+    /// returns.
     ///
     /// # Errors
-    /// [`LedgerError`] when it is not on disk; the chain is left as it was.
+    /// [`LedgerError`] when it is not on disk (the chain is left as it was), or its head is not
+    /// (the record is, and the next record's head seals it).
     pub fn append(&mut self, entry: &Entry<'_>) -> Result<Value, LedgerError> {
-        let mut record = Map::new();
-        record.insert("seq".into(), json!(self.seq + 1));
-        record.insert("ts".into(), json!(now()));
-        record.insert("session".into(), json!(self.session));
+        let mut record = self.opening(entry.kind);
         record.insert("call_id".into(), json!(entry.call_id));
         record.insert("index".into(), json!(entry.index));
         record.insert("tool".into(), json!(entry.tool));
         record.insert("input_sha256".into(), json!(input_sha256(entry.input)));
-        record.insert("kind".into(), json!(entry.kind));
         record.insert("decision".into(), json!(entry.decision));
         record.insert("source".into(), json!(entry.source));
         if let Some(rule) = &entry.rule {
@@ -177,9 +196,35 @@ impl Ledger {
         if let Some(detail) = entry.detail {
             record.insert("detail".into(), json!(detail));
         }
+        self.write(record, entry.kind == Kind::Close)
+    }
+
+    /// Appends the closing record (`kind: "close"`): the session ended here.
+    ///
+    /// # Errors
+    /// As [`Ledger::append`].
+    pub fn close(&mut self) -> Result<Value, LedgerError> {
+        let record = self.opening(Kind::Close);
+        self.write(record, true)
+    }
+
+    /// What every record starts with.
+    fn opening(&self, kind: Kind) -> Map<String, Value> {
+        let mut record = Map::new();
+        record.insert("seq".into(), json!(self.seq + 1));
+        record.insert("ts".into(), json!(now()));
+        record.insert("session".into(), json!(self.session));
+        record.insert("kind".into(), json!(kind));
+        record
+    }
+
+    /// Chains `record` (its key id, `prev` and `mac`), writes it, syncs it, then seals the head.
+    fn write(&mut self, mut record: Map<String, Value>, closing: bool) -> Result<Value, LedgerError> {
+        let key = self.seal.key();
+        record.insert("key_id".into(), json!(key.id()));
         record.insert("prev".into(), json!(self.prev));
-        let hash = record_hash(&Value::Object(record.clone()));
-        record.insert("hash".into(), json!(hash));
+        let mac = key.mac(mac_message(&Value::Object(record.clone())).as_bytes());
+        record.insert("mac".into(), json!(mac));
         let record = Value::Object(record);
         let mut line = canonical_json(&record);
         line.push('\n');
@@ -193,7 +238,16 @@ impl Ledger {
             reason: e.to_string(),
         })?;
         self.seq += 1;
-        self.prev = hash;
+        self.prev = mac;
+        self.closed |= closing;
+        let head = Head {
+            session: self.session.clone(),
+            records: self.seq,
+            mac: self.prev.clone(),
+            closed: self.closed,
+            key_id: key.id().to_string(),
+        };
+        self.seal.write_head(&self.name, &head)?;
         Ok(record)
     }
 }
@@ -203,13 +257,24 @@ pub fn input_sha256(input: &Value) -> String {
     hex(&Sha256::digest(canonical_json(input).as_bytes()))
 }
 
-/// The hash of a record: SHA-256 of its canonical JSON without `hash`.
+/// The hash of an unkeyed record (the format before keys): SHA-256 of its canonical JSON
+/// without `hash`.
 pub(crate) fn record_hash(record: &Value) -> String {
     let mut without = record.clone();
     if let Some(map) = without.as_object_mut() {
         map.remove("hash");
     }
     hex(&Sha256::digest(canonical_json(&without).as_bytes()))
+}
+
+/// What a keyed record's MAC is taken over: its canonical JSON without `mac` (`prev`, the
+/// previous record's MAC, included).
+pub(crate) fn mac_message(record: &Value) -> String {
+    let mut without = record.clone();
+    if let Some(map) = without.as_object_mut() {
+        map.remove("mac");
+    }
+    canonical_json(&without)
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -10,6 +10,9 @@ pub enum DiagnosticsNote {
     Unavailable(String),
     /// No answer for this edit within `lsp.wait_ms`.
     NotInTime(u64),
+    /// No OS sandbox works here (`shell.sandbox`), so the server was not started: a language
+    /// server runs programs the workspace names (a checkout's own interpreter, its plugins).
+    NoSandbox,
 }
 
 fn rank(severity: Option<DiagnosticSeverity>) -> u8 {
@@ -106,6 +109,10 @@ pub fn format_note(server: &str, shown: &str, note: &DiagnosticsNote) -> String 
         DiagnosticsNote::NotInTime(ms) => {
             format!("Diagnostics ({server}) for `{shown}`: not ready within {ms} ms; the edit itself succeeded.")
         }
+        DiagnosticsNote::NoSandbox => format!(
+            "Diagnostics ({server}) for `{shown}`: not started, because no OS sandbox works here (shell.sandbox) \
+             and a language server runs programs the workspace names; the edit itself succeeded."
+        ),
     }
 }
 
@@ -167,6 +174,11 @@ mod tests {
         assert!(
             note.contains("unavailable (it exited)") && note.contains("edit itself succeeded"),
             "{note}"
+        );
+        assert_eq!(
+            format_note("python", "a.py", &DiagnosticsNote::NoSandbox),
+            "Diagnostics (python) for `a.py`: not started, because no OS sandbox works here (shell.sandbox) \
+             and a language server runs programs the workspace names; the edit itself succeeded."
         );
     }
 

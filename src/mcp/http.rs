@@ -1,17 +1,15 @@
 //! The HTTP client a streamable-HTTP MCP server is reached with, TLS included.
 //!
 //! rmcp's own default client would pick reqwest 0.13's TLS crypto (aws-lc-rs, a C library
-//! built from source); we configure rustls with ring, which the rest of toolslot already uses,
-//! and trust the bundled Mozilla roots plus a server's own `ca_cert` (an internal CA, a
-//! self-signed development server).
+//! built from source); we hand it rustls over ring (`crate::tls`), trusting the bundled
+//! Mozilla roots plus a server's own `ca_cert` (an internal CA, a self-signed development
+//! server).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use reqwest_mcp::header::{HeaderName, HeaderValue};
-use reqwest_mcp::redirect::{Attempt, Policy};
-use reqwest_mcp::{Client, StatusCode};
-use rustls::RootCertStore;
+use reqwest::header::{HeaderName, HeaderValue};
+use reqwest::redirect::{Attempt, Policy};
+use reqwest::{Client, StatusCode};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
@@ -23,8 +21,7 @@ use crate::config::McpServerConfig;
 /// A one-line reason naming the server: a `ca_cert` that cannot be read or holds no
 /// certificate, or a TLS setup the client refuses.
 pub fn client_for(cfg: &McpServerConfig, max_redirects: usize) -> Result<Client, String> {
-    let mut roots = RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let mut extra: Vec<CertificateDer<'static>> = Vec::new();
     if let Some(path) = &cfg.ca_cert {
         let path = crate::config::expand_home(path);
         let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&path)
@@ -37,18 +34,12 @@ pub fn client_for(cfg: &McpServerConfig, max_redirects: usize) -> Result<Client,
                 path.display()
             ));
         }
-        for cert in certs {
-            roots
-                .add(cert)
-                .map_err(|e| format!("server `{}`: ca_cert `{}`: {e}", cfg.name, path.display()))?;
-        }
+        extra = certs;
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("server `{}`: TLS setup: {e}", cfg.name))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let tls = crate::tls::client_config(extra).map_err(|e| {
+        let at = cfg.ca_cert.as_deref().map(|c| format!(" (ca_cert `{c}`)")).unwrap_or_default();
+        format!("server `{}`: TLS setup{at}: {e}", cfg.name)
+    })?;
     Client::builder()
         .tls_backend_preconfigured(tls)
         // rmcp drains each response before the connection would be reused; not pooling

@@ -286,6 +286,8 @@ pub struct McpTool {
     note: Option<String>,
     /// The tool's `outputSchema`, compiled: its results' structured content must match it.
     output: Option<Arc<jsonschema::Validator>>,
+    /// The tool's `outputSchema` as the server wrote it.
+    output_schema: Option<Value>,
     caller: Arc<dyn McpCaller>,
 }
 
@@ -340,6 +342,8 @@ impl McpTool {
             capabilities_declared: def.capabilities_declared,
             defer: def.defer,
             note: def.note,
+            // Listed only when it compiles: a client cannot check against it either.
+            output_schema: def.output_schema.filter(|_| output.is_some()),
             output,
             caller,
         }
@@ -391,6 +395,9 @@ impl Tool for McpTool {
     }
     fn title(&self) -> Option<&str> {
         self.title.as_deref()
+    }
+    fn output_schema(&self) -> Option<&Value> {
+        self.output_schema.as_ref()
     }
     fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {

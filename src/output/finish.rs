@@ -97,6 +97,7 @@ pub fn finish_call(
     let mut notices = Vec::new();
     let failed = counts_as_failure(&outcome);
     let mut kept_blocks: Vec<serde_json::Value> = Vec::new();
+    let mut structured = None;
     let (content, is_error) = match outcome {
         Err(e) => (e.to_model_text(), true),
         Ok(out) => {
@@ -113,6 +114,7 @@ pub fn finish_call(
                     content.push('\n');
                 }
                 content.push_str(&body);
+                structured = Some(value);
             }
             for line in described.lines {
                 if !content.is_empty() && !content.ends_with('\n') {
@@ -197,6 +199,7 @@ pub fn finish_call(
             is_error,
             content,
             blocks,
+            structured,
         },
         notices,
         failed,

@@ -16,7 +16,7 @@ mod truncate;
 
 pub use atomic::write_atomic;
 pub use capture::{Capture, CaptureLimits, Captured, Tail, read_both};
-pub use envelope::{random_hex, wrap_external};
+pub use envelope::{neutralize, random_hex, wrap_external};
 pub use finish::{FinishContext, Finished, Overflow, counts_as_failure, finish_call, needs_truncation};
 pub use overflow::{OverflowError, OverflowStore, OverflowWriter, SavedObserver, Slice, is_handle};
 pub use truncate::{Budget, Truncated, truncate};

@@ -74,20 +74,26 @@ pub fn finalize_call(call: &RawCall, cut: bool, schema: Option<&Value>, cfg: &Re
     match repair_arguments(&call.arguments, cfg.max_input_bytes) {
         Ok(repaired) => {
             let mut input = repaired.value;
+            let mut steps = repaired.steps;
             let mut repair = repaired.step.map_or(RepairMark::None, RepairMark::Step);
             if let Some(schema) = schema
                 && decode_stringified(&mut input, schema, cfg.string_decode_depth) > 0
-                && repair == RepairMark::None
             {
-                repair = RepairMark::Step(RepairStep::DecodedString);
+                steps.add(RepairStep::DecodedString);
+                if repair == RepairMark::None {
+                    repair = RepairMark::Step(RepairStep::DecodedString);
+                }
             }
-            let notices = match repair {
-                RepairMark::Step(step) => vec![Notice::for_call(
+            // `repair` holds one step (the last applied); the notice names every one.
+            let notices = if steps.is_empty() {
+                Vec::new()
+            } else {
+                let names: Vec<&str> = steps.iter().map(RepairStep::as_str).collect();
+                vec![Notice::for_call(
                     NoticeKind::ArgsRepaired,
                     index,
-                    format!("arguments of `{}` repaired ({})", call.name, step.as_str()),
-                )],
-                _ => Vec::new(),
+                    format!("arguments of `{}` repaired ({})", call.name, names.join(", ")),
+                )]
             };
             Finalized {
                 input,
@@ -209,6 +215,28 @@ mod tests {
     }
 
     #[test]
+    fn every_applied_step_is_named_and_repair_holds_the_last() {
+        let f = finalize_call(&call("{path: 'a.txt', recursive: True,}", true), false, None, &cfg());
+        assert_eq!(f.input, json!({"path": "a.txt", "recursive": true}));
+        assert_eq!(f.repair, RepairMark::Step(RepairStep::TrailingCommas));
+        assert_eq!(
+            f.notices[0].message,
+            "arguments of `write_file` repaired (single_quotes, python_literals, unquoted_keys, trailing_commas)"
+        );
+    }
+
+    #[test]
+    fn truncated_round_repairs_none_of_the_tolerant_readings() {
+        // Each would read as a valid object in a round that ended normally.
+        for cut in ["{'path': 'a.txt'}", "{path: \"a.txt\"}", r#"{"n": 2."#, "```json\n{\"a\": 1}\n```"] {
+            let f = finalize_call(&call(cut, true), true, None, &cfg());
+            assert_eq!((f.input, f.repair), (json!({}), RepairMark::Rejected), "{cut:?}");
+            assert_eq!(f.refusal.map(|r| r.category), Some(ErrorCategory::TruncatedRound), "{cut:?}");
+            assert!(finalize_call(&call(cut, true), false, None, &cfg()).refusal.is_none());
+        }
+    }
+
+    #[test]
     fn truncated_round_lets_complete_calls_through() {
         let f = finalize_call(&call(r#"{"path": "a"}"#, true), true, None, &cfg());
         assert_eq!((f.input, f.refusal), (json!({"path": "a"}), None));
@@ -226,5 +254,13 @@ mod tests {
         let f = finalize_call(&call(r#"{"edits": "[1, 2]"}"#, true), false, Some(&schema), &cfg());
         assert_eq!(f.input, json!({"edits": [1, 2]}));
         assert_eq!(f.repair, RepairMark::Step(RepairStep::DecodedString));
+        // After another step, `repair` keeps that step and the notice names both.
+        let f = finalize_call(&call(r#"{"edits": "[1, 2]",}"#, true), false, Some(&schema), &cfg());
+        assert_eq!(f.input, json!({"edits": [1, 2]}));
+        assert_eq!(f.repair, RepairMark::Step(RepairStep::TrailingCommas));
+        assert_eq!(
+            f.notices[0].message,
+            "arguments of `write_file` repaired (trailing_commas, decoded_string)"
+        );
     }
 }

@@ -8,13 +8,22 @@
 //! are not what runs (an expansion, a parse error, `xargs`, the words as another program's
 //! arguments). An allow rule is matched strictly ([`permits`]): the literal words as written,
 //! nothing more unless its last word is `*`.
+//!
+//! A command that is opaque ([`Script::opacity`]: it runs text as code, as a shell reading its
+//! input, an interpreter, `find -exec`, an alias or `make` do; a wrapper has an option the
+//! judgement does not model exactly; its program word is a glob or an expansion) may run
+//! anything, so against every deny or ask rule with command words it is at least a doubt:
+//! the call is asked, in every mode, and [`doubt`] says why.
 
+use std::path::Path;
+
+use super::pattern;
 use super::rule::Match;
 use crate::shell::{Runs, Script, Segment, base_name};
 
 /// How far a deny or ask rule's words match `script`.
 pub(super) fn restricts(rule: &[String], script: &Script) -> Match {
-    let mut best = if script.is_ambiguous() { Match::Maybe } else { Match::No };
+    let mut best = if script.is_opaque() { Match::Maybe } else { Match::No };
     for seg in script.all_segments() {
         best = best.max(segment(rule, seg));
         if best == Match::Yes {
@@ -64,6 +73,16 @@ pub(super) fn segment(rule: &[String], seg: &Segment) -> Match {
     let mut best = Match::No;
     for start in program_starts(seg) {
         best = best.max(words_match(rule, &words[start..], seg.literal));
+        // A glob as the program word runs what it expands to: `/bin/r?` is `/bin/rm` where
+        // that exists (an absolute glob: a relative one expands from a folder unknown here,
+        // and stays a doubt, as the segment is opaque).
+        if seg.patterns.contains(&start) && words[start].starts_with('/') {
+            for found in pattern::expand(Path::new("/"), &words[start]) {
+                let mut spelled = words[start..].to_vec();
+                spelled[0] = found.to_string_lossy().into_owned();
+                best = best.max(words_match(rule, &spelled, seg.literal));
+            }
+        }
     }
     if best == Match::Yes {
         return best;
@@ -83,11 +102,33 @@ pub(super) fn segment(rule: &[String], seg: &Segment) -> Match {
             best = Match::Maybe;
         }
     }
-    if best == Match::No && mentions(rule, &words[1..]) {
+    if best == Match::No && (!seg.opaque.is_empty() || mentions(rule, &words[1..])) {
         best = Match::Maybe;
     }
     best
 }
+
+/// Why a rule only may match `script` (for the person asked): the reasons it is opaque, else
+/// the globs among its words, else the general doubt.
+pub(super) fn doubt(script: Option<&Script>) -> String {
+    let Some(script) = script else {
+        return GENERAL_DOUBT.into();
+    };
+    let opacity = script.opacity();
+    if !opacity.is_empty() {
+        return opacity.iter().map(|r| format!("opaque: {r}")).collect::<Vec<_>>().join("; ");
+    }
+    let globs: Vec<String> = script
+        .all_segments()
+        .iter()
+        .flat_map(|s| s.patterns.iter().filter_map(|&i| s.words.get(i)))
+        .map(|w| format!("`{w}` is a glob: it may expand to a path the rule names"))
+        .collect();
+    if globs.is_empty() { GENERAL_DOUBT.into() } else { globs.join("; ") }
+}
+
+/// The doubt when nothing more precise can be said.
+const GENERAL_DOUBT: &str = "the command's words are not sure to be what runs";
 
 /// Where a program starts in the words: the first word, each wrapper's word, and the program
 /// the wrappers run.
@@ -272,6 +313,125 @@ mod tests {
         check(&["git", "push", "*"], "git push origin", Match::Yes);
         check(&["rm"], "echo rm", Match::No);
         check(&["*"], "anything at all", Match::Yes);
+    }
+
+    #[test]
+    fn programs_that_run_text_as_code_are_a_doubt_for_every_rule() {
+        for c in [
+            "echo rm victim | sh",
+            "sh <<EOF\nrm victim\nEOF",
+            "bash < script.sh",
+            "alias r=rm\nr victim",
+            "python3 -c \"import os; os.remove('victim')\"",
+            "perl -e 'unlink q(victim)'",
+            "awk 'BEGIN{system(\"r\" \"m victim\")}'",
+            "sed -n '1e r''m victim' x",
+            "find . -exec r\"m\" {} +",
+            "echo victim | xargs -I{} sh -c 'r''m {}'",
+            "echo 'rm victim' | xargs env",
+            "make clean",
+            "source ./cleanup.sh",
+            "f() { \"$@\"; }; f rm victim",
+            "BASH_ENV=x.sh bash -c ls",
+            "x='a[$(rm victim)]'; echo $(( x ))",
+        ] {
+            for r in [&["rm"][..], &["git", "push"]] {
+                check(r, c, Match::Maybe);
+            }
+        }
+        // What the words show is still matched with certainty.
+        for c in [
+            "trap 'rm victim' EXIT",
+            "sh -c 'rm victim'",
+            "script -qc 'rm victim' /dev/null",
+            "su -c 'rm victim' me",
+            "xargs rm",
+            "sudo -u root rm victim",
+            "watch rm victim",
+            "env -S'rm victim'",
+        ] {
+            check(&["rm"], c, Match::Yes);
+        }
+        check(&["git", "push"], "git -c alias.p=push p", Match::Maybe);
+        check(&["git", "push"], "git -c alias.p='!git push' p", Match::Maybe);
+        check(&["git", "push"], "git --config-env=alias.p=P p", Match::Maybe);
+        check(&["git", "push"], "git p", Match::Maybe);
+        check(&["git", "push"], "git config alias.p push && git p", Match::Maybe);
+        // Programs whose words say what runs stay a certain "no".
+        for c in [
+            "ls -la",
+            "sed 's/a/b/' x",
+            "awk '{print $1}' x",
+            "find . -name x",
+            "xargs ls",
+            "env LANG=C ls",
+        ] {
+            check(&["rm"], c, Match::No);
+        }
+    }
+
+    #[test]
+    fn wrapper_options_not_modelled_exactly_are_a_doubt() {
+        for c in [
+            "env -iS'rm victim'",
+            "env --split-string='rm victim'",
+            "nice --adj 5 rm victim",
+            "timeout --sig KILL 5 rm victim",
+            "timeout --kill-a=1 5 rm victim",
+            "stdbuf --out L rm victim",
+            "flock --conf 1 lock rm victim",
+            "ionice --classd 3 rm victim",
+            "env --chd=/ rm victim",
+            "env -iu HOME rm victim",
+            "env --sp='rm victim'",
+            "env --spl 'rm victim'",
+        ] {
+            for r in [&["rm"][..], &["git", "push"]] {
+                let m = restricts(&rule(r), &parse(c));
+                assert!(m >= Match::Maybe, "{r:?} against {c:?}: {m:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_glob_as_the_program_word_is_a_doubt_or_what_it_expands_to() {
+        for c in ["/nowhere/r? victim", "r[m] victim", "./r* victim", "env /nowhere/[r]m x"] {
+            check(&["rm"], c, Match::Maybe);
+            check(&["git", "push"], c, Match::Maybe);
+        }
+        check(&["rm"], "'/bin/r?' victim", Match::No);
+        // Where the glob expands to the denied program now, it is that program.
+        let rm = ["/bin", "/usr/bin"].iter().find(|d| Path::new(d).join("rm").exists());
+        if let Some(dir) = rm {
+            for c in ["{dir}/r? victim", "{dir}/[r]m victim", "{dir}/?m victim", "nice {dir}/r[m] victim"] {
+                check(&["rm"], &c.replace("{dir}", dir), Match::Yes);
+            }
+            check(&["git", "push"], &format!("{dir}/r? victim"), Match::Maybe);
+        }
+        if Path::new("/usr/bin/git").exists() {
+            check(&["git", "push"], "/usr/*/gi? push", Match::Yes);
+        }
+    }
+
+    #[test]
+    fn the_doubt_says_why() {
+        let why = |c: &str| doubt(Some(&parse(c)));
+        assert_eq!(why("echo rm victim | sh"), "opaque: `sh` reads commands from its input");
+        assert_eq!(why("env -S'rm victim'"), "opaque: `env -S` splits its argument into a command");
+        assert_eq!(
+            why("/bin/r? victim"),
+            "opaque: the program word `/bin/r?` is a glob: it may name any program"
+        );
+        assert_eq!(
+            why("cat secret?/k"),
+            "`secret?/k` is a glob: it may expand to a path the rule names"
+        );
+        assert_eq!(
+            why("git $(echo push)"),
+            "opaque: an expansion among `git`'s arguments may be an option that runs a command"
+        );
+        assert_eq!(why("ls 'x"), "opaque: it does not parse as a shell command");
+        assert_eq!(why("rm $(echo victim)"), GENERAL_DOUBT);
     }
 
     #[test]

@@ -57,4 +57,50 @@ pub enum PolicyError {
         /// Why.
         reason: String,
     },
+    /// The store of trusted project policy files could not be used.
+    #[error(transparent)]
+    Trust(#[from] TrustError),
+}
+
+/// Why the store of trusted project policy files (`policy.trust_file`) could not be read or
+/// changed, or a project's file cannot be trusted; each in one line naming the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TrustError {
+    /// `policy.trust_file` is "": no project policy file is trusted, and none can be.
+    #[error("policy.trust_file is \"\": no project policy file can be trusted (set it to a file outside every workspace)")]
+    Disabled,
+    /// `policy.trust_file` names a place a checkout could hold.
+    #[error("policy.trust_file `{}` {reason}", path.display())]
+    Place {
+        /// The store, as configured (home expanded).
+        path: PathBuf,
+        /// Why it may not be used there.
+        reason: String,
+    },
+    /// The store is unreadable or malformed.
+    #[error("trust store {}: {reason}", path.display())]
+    Store {
+        /// The store.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The store could not be written.
+    #[error("cannot write the trust store {}: {reason}", path.display())]
+    Write {
+        /// The store.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The project's policy file cannot be trusted: there is none, it cannot be read, or it
+    /// is a link out of its workspace.
+    #[error("cannot trust {}: {reason}", path.display())]
+    Project {
+        /// The project's policy file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
 }

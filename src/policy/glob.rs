@@ -52,6 +52,21 @@ impl Glob {
         self.matcher.is_match(text)
     }
 
+    /// The components before the first one holding a wildcard (`secrets/**` → `secrets`).
+    pub(super) fn fixed(&self) -> &[String] {
+        &self.fixed
+    }
+
+    /// The glob as written.
+    pub(super) fn text(&self) -> &str {
+        self.matcher.glob().glob()
+    }
+
+    /// Whether it names absolute paths.
+    pub(super) fn is_absolute(&self) -> bool {
+        self.absolute
+    }
+
     /// Whether the folder `path` (components relative to the workspace, or an absolute path's)
     /// holds what this glob names: `secrets` holds `secrets/**`. The workspace root (no
     /// components) holds everything and is not counted, or every `ls .` would match.

@@ -6,8 +6,9 @@ use serde::Deserialize;
 
 use super::glob::{Glob, Kind};
 use super::rule::{LayerKind, Rule, RuleRef};
+use super::trust::{self, Distrust, TrustState, TrustStore, Untrusted};
 use super::{Policy, PolicyError, examples};
-use crate::config::{Config, HookConfig, RuleConfig, expand_home};
+use crate::config::{Config, HookConfig, RuleConfig, RuleDecision, expand_home};
 
 /// The project's policy file, relative to the workspace.
 pub const PROJECT_FILE: &str = ".toolslot/policy.toml";
@@ -56,6 +57,12 @@ impl Policy {
     /// project's (`.toolslot/policy.toml`), the user's (`~/.toolslot/policy.toml`), then the
     /// configuration's rules and hooks. A missing file is a layer without rules.
     ///
+    /// The project's file may always restrict, but its allow rules apply only when the store
+    /// of trusted files (`policy.trust_file`) holds the SHA-256 of the very bytes read here;
+    /// otherwise they are kept aside ([`Policy::not_applied`], [`Policy::untrusted`]) and the
+    /// session is told. Trust that cannot be read (no store configured, a store that does not
+    /// parse) is no trust: the allow rules are not applied, and the reason is told with them.
+    ///
     /// # Errors
     /// A [`PolicyError`] in one line naming the file and rule: an unreadable or malformed file,
     /// a rule that does not compile, an example that misbehaves, `allow_override` or
@@ -63,6 +70,7 @@ impl Policy {
     /// not bring programs that run on their own).
     pub fn load(config: &Config, workspace: &Path) -> Result<Policy, PolicyError> {
         let mut policy = Policy::empty();
+        policy.limits = super::Limits::of(config);
         policy.project_file = workspace.join(PROJECT_FILE);
         let user = expand_home(USER_FILE);
         let managed = expand_home(&config.policy.managed_file);
@@ -76,7 +84,7 @@ impl Policy {
         ];
         for (kind, path) in layers {
             let Some(path) = path else { continue };
-            let Some(file) = read(&path)? else { continue };
+            let Some((file, digest)) = read(&path)? else { continue };
             let not_here = |key: &str| PolicyError::NotHere {
                 path: path.clone(),
                 reason: format!("`{key}` belongs in the managed policy file only"),
@@ -100,7 +108,22 @@ impl Policy {
             }
             let shown = path.display().to_string();
             let place = format!("{} policy {shown}", kind.name());
-            policy.add_rules(&file.policy.rules, kind, Some(shown), &place, workspace)?;
+            let allows = file.policy.rules.iter().filter(|r| r.decision == RuleDecision::Allow).count();
+            // Trust is looked up only where it matters: a file without allow rules cannot
+            // loosen anything, and an unreadable store must not stop its deny rules.
+            let untrusted = (kind == LayerKind::Project && allows > 0)
+                .then(|| distrust(config, workspace, &digest))
+                .flatten();
+            policy.add_rules(&file.policy.rules, kind, Some(shown), &place, workspace, untrusted.is_none())?;
+            if let Some(why) = untrusted {
+                let dir = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
+                policy.untrusted = Some(Untrusted {
+                    file: dir.join(PROJECT_FILE),
+                    dir,
+                    why,
+                    ignored: allows,
+                });
+            }
             policy.add_hooks(&file.hooks, kind, &place, path.parent())?;
             policy.files.push(path);
         }
@@ -109,12 +132,14 @@ impl Policy {
             Some(f) => format!("config {f}"),
             None => "config".to_string(),
         };
-        policy.add_rules(&config.policy.rules, LayerKind::Config, shown, &place, workspace)?;
+        policy.add_rules(&config.policy.rules, LayerKind::Config, shown, &place, workspace, true)?;
         let base = config.source_file.as_deref().and_then(Path::parent);
         policy.add_hooks(&config.hooks, LayerKind::Config, &place, base)?;
         Ok(policy)
     }
 
+    /// Compiles and checks `rules`; with `apply_allows` false (an untrusted project file) its
+    /// allow rules are kept aside, checked like the rest but never applied.
     fn add_rules(
         &mut self,
         rules: &[RuleConfig],
@@ -122,6 +147,7 @@ impl Policy {
         file: Option<String>,
         place: &str,
         workspace: &Path,
+        apply_allows: bool,
     ) -> Result<(), PolicyError> {
         for (index, written) in rules.iter().enumerate() {
             let at = RuleRef {
@@ -129,9 +155,13 @@ impl Policy {
                 file: file.clone(),
                 index,
             };
-            let rule = Rule::compile(written, at, place)?;
+            let rule = Rule::compile(written, at, place)?.limited(self.limits);
             examples::check(&rule, place, workspace)?;
-            self.rules.push(rule);
+            if apply_allows || rule.decision() != RuleDecision::Allow {
+                self.rules.push(rule);
+            } else {
+                self.not_applied.push(rule);
+            }
         }
         Ok(())
     }
@@ -169,19 +199,41 @@ impl Policy {
     }
 }
 
-/// A policy file, or `None` when there is none.
-fn read(path: &PathBuf) -> Result<Option<PolicyFile>, PolicyError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(PolicyError::File {
-                path: path.clone(),
-                reason: e.to_string(),
-            });
-        }
+/// Why `workspace`'s project policy file, whose bytes hash to `digest`, is not trusted; `None`
+/// when it is.
+fn distrust(config: &Config, workspace: &Path, digest: &str) -> Option<Distrust> {
+    let store = match trust::store_path(&config.policy, Some(workspace)).and_then(|p| TrustStore::read(&p)) {
+        Ok(store) => store,
+        Err(e) => return Some(Distrust::Unusable(e.to_string())),
     };
-    toml::from_str(&text).map(Some).map_err(|e| {
+    let key = match trust::trust_key(workspace) {
+        Ok(key) => key,
+        Err(e) => return Some(Distrust::Unusable(e.to_string())),
+    };
+    // The key is the canonical path of the file whose bytes were hashed (the workspace's
+    // own, which `trust_key` checks it resolves to).
+    match store.state(&key, digest) {
+        TrustState::Trusted => None,
+        TrustState::Changed => Some(Distrust::Changed),
+        TrustState::Unknown => Some(Distrust::Never),
+    }
+}
+
+/// A policy file and the SHA-256 of the bytes it was parsed from, or `None` when there is none.
+/// The digest is of these very bytes, so that trust is given to what was read.
+fn read(path: &PathBuf) -> Result<Option<(PolicyFile, String)>, PolicyError> {
+    let unreadable = |reason: String| PolicyError::File {
+        path: path.clone(),
+        reason,
+    };
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(unreadable(e.to_string())),
+    };
+    let digest = trust::sha256_hex(&bytes);
+    let text = String::from_utf8(bytes).map_err(|e| unreadable(format!("not UTF-8: {e}")))?;
+    toml::from_str(&text).map(|f| Some((f, digest))).map_err(|e| {
         // The parser's report spans lines (a snippet of the file); one line is what is shown:
         // where, then what.
         let shown = e.to_string();

@@ -18,21 +18,27 @@ mod command;
 mod error;
 mod examples;
 mod glob;
+mod hidden;
 mod load;
 mod paths;
+mod pattern;
+mod program;
 mod project;
 mod rule;
+pub mod trust;
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use error::PolicyError;
+pub use error::{PolicyError, TrustError};
 pub use load::{Hook, PROJECT_FILE, USER_FILE};
 pub use project::with_allow_rule;
 pub use rule::{Call, LayerKind, Match, Rule, RuleRef, SHELL_TOOLS};
 
 use crate::config::{ApprovalMode, HookEvent, RuleDecision};
+use crate::notice::{Notice, NoticeKind};
+use trust::Untrusted;
 
 /// Every layer's rules and hooks, loaded for one workspace.
 #[derive(Debug, Clone, Default)]
@@ -50,8 +56,33 @@ pub struct Policy {
     files: Vec<PathBuf>,
     /// Where `approve_for_project` writes.
     project_file: PathBuf,
+    /// The allow rules of an untrusted project file: checked, reported, never applied.
+    not_applied: Vec<Rule>,
+    /// The project's file, when its allow rules were not applied.
+    untrusted: Option<Untrusted>,
     /// Why the policy could not be loaded: every call is refused with it.
     refusal: Option<String>,
+    /// The limits of `[policy]` rules and masks work within.
+    limits: Limits,
+}
+
+/// The limits of `[policy]` that rules and masks work within (docs in `config::PolicyConfig`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Limits {
+    /// Largest program file compared by content with a denied program (0: none).
+    pub program_hash_max_bytes: u64,
+    /// Most entries looked at to find what a path deny rule names (0: no limit).
+    pub mask_max_entries: usize,
+}
+
+impl Limits {
+    /// The limits `config` sets.
+    pub(crate) fn of(config: &crate::config::Config) -> Self {
+        Self {
+            program_hash_max_bytes: config.policy.program_hash_max_bytes,
+            mask_max_entries: config.policy.mask_max_entries,
+        }
+    }
 }
 
 /// What the rules decide for one call.
@@ -105,6 +136,25 @@ impl Policy {
     /// The project's policy file (which `approve_for_project` writes).
     pub fn project_file(&self) -> &Path {
         &self.project_file
+    }
+
+    /// The project's policy file, when it is not trusted and its allow rules were not applied.
+    pub fn untrusted(&self) -> Option<&Untrusted> {
+        self.untrusted.as_ref()
+    }
+
+    /// The allow rules of an untrusted project file, in its order: never applied.
+    pub fn not_applied(&self) -> &[Rule] {
+        &self.not_applied
+    }
+
+    /// What the host is told once when a session opens under this policy: an untrusted
+    /// project file whose allow rules were not applied.
+    pub fn notices(&self) -> Vec<Notice> {
+        self.untrusted
+            .iter()
+            .map(|u| Notice::new(NoticeKind::ProjectPolicyUntrusted, u.message()))
+            .collect()
     }
 
     /// Whether a managed `allow_override = false` is in force.
@@ -164,8 +214,9 @@ impl Policy {
             let reason = match (decision, m) {
                 (RuleDecision::Deny, _) => Some(rule.written().reason.clone().unwrap_or_else(|| format!("{named} denies it"))),
                 (_, Match::Maybe) => Some(format!(
-                    "{named} ({}) may apply: the command's words are not sure to be what runs",
-                    rule.decision().as_str()
+                    "{named} ({}) may apply: {}",
+                    rule.decision().as_str(),
+                    command::doubt(call.script())
                 )),
                 _ => rule.written().reason.clone(),
             };

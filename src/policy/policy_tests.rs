@@ -25,10 +25,29 @@ impl Bed {
     fn write(&self, path: &Path, text: &str) {
         std::fs::write(path, text).unwrap();
     }
+    fn trust_file(&self) -> std::path::PathBuf {
+        self.dir.path().join("home/trusted.toml")
+    }
     fn config(&self, extra: &str) -> Config {
         let f = self.dir.path().join("config.toml");
-        std::fs::write(&f, format!("[policy]\nmanaged_file = \"{}\"\n{extra}", self.managed().display())).unwrap();
+        std::fs::write(
+            &f,
+            format!(
+                "[policy]\nmanaged_file = \"{}\"\ntrust_file = \"{}\"\n{extra}",
+                self.managed().display(),
+                self.trust_file().display()
+            ),
+        )
+        .unwrap();
         Config::load_with_env(Some(&f), std::iter::empty()).unwrap()
+    }
+    /// Trusts the project file's present content, as `toolslot trust` does.
+    fn trust(&self) {
+        let key = trust::trust_key(&self.ws()).unwrap();
+        let mut store = trust::TrustStore::read(&self.trust_file()).unwrap();
+        store.trust(&key, trust::sha256_hex(&std::fs::read(key.as_path()).unwrap()));
+        std::fs::create_dir_all(self.dir.path().join("home")).unwrap();
+        std::fs::write(self.trust_file(), store.to_toml()).unwrap();
     }
     fn load(&self, extra: &str) -> Result<Policy, PolicyError> {
         Policy::load(&self.config(extra), &self.ws())
@@ -55,6 +74,7 @@ fn deny_beats_ask_beats_allow_across_layers() {
         &bed.ws().join(".toolslot/policy.toml"),
         "[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"allow\"\ncommand = [\"git\", \"*\"]\n",
     );
+    bed.trust();
     let p = bed
         .load("rules = [{ tool = \"exec_shell\", decision = \"deny\", command = [\"git\", \"push\", \"--force\"], reason = \"no force pushes\" }]\n")
         .unwrap();
@@ -280,4 +300,145 @@ fn key_rules_match_the_approval_key() {
         Some(RuleDecision::Allow)
     );
     assert_eq!(verdict(&p, &bed.ws(), "edit_file", json!({"path": "a"})).decision, None);
+}
+
+#[test]
+fn an_untrusted_project_file_restricts_but_does_not_loosen() {
+    let bed = Bed::new();
+    let project = bed.ws().join(".toolslot/policy.toml");
+    let hostile = concat!(
+        "[[policy.rules]]\ntool = \"write_file\"\ndecision = \"allow\"\n\n",
+        "[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"allow\"\ncommand = [\"touch\", \"*\"]\n\n",
+        "[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"deny\"\ncommand = [\"git\", \"push\"]\n",
+    );
+    bed.write(&project, hostile);
+    let ws = bed.ws();
+    let write = || json!({"path": "a", "content": "b"});
+    let check = |p: &Policy, want: [Option<RuleDecision>; 3]| {
+        let got = [
+            verdict(p, &ws, "write_file", write()).decision,
+            shell(p, &ws, "touch PWNED"),
+            shell(p, &ws, "git push"),
+        ];
+        assert_eq!(got, want);
+    };
+    let p = bed.load("").unwrap();
+    check(&p, [None, None, Some(RuleDecision::Deny)]);
+    let indexes: Vec<usize> = p.not_applied().iter().map(|r| r.reference().index).collect();
+    assert_eq!(indexes, vec![0, 1]);
+    let untrusted = p.untrusted().unwrap();
+    assert_eq!((untrusted.ignored, &untrusted.why), (2, &trust::Distrust::Never));
+    let notices = p.notices();
+    assert_eq!(notices.len(), 1);
+    assert_eq!(notices[0].kind, crate::notice::NoticeKind::ProjectPolicyUntrusted);
+    let canonical = ws.canonicalize().unwrap();
+    assert!(
+        notices[0]
+            .message
+            .contains(&canonical.join(".toolslot/policy.toml").display().to_string())
+            && notices[0].message.contains("2 allow rules")
+            && notices[0].message.contains(&format!("toolslot trust {}", canonical.display())),
+        "{}",
+        notices[0].message
+    );
+    assert!(p.files().contains(&project), "still protected from the tools");
+
+    // Trusted: the allow rules apply.
+    bed.trust();
+    let p = bed.load("").unwrap();
+    check(&p, [Some(RuleDecision::Allow), Some(RuleDecision::Allow), Some(RuleDecision::Deny)]);
+    assert!(p.untrusted().is_none() && p.not_applied().is_empty() && p.notices().is_empty());
+
+    // One byte changed: untrusted again, and told why.
+    bed.write(&project, &format!("{hostile}#"));
+    let p = bed.load("").unwrap();
+    check(&p, [None, None, Some(RuleDecision::Deny)]);
+    assert_eq!(p.untrusted().unwrap().why, trust::Distrust::Changed);
+
+    // Trust that cannot be read is none, and says why; it stops no deny rule.
+    for (store, said) in [("", "trust_file is \"\""), ("relative.toml", "is relative")] {
+        let mut config = bed.config("");
+        config.policy.trust_file = store.to_string();
+        let p = Policy::load(&config, &ws).unwrap();
+        check(&p, [None, None, Some(RuleDecision::Deny)]);
+        let why = &p.untrusted().unwrap().why;
+        assert!(matches!(why, trust::Distrust::Unusable(r) if r.contains(said)), "{why:?}");
+    }
+    std::fs::write(bed.trust_file(), "not a store [").unwrap();
+    let p = bed.load("").unwrap();
+    check(&p, [None, None, Some(RuleDecision::Deny)]);
+    let why = &p.untrusted().unwrap().why;
+    assert!(matches!(why, trust::Distrust::Unusable(r) if r.contains("trusted.toml")), "{why:?}");
+
+    // A file without allow rules needs no trust, and nothing is told.
+    bed.write(
+        &project,
+        "[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"deny\"\ncommand = [\"git\", \"push\"]\n",
+    );
+    let p = bed.load("").unwrap();
+    assert!(p.untrusted().is_none() && p.notices().is_empty());
+    assert_eq!(shell(&p, &ws, "git push"), Some(RuleDecision::Deny));
+}
+
+#[test]
+fn the_user_and_config_layers_need_no_trust() {
+    let bed = Bed::new();
+    let p = bed.load("rules = [{ tool = \"write_file\", decision = \"allow\" }]\n").unwrap();
+    assert_eq!(
+        verdict(&p, &bed.ws(), "write_file", json!({"path": "a"})).decision,
+        Some(RuleDecision::Allow)
+    );
+}
+
+#[test]
+fn an_opaque_command_is_asked_under_a_rule_it_could_match_and_says_why() {
+    let bed = Bed::new();
+    std::fs::create_dir_all(bed.ws().join("secrets")).unwrap();
+    std::fs::write(bed.ws().join("secrets/prod.key"), "k").unwrap();
+    let p = bed
+        .load(concat!(
+            "rules = [{ tool = \"exec_shell\", decision = \"deny\", command = [\"rm\"] },",
+            " { tool = \"exec_shell\", decision = \"deny\", command = [\"git\", \"push\"] },",
+            " { tool = \"*\", decision = \"deny\", path = \"secrets/**\" },",
+            " { tool = \"exec_shell\", decision = \"allow\" }]\n"
+        ))
+        .unwrap();
+    let ws = bed.ws();
+    let asked = |c: &str| {
+        let v = verdict(&p, &ws, "exec_shell", json!({ "command": c }));
+        assert_eq!(v.decision, Some(RuleDecision::Ask), "{c:?}: {v:?}");
+        assert!(v.unsure, "{c:?}");
+        v.reason.unwrap_or_default()
+    };
+    // Class 1: programs that run text as code.
+    assert!(asked("echo rm victim | sh").ends_with("may apply: opaque: `sh` reads commands from its input"));
+    for c in [
+        "sh <<EOF\nrm victim\nEOF",
+        "alias r=rm\nr victim",
+        "python3 -c \"import os; os.remove('victim')\"",
+        "awk 'BEGIN{system(\"rm victim\")}'",
+        "script -qc \"$(printf rm) victim\" /dev/null",
+        "git -c alias.p=push p",
+        "make",
+        "sed -n '1e id' x",
+    ] {
+        assert!(asked(c).contains("opaque: "), "{c:?}");
+    }
+    // Class 2: wrapper options not modelled exactly.
+    assert!(asked("env --sp='rm victim'").contains("`env --sp=rm victim` is an option the judgement does not know"));
+    asked("ionice --classd 3 ls");
+    // Class 3: globs as the program word, and as paths.
+    assert!(asked("/bin/l? x").contains("opaque: the program word `/bin/l?` is a glob"));
+    assert!(asked("cat secret?/missing.key").contains("`secret?/missing.key` is a glob: it may expand to a path the rule names"));
+    asked("cat */missing.key");
+    // A glob that expands to a denied path now is that path: denied.
+    for c in ["cat secret?/prod.key", "cat */prod.key", "cat [s]ecrets/*", "head -n1 secrets/p*"] {
+        assert_eq!(shell(&p, &ws, c), Some(RuleDecision::Deny), "{c:?}");
+    }
+    // What the words show stays denied; what cannot match stays allowed.
+    assert_eq!(shell(&p, &ws, "trap 'rm victim' EXIT"), Some(RuleDecision::Deny));
+    assert_eq!(shell(&p, &ws, "env -S'rm victim'"), Some(RuleDecision::Deny));
+    for c in ["ls -la", "cat *.md", "sed 's/a/b/' x", "echo victim | xargs ls", "git status"] {
+        assert_eq!(shell(&p, &ws, c), Some(RuleDecision::Allow), "{c:?}");
+    }
 }

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::glob::{Glob, Kind};
-use super::paths::{PathArg, Root};
-use super::{PolicyError, command, paths};
+use super::paths::{PathArg, Place, Root};
+use super::{Limits, PolicyError, command, paths, pattern, program};
 use crate::config::{RuleConfig, RuleDecision};
 use crate::shell::{Script, Segment, parse};
 
@@ -74,6 +74,7 @@ pub struct Rule {
     command: Option<Vec<String>>,
     path: Option<Glob>,
     input: Option<(String, Glob)>,
+    limits: Limits,
 }
 
 impl Rule {
@@ -123,7 +124,23 @@ impl Rule {
             command: written.command.clone(),
             path,
             input,
+            limits: Limits::default(),
         })
+    }
+
+    /// The rule working within `limits` (`[policy]`: how large a program file it compares).
+    pub(super) fn limited(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The glob of a deny rule that names paths alone (no command, input or key): what it
+    /// names is hidden from every way of reading by its tools (`hidden.rs`).
+    pub(super) fn hiding(&self) -> Option<&Glob> {
+        let w = &self.written;
+        (w.decision == RuleDecision::Deny && self.command.is_none() && self.input.is_none() && w.key.is_none())
+            .then_some(self.path.as_ref())
+            .flatten()
     }
 
     /// Where it was written.
@@ -171,17 +188,25 @@ impl Rule {
                 let Some(script) = call.script() else {
                     return Match::No;
                 };
+                let places = call.places();
+                // The program that runs, not only the word it is called by (`program.rs`).
+                let cx = program::Context {
+                    root: call.root(),
+                    script,
+                    places,
+                    hash_max_bytes: self.limits.program_hash_max_bytes,
+                };
                 let Some(glob) = path else {
-                    return m.min(command::restricts(words, script));
+                    return m.min(program::restricts(words, &cx));
                 };
                 // Both on the same simple command: `cat README && ls secrets` is not `cat`
                 // reading a secret. Redirections count for every command of the script.
-                let redirects = paths::of_redirects(script, call.root());
-                let mut best = if script.is_ambiguous() { Match::Maybe } else { Match::No };
-                for seg in script.all_segments() {
-                    let mut args = paths::of_segment(seg, call.root());
+                let redirects = paths::of_redirects(script, call.root(), places);
+                let mut best = if script.is_opaque() { Match::Maybe } else { Match::No };
+                for (index, seg) in script.all_segments().into_iter().enumerate() {
+                    let mut args = paths::of_segment(seg, call.root(), &call.place_of(index));
                     args.extend(redirects.iter().cloned());
-                    best = best.max(command::segment(words, seg).min(restrict_paths(glob, &args, false)));
+                    best = best.max(program::segment(words, seg, index, &cx).min(restrict_paths(glob, &args, false)));
                 }
                 m.min(best)
             }
@@ -214,7 +239,13 @@ impl Rule {
         }
         match &self.path {
             None => true,
-            Some(glob) => paths::of_segment(seg, call.root()).iter().all(|a| permits_path(glob, a)),
+            Some(glob) => {
+                let index = call
+                    .script()
+                    .and_then(|s| s.all_segments().iter().position(|x| std::ptr::eq(*x, seg)));
+                let place = index.map_or_else(|| call.root().place(), |i| call.place_of(i));
+                paths::of_segment(seg, call.root(), &place).iter().all(|a| permits_path(glob, a))
+            }
         }
     }
 
@@ -247,6 +278,7 @@ pub struct Call<'a> {
     key_of: &'a dyn Fn() -> String,
     key: OnceCell<String>,
     script: OnceCell<Option<Script>>,
+    places: OnceCell<Vec<Place>>,
     paths: OnceCell<Vec<PathArg>>,
 }
 
@@ -262,12 +294,24 @@ impl<'a> Call<'a> {
             key_of,
             key: OnceCell::new(),
             script: OnceCell::new(),
+            places: OnceCell::new(),
             paths: OnceCell::new(),
         }
     }
 
     fn root(&self) -> &Root {
         self.root.get_or_init(|| Root::new(self.workspace))
+    }
+
+    /// Where each simple command of its command line runs (`all_segments` order).
+    fn places(&self) -> &[Place] {
+        self.places
+            .get_or_init(|| self.script().map(|s| paths::places(s, self.root())).unwrap_or_default())
+    }
+
+    /// Where the `index`th simple command runs (the workspace when the line has no such one).
+    fn place_of(&self, index: usize) -> Place {
+        self.places().get(index).cloned().unwrap_or_else(|| self.root().place())
     }
 
     /// The approval key.
@@ -287,8 +331,10 @@ impl<'a> Call<'a> {
         SHELL_TOOLS.contains(&self.tool) && self.script().is_some()
     }
 
+    /// Whether the call is a shell command whose words may not say what runs (ambiguous or
+    /// opaque): a path rule that finds no match cannot be sure there is none.
     fn ambiguous(&self) -> bool {
-        self.is_shell() && self.script().is_some_and(Script::is_ambiguous)
+        self.is_shell() && self.script().is_some_and(Script::is_opaque)
     }
 
     /// Its path-like arguments: a shell command's words and redirections, and the input's
@@ -299,7 +345,7 @@ impl<'a> Call<'a> {
             if self.is_shell()
                 && let Some(s) = self.script()
             {
-                v.extend(paths::of_script(s, self.root()));
+                v.extend(paths::of_script(s, self.root(), self.places()));
             }
             v
         })
@@ -313,7 +359,9 @@ fn restrict_paths(glob: &Glob, args: &[PathArg], ambiguous: bool) -> Match {
     if args.iter().any(|a| a.spellings().any(|s| glob.is_match(s) || glob.is_held_by(s))) {
         return Match::Yes;
     }
-    if ambiguous || args.iter().any(|a| a.expanded) {
+    // A glob may expand to paths that are not there yet (`pattern.rs`).
+    let may_name = |a: &PathArg| a.spellings().any(|s| pattern::is_pattern(s) && pattern::may_name(glob, s));
+    if ambiguous || args.iter().any(|a| a.expanded || may_name(a)) {
         Match::Maybe
     } else {
         Match::No
@@ -322,7 +370,7 @@ fn restrict_paths(glob: &Glob, args: &[PathArg], ambiguous: bool) -> Match {
 
 /// An allowing path glob: the argument is literal and inside it in both spellings.
 fn permits_path(glob: &Glob, arg: &PathArg) -> bool {
-    !arg.expanded && arg.spellings().all(|s| glob.is_match(s))
+    !arg.expanded && arg.spellings().all(|s| !pattern::is_pattern(s) && glob.is_match(s))
 }
 
 /// A restricting input matcher: any value at the pointer matches.

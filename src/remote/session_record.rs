@@ -189,6 +189,7 @@ fn unsettled(index: usize, id: &str, name: &str, error: &ToolError) -> ToolResul
         is_error: true,
         content: error.to_model_text(),
         blocks: None,
+        structured: None,
     }
 }
 
@@ -297,6 +298,7 @@ mod tests {
             is_error: false,
             content: "ok".into(),
             blocks: None,
+            structured: None,
         }
     }
 

@@ -101,8 +101,10 @@ fn unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// A key NATS accepts (`[-_=.a-zA-Z0-9]`), unique per call: the session, then random bits.
-fn call_key(session: &str) -> String {
+/// A key NATS accepts (`[-_=.a-zA-Z0-9]`), unique per call: the pool, the session, then random
+/// bits. The pool comes first so that NATS permissions can confine a pool's workers to its
+/// calls' records and subjects (`$KV.toolslot_calls.<pool>.>`, `toolslot.progress.<pool>.>`).
+fn call_key(pool: &str, session: &str) -> String {
     let safe: String = session
         .chars()
         .map(|c| {
@@ -114,7 +116,11 @@ fn call_key(session: &str) -> String {
         })
         .take(64)
         .collect();
-    format!("{}.{}", if safe.is_empty() { "_" } else { &safe }, crate::output::random_hex(8))
+    format!(
+        "{pool}.{}.{}",
+        if safe.is_empty() { "_" } else { &safe },
+        crate::output::random_hex(8)
+    )
 }
 
 impl Tool for RemoteTool {
@@ -156,7 +162,7 @@ impl Tool for RemoteTool {
                 timeout_ms
             };
             let job = Job {
-                key: call_key(&ctx.session_id),
+                key: call_key(&self.pool, &ctx.session_id),
                 tool: name.to_string(),
                 input,
                 session: ctx.session_id.clone(),
@@ -265,10 +271,10 @@ mod tests {
 
     #[test]
     fn call_keys_are_nats_keys_and_unique() {
-        let a = call_key("ab/c d");
-        let b = call_key("ab/c d");
+        let a = call_key("shell", "ab/c d");
+        let b = call_key("shell", "ab/c d");
         assert_ne!(a, b);
-        assert!(a.starts_with("ab_c_d."));
+        assert!(a.starts_with("shell.ab_c_d."));
         assert!(a.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(&c)), "{a}");
     }
 }

@@ -80,6 +80,11 @@ pub enum CallRecord {
         /// Where the content is, when it was too large for the record (an object name).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         object: Option<String>,
+        /// The content's digest ([`crate::remote::seal::digest`]) when it is in the object
+        /// store: the object is not sealed, the record that names it is, so a replaced object
+        /// is told from the one the worker stored.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        digest: Option<String>,
     },
     /// The dispatcher gave the call up; nothing may start it any more.
     Abandoned {
@@ -343,6 +348,7 @@ mod tests {
                 worker: "w".into(),
                 outcome: wire,
                 object: None,
+                digest: None,
             })
             .unwrap();
             let CallRecord::Done { outcome, .. } = serde_json::from_str(&json).unwrap() else {

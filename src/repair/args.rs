@@ -1,18 +1,35 @@
 //! The argument repair ladder.
 //!
-//! [`repair_arguments`] tries, in order, stopping at the first that parses:
-//! 1. strict parse;
-//! 2. control characters inside strings escaped (LF, CR, TAB) or dropped;
-//! 3. trailing commas before `}` / `]` removed;
-//! 4. what is open closed: an unterminated string value, a literal cut mid-way (`tru`,
-//!    `nul`), then the open brackets in reverse order; a dangling key or a number cut in its
-//!    middle (`-`, `1.`) is dropped with its key, never guessed into another value;
-//! 5. closing symbols that match nothing stripped.
+//! [`repair_arguments`] parses arguments strictly and, when that fails, reads them once with
+//! a tolerant reader that repairs, each where the text can be read one way only:
+//! 1. a markdown fence or lines of prose around the one object (`surrounding_text`);
+//! 2. comments: `//`, `/* */`, `#` (`comments`);
+//! 3. raw control characters inside strings, escaped (LF, CR, TAB) or dropped (`control_chars`);
+//! 4. strings and keys in single or typographic quotes (`single_quotes`);
+//! 5. `True`, `False`, `None` and other spellings of the literals (`python_literals`);
+//! 6. keys without quotes (`unquoted_keys`);
+//! 7. a colon missing between a key and its value on one line (`missing_colons`);
+//! 8. a comma missing between members or elements on separate lines (`missing_commas`);
+//! 9. a leading or doubled comma, or one after the root (`stray_commas`);
+//! 10. commas before `}` or `]` (`trailing_commas`);
+//! 11. quotes inside a string value that cannot close it (`embedded_quotes`);
+//! 12. the quote missing before the closers at the end (`missing_quote`);
+//! 13. a number cut after `.` or its exponent: the digits written stand (`incomplete_number`);
+//! 14. a closer of the wrong kind: read as the one that was open, or as closing what it
+//!     matches and all that is open above it, whichever needs fewer edits
+//!     (`mismatched_closers`);
+//! 15. what is open closed: an unterminated string value, a literal cut mid-way (`tru`,
+//!     `nul`), then the open brackets in reverse order; a dangling key, or a number cut before
+//!     its first digit (`-`), is dropped with its key, never guessed into another value
+//!     (`close_brackets`);
+//! 16. closing symbols that match nothing, dropped (`extra_closers`).
 //!
-//! The steps are applied cumulatively, so combined faults are fixed, and every step is
-//! string-aware: a comma or bracket inside a string is never touched. When the round was cut
-//! by the output limit the ladder is closed (see [`crate::plan::finalize::finalize_call`]): completing a cut
-//! call would run something the model never finished saying.
+//! Every repair is string-aware: nothing inside a string is touched but what the string's own
+//! repairs name. Where a fault can be read two ways (a quote that could close a string or
+//! belong to it, two strings side by side on one line, a value with no key) the arguments are
+//! refused: a wrong value that runs is worse than a call sent again. When the round was cut by
+//! the output limit the ladder is closed (see [`crate::plan::finalize::finalize_call`]):
+//! completing a cut call would run something the model never finished saying.
 //!
 //! # Example
 //! ```
@@ -20,18 +37,102 @@
 //! let r = repair_arguments(r#"{"path": "a.txt", "lines": [1, 2,],"#, 1 << 20).unwrap();
 //! assert_eq!(r.value, serde_json::json!({"path": "a.txt", "lines": [1, 2]}));
 //! assert_eq!(r.step, Some(RepairStep::CloseBrackets));
+//! assert_eq!(r.steps.iter().collect::<Vec<_>>(), [RepairStep::TrailingCommas, RepairStep::CloseBrackets]);
+//!
+//! let r = repair_arguments("{path: 'a.txt', recursive: True}", 1 << 20).unwrap();
+//! assert_eq!(r.value, serde_json::json!({"path": "a.txt", "recursive": true}));
+//! assert_eq!(r.step, Some(RepairStep::UnquotedKeys));
 //! ```
 
 pub use crate::event::RepairStep;
 use serde_json::{Map, Value};
 
-/// Arguments that parse, and the step that made them parse (`None`: they were valid).
+use super::tolerant;
+
+/// The ladder's steps in order: when several were applied, `repair` names the last.
+pub const LADDER: [RepairStep; 17] = [
+    RepairStep::SurroundingText,
+    RepairStep::Comments,
+    RepairStep::ControlChars,
+    RepairStep::SingleQuotes,
+    RepairStep::PythonLiterals,
+    RepairStep::UnquotedKeys,
+    RepairStep::MissingColons,
+    RepairStep::MissingCommas,
+    RepairStep::StrayCommas,
+    RepairStep::TrailingCommas,
+    RepairStep::EmbeddedQuotes,
+    RepairStep::MissingQuote,
+    RepairStep::IncompleteNumber,
+    RepairStep::MismatchedClosers,
+    RepairStep::CloseBrackets,
+    RepairStep::ExtraClosers,
+    RepairStep::DecodedString,
+];
+
+/// The place of `step` in [`LADDER`].
+fn rank(step: RepairStep) -> u32 {
+    match step {
+        RepairStep::SurroundingText => 0,
+        RepairStep::Comments => 1,
+        RepairStep::ControlChars => 2,
+        RepairStep::SingleQuotes => 3,
+        RepairStep::PythonLiterals => 4,
+        RepairStep::UnquotedKeys => 5,
+        RepairStep::MissingColons => 6,
+        RepairStep::MissingCommas => 7,
+        RepairStep::StrayCommas => 8,
+        RepairStep::TrailingCommas => 9,
+        RepairStep::EmbeddedQuotes => 10,
+        RepairStep::MissingQuote => 11,
+        RepairStep::IncompleteNumber => 12,
+        RepairStep::MismatchedClosers => 13,
+        RepairStep::CloseBrackets => 14,
+        RepairStep::ExtraClosers => 15,
+        RepairStep::DecodedString => 16,
+    }
+}
+
+/// A set of ladder steps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepSet(u32);
+
+impl StepSet {
+    /// Adds `step`.
+    pub fn add(&mut self, step: RepairStep) {
+        self.0 |= 1 << rank(step);
+    }
+
+    /// Whether `step` is in the set.
+    pub fn contains(self, step: RepairStep) -> bool {
+        self.0 & (1 << rank(step)) != 0
+    }
+
+    /// The last step of the set in ladder order.
+    pub fn last(self) -> Option<RepairStep> {
+        (self.0 != 0).then(|| LADDER[31 - self.0.leading_zeros() as usize])
+    }
+
+    /// Whether no step is in the set.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The steps, in ladder order.
+    pub fn iter(self) -> impl Iterator<Item = RepairStep> {
+        LADDER.into_iter().filter(move |s| self.0 & (1 << rank(*s)) != 0)
+    }
+}
+
+/// Arguments that parse, and the steps that made them parse (none: they were valid).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Repaired {
     /// The arguments, always a JSON object.
     pub value: Value,
-    /// The ladder step used, if any.
+    /// The last step applied, in ladder order (the `repair` field of `call_assembled`).
     pub step: Option<RepairStep>,
+    /// Every step applied (the `args_repaired` notice names them all, in ladder order).
+    pub steps: StepSet,
 }
 
 /// Why arguments could not be repaired.
@@ -45,16 +146,13 @@ pub enum RepairError {
         /// The limit.
         limit: usize,
     },
-    /// No step made them parse.
+    /// No reading of them is valid, or more than one is.
     #[error("arguments are not valid JSON and could not be repaired: {0}")]
     Unrepairable(String),
     /// They parse, but to something other than an object.
     #[error("arguments must be a JSON object, got {0}")]
     NotAnObject(&'static str),
 }
-
-/// One rung of the ladder: the rewritten text, or `None` when it changed nothing.
-type Step = fn(&str) -> Option<String>;
 
 /// Runs the ladder over `raw`.
 ///
@@ -71,6 +169,7 @@ pub fn repair_arguments(raw: &str, max_bytes: usize) -> Result<Repaired, RepairE
         return Ok(Repaired {
             value: Value::Object(Map::new()),
             step: None,
+            steps: StepSet::default(),
         });
     }
     // Only leading white space goes: a string cut mid-way may end in spaces or a line end the
@@ -78,43 +177,33 @@ pub fn repair_arguments(raw: &str, max_bytes: usize) -> Result<Repaired, RepairE
     // to every step).
     let trimmed = raw.trim_start();
     if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
-        return as_object(v, None);
+        return as_object(v, StepSet::default());
     }
-    let mut text: std::borrow::Cow<str> = trimmed.into();
-    let mut last_step;
-    let steps: [(RepairStep, Step); 4] = [
-        (RepairStep::ControlChars, fix_control_chars),
-        (RepairStep::TrailingCommas, remove_trailing_commas),
-        (RepairStep::CloseBrackets, close_open),
-        (RepairStep::ExtraClosers, strip_extra_closers),
-    ];
-    let mut last_error = String::new();
-    for (step, apply) in steps {
-        let Some(next) = apply(&text) else { continue };
-        text = next.into();
-        last_step = Some(step);
-        match serde_json::from_str::<Value>(&text) {
-            Ok(v) => return as_object(v, last_step),
-            Err(e) => last_error = e.to_string(),
-        }
-    }
-    if last_error.is_empty()
-        && let Err(e) = serde_json::from_str::<Value>(&text)
-    {
-        last_error = e.to_string();
-    }
-    Err(RepairError::Unrepairable(last_error))
+    // One tolerant pass, not one pass per step: each rewrite of the text and parse of the result
+    // cost as much as the whole read, and a fault one step cannot see (a quote that is text, a
+    // comment holding a bracket) misleads the steps after it.
+    let read = tolerant::read(trimmed).map_err(RepairError::Unrepairable)?;
+    as_object(read.value, read.steps)
 }
 
-fn as_object(v: Value, step: Option<RepairStep>) -> Result<Repaired, RepairError> {
+fn as_object(v: Value, steps: StepSet) -> Result<Repaired, RepairError> {
     match v {
-        Value::Object(_) => Ok(Repaired { value: v, step }),
+        Value::Object(_) => Ok(Repaired {
+            value: v,
+            step: steps.last(),
+            steps,
+        }),
         // Some models send the whole arguments double-encoded; decode once, no further.
         Value::String(s) => match serde_json::from_str::<Value>(&s) {
-            Ok(inner @ Value::Object(_)) => Ok(Repaired {
-                value: inner,
-                step: Some(RepairStep::DecodedString),
-            }),
+            Ok(inner @ Value::Object(_)) => {
+                let mut steps = steps;
+                steps.add(RepairStep::DecodedString);
+                Ok(Repaired {
+                    value: inner,
+                    step: Some(RepairStep::DecodedString),
+                    steps,
+                })
+            }
             _ => Err(RepairError::NotAnObject("a string")),
         },
         Value::Null => Err(RepairError::NotAnObject("null")),
@@ -179,441 +268,6 @@ fn decode_one(v: &mut Value, schema: &Value, depth: usize) -> usize {
         return 0;
     }
     decode_stringified(v, schema, depth)
-}
-
-/// Step 2: raw control characters inside strings become escapes (LF, CR, TAB) or go; outside
-/// strings, control characters other than JSON whitespace go.
-fn fix_control_chars(s: &str) -> Option<String> {
-    if !s.bytes().any(|b| b < 0x20 && !matches!(b, b' ' | b'\n' | b'\r' | b'\t')) && !has_control_in_string(s) {
-        return None;
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    let mut in_string = false;
-    let mut escaped = false;
-    for c in s.chars() {
-        if in_string {
-            if escaped {
-                escaped = false;
-                out.push(c);
-                continue;
-            }
-            match c {
-                '\\' => {
-                    escaped = true;
-                    out.push(c);
-                }
-                '"' => {
-                    in_string = false;
-                    out.push(c);
-                }
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                '\t' => out.push_str("\\t"),
-                c if (c as u32) < 0x20 => {}
-                c => out.push(c),
-            }
-        } else {
-            match c {
-                '"' => {
-                    in_string = true;
-                    out.push(c);
-                }
-                '\n' | '\r' | '\t' => out.push(c),
-                c if (c as u32) < 0x20 => {}
-                c => out.push(c),
-            }
-        }
-    }
-    (out != s).then_some(out)
-}
-
-fn has_control_in_string(s: &str) -> bool {
-    scan(s.as_bytes()).any(|(_, b, place)| place == Place::InString && b < 0x20)
-}
-
-/// Where a byte of JSON text stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Place {
-    /// Structure: outside every string literal.
-    Structure,
-    /// A quote opening or closing a string.
-    Quote,
-    /// Inside a string, not escaped.
-    InString,
-    /// Inside a string, right after a backslash.
-    Escaped,
-}
-
-/// Every byte of `bytes` with its offset and place, tracking string literals and their
-/// escapes. The one string-aware scanner the ladder's steps share.
-fn scan(bytes: &[u8]) -> impl Iterator<Item = (usize, u8, Place)> + '_ {
-    let mut in_string = false;
-    let mut escaped = false;
-    bytes.iter().enumerate().map(move |(i, &b)| {
-        let place = if !in_string {
-            if b == b'"' {
-                in_string = true;
-                Place::Quote
-            } else {
-                Place::Structure
-            }
-        } else if escaped {
-            escaped = false;
-            Place::Escaped
-        } else if b == b'\\' {
-            escaped = true;
-            Place::InString
-        } else if b == b'"' {
-            in_string = false;
-            Place::Quote
-        } else {
-            Place::InString
-        };
-        (i, b, place)
-    })
-}
-
-/// The bytes of JSON structure in `bytes`, with their offsets: everything outside string
-/// literals (the quotes excluded). The steps that edit structure walk only these, which is
-/// what keeps a comma or bracket inside a string from ever being touched.
-fn structural(bytes: &[u8]) -> impl Iterator<Item = (usize, u8)> + '_ {
-    scan(bytes)
-        .filter(|(_, _, place)| *place == Place::Structure)
-        .map(|(i, b, _)| (i, b))
-}
-
-/// `s` without the single-byte characters at the (ascending) offsets `drop`; `None` when
-/// there is nothing to drop.
-fn without(s: &str, drop: &[usize]) -> Option<String> {
-    if drop.is_empty() {
-        return None;
-    }
-    let mut out = String::with_capacity(s.len());
-    let mut last = 0;
-    for &i in drop {
-        out.push_str(&s[last..i]);
-        last = i + 1;
-    }
-    out.push_str(&s[last..]);
-    Some(out)
-}
-
-/// Step 3: commas followed (past white space) by `}` or `]`, outside strings, go.
-fn remove_trailing_commas(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let drop: Vec<usize> = structural(bytes)
-        .filter(|&(i, b)| b == b',' && matches!(bytes[i + 1..].iter().find(|c| !c.is_ascii_whitespace()), Some(b'}') | Some(b']')))
-        .map(|(i, _)| i)
-        .collect();
-    without(s, &drop)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Object,
-    Array,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Expect {
-    /// After `{` or `,` in an object: a key (or `}` right after `{`).
-    Key,
-    /// After a key: `:`.
-    Colon,
-    /// After `:` or `[` or `,` in an array: a value.
-    Value,
-    /// After a complete value: `,` or a closer.
-    AfterValue,
-}
-
-/// Step 4: closes what is open. See the module docs for what is completed and what is
-/// dropped. Also inserts closers that a mismatched closer implies (`[1, 2}` inside an
-/// object closes the array first).
-fn close_open(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = String::with_capacity(s.len() + 8);
-    let mut stack = Stack::default();
-    let mut expect = Expect::Value;
-    // The last point where the output, plus closers for the stack, is valid JSON. (Every
-    // change of the stack is such a point, so the stack then is the stack now: it needs no
-    // copy, which would cost its depth per value and make deep nesting quadratic.)
-    let mut safe_len = 0usize;
-    let mut root_done = false;
-    let mut i = 0;
-    let mut changed = false;
-    macro_rules! mark_safe {
-        () => {{
-            safe_len = out.len();
-        }};
-    }
-    while i < bytes.len() {
-        let b = bytes[i];
-        if b.is_ascii_whitespace() {
-            out.push(b as char);
-            i += 1;
-            continue;
-        }
-        if root_done {
-            // After the root value: leave the rest to the extra-closers step.
-            out.push_str(&s[i..]);
-            break;
-        }
-        match b {
-            b'{' | b'[' if matches!(expect, Expect::Value) => {
-                stack.push(if b == b'{' { Kind::Object } else { Kind::Array });
-                expect = if b == b'{' { Expect::Key } else { Expect::Value };
-                out.push(b as char);
-                mark_safe!();
-                i += 1;
-            }
-            b'}' | b']' => {
-                let kind = if b == b'}' { Kind::Object } else { Kind::Array };
-                if !stack.holds(kind) {
-                    // Matches nothing: kept, for the extra-closers step to remove and name.
-                    out.push(b as char);
-                    mark_safe!();
-                    i += 1;
-                    continue;
-                }
-                // A dangling key, colon or comma before the closer is dropped.
-                if out.trim_end().len() != safe_len {
-                    out.truncate(safe_len);
-                    changed = true;
-                }
-                let Some(depth) = stack.kinds.iter().rposition(|k| *k == kind) else {
-                    out.push(b as char);
-                    i += 1;
-                    continue;
-                };
-                while stack.kinds.len() > depth + 1 {
-                    let inner = stack.pop();
-                    out.push(if inner == Some(Kind::Object) { '}' } else { ']' });
-                    changed = true;
-                }
-                stack.pop();
-                out.push(b as char);
-                expect = Expect::AfterValue;
-                root_done = stack.kinds.is_empty();
-                mark_safe!();
-                i += 1;
-            }
-            b',' if matches!(expect, Expect::AfterValue) => {
-                out.push(',');
-                expect = if stack.kinds.last() == Some(&Kind::Object) {
-                    Expect::Key
-                } else {
-                    Expect::Value
-                };
-                i += 1;
-            }
-            b':' if matches!(expect, Expect::Colon) => {
-                out.push(':');
-                expect = Expect::Value;
-                i += 1;
-            }
-            b'"' => {
-                let is_key = matches!(expect, Expect::Key);
-                let (end, closed) = scan_string(bytes, i);
-                if closed {
-                    out.push_str(&s[i..end]);
-                    i = end;
-                    if is_key {
-                        expect = Expect::Colon;
-                    } else {
-                        expect = Expect::AfterValue;
-                        root_done = stack.kinds.is_empty();
-                        mark_safe!();
-                    }
-                    continue;
-                }
-                // Unterminated at end of input.
-                changed = true;
-                if is_key || !matches!(expect, Expect::Value) {
-                    out.truncate(safe_len);
-                } else {
-                    out.push_str(trim_partial_escape(&s[i..]));
-                    out.push('"');
-                    mark_safe!();
-                }
-                i = bytes.len();
-            }
-            b't' | b'f' | b'n' if matches!(expect, Expect::Value) => {
-                let word: &str = match b {
-                    b't' => "true",
-                    b'f' => "false",
-                    _ => "null",
-                };
-                let end = bytes[i..]
-                    .iter()
-                    .position(|c| !c.is_ascii_alphabetic())
-                    .map_or(bytes.len(), |p| i + p);
-                let got = &s[i..end];
-                if got == word {
-                    out.push_str(got);
-                } else if end == bytes.len() && word.starts_with(got) {
-                    // Cut mid-literal at the end: there is only one way to finish it.
-                    out.push_str(word);
-                    changed = true;
-                } else {
-                    // Not a literal: leave it for the parser to refuse.
-                    out.push_str(&s[i..]);
-                    return changed.then_some(out);
-                }
-                expect = Expect::AfterValue;
-                root_done = stack.kinds.is_empty();
-                mark_safe!();
-                i = end;
-            }
-            b'-' | b'0'..=b'9' if matches!(expect, Expect::Value) => {
-                let end = bytes[i..]
-                    .iter()
-                    .position(|c| !(c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E')))
-                    .map_or(bytes.len(), |p| i + p);
-                let num = &s[i..end];
-                let complete = num.ends_with(|c: char| c.is_ascii_digit());
-                if !complete && end == bytes.len() {
-                    // `-`, `1.`, `1e`: cut in its middle; the value is dropped with its key.
-                    out.truncate(safe_len);
-                    changed = true;
-                    i = end;
-                    continue;
-                }
-                out.push_str(num);
-                expect = Expect::AfterValue;
-                root_done = stack.kinds.is_empty();
-                mark_safe!();
-                i = end;
-            }
-            _ => {
-                // Something the grammar does not allow here: stop, and let the parser refuse
-                // the result rather than guess what was meant.
-                out.push_str(&s[i..]);
-                return changed.then_some(out);
-            }
-        }
-    }
-    if !root_done {
-        // A dangling key, colon or comma: back to the last complete value.
-        if out.trim_end().len() != safe_len {
-            out.truncate(safe_len);
-            changed = true;
-        }
-        while let Some(kind) = stack.pop() {
-            out.push(if kind == Kind::Object { '}' } else { ']' });
-            changed = true;
-        }
-    }
-    changed.then_some(out)
-}
-
-/// The open brackets, with a count of each kind, so "is an object open anywhere?" costs
-/// nothing however deep the nesting.
-#[derive(Debug, Default)]
-struct Stack {
-    kinds: Vec<Kind>,
-    objects: usize,
-    arrays: usize,
-}
-
-impl Stack {
-    fn push(&mut self, kind: Kind) {
-        match kind {
-            Kind::Object => self.objects += 1,
-            Kind::Array => self.arrays += 1,
-        }
-        self.kinds.push(kind);
-    }
-
-    fn pop(&mut self) -> Option<Kind> {
-        let kind = self.kinds.pop()?;
-        match kind {
-            Kind::Object => self.objects -= 1,
-            Kind::Array => self.arrays -= 1,
-        }
-        Some(kind)
-    }
-
-    fn holds(&self, kind: Kind) -> bool {
-        match kind {
-            Kind::Object => self.objects > 0,
-            Kind::Array => self.arrays > 0,
-        }
-    }
-}
-
-/// Scans a string starting at the quote at `start`; returns (end after the closing quote,
-/// whether it was closed).
-fn scan_string(bytes: &[u8], start: usize) -> (usize, bool) {
-    let mut i = start + 1;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' => i += 2,
-            b'"' => return (i + 1, true),
-            _ => i += 1,
-        }
-    }
-    (bytes.len(), false)
-}
-
-/// Removes from an unterminated string the escape the cut left incomplete, and only that: a
-/// lone backslash, a `\u` with fewer than four hex digits, and a high surrogate (`\ud83d`)
-/// whose low half was cut (with or without the start of that half).
-fn trim_partial_escape(s: &str) -> &str {
-    let s = trim_incomplete_escape(s);
-    match last_unicode_escape(s) {
-        Some((pos, unit)) if (0xD800..0xDC00).contains(&unit) && pos + 6 == s.len() => &s[..pos],
-        _ => s,
-    }
-}
-
-/// `s` without a trailing lone backslash or a `\u` escape cut before its fourth hex digit.
-fn trim_incomplete_escape(s: &str) -> &str {
-    let bytes = s.as_bytes();
-    if let Some(pos) = s.rfind("\\u")
-        && escapes_at(bytes, pos)
-    {
-        let hex = &s[pos + 2..];
-        if hex.len() < 4 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return &s[..pos];
-        }
-    }
-    let trailing = bytes.iter().rev().take_while(|b| **b == b'\\').count();
-    if trailing % 2 == 1 { &s[..s.len() - 1] } else { s }
-}
-
-/// The last `\uXXXX` escape of `s` that is complete: its offset and its code unit.
-fn last_unicode_escape(s: &str) -> Option<(usize, u32)> {
-    let pos = s.rfind("\\u")?;
-    let hex = s.get(pos + 2..pos + 6)?;
-    let unit = u32::from_str_radix(hex, 16).ok()?;
-    escapes_at(s.as_bytes(), pos).then_some((pos, unit))
-}
-
-/// Whether the backslash at `pos` starts an escape (an even number of backslashes before it),
-/// rather than being the second half of an escaped backslash.
-fn escapes_at(bytes: &[u8], pos: usize) -> bool {
-    bytes[..pos].iter().rev().take_while(|b| **b == b'\\').count() % 2 == 0
-}
-
-/// Step 5: closers that match no open bracket are removed (outside strings).
-fn strip_extra_closers(s: &str) -> Option<String> {
-    let mut stack: Vec<u8> = Vec::new();
-    let mut drop = Vec::new();
-    for (i, b) in structural(s.as_bytes()) {
-        match b {
-            b'{' | b'[' => stack.push(b),
-            b'}' | b']' => {
-                let opener = if b == b'}' { b'{' } else { b'[' };
-                if stack.last() == Some(&opener) {
-                    stack.pop();
-                } else {
-                    drop.push(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    without(s, &drop)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 pub mod args;
 pub mod names;
+mod tolerant;
 
 pub use args::{RepairStep, Repaired, repair_arguments};
 pub use names::{NameResolution, resolve_name};

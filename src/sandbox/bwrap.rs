@@ -18,6 +18,7 @@ pub(super) fn args(
     writable: &[PathBuf],
     confined: &[PathBuf],
     protected: Option<(&Path, bool)>,
+    own: &[PathBuf],
 ) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |parts: &[&dyn AsRef<std::ffi::OsStr>]| {
@@ -46,6 +47,11 @@ pub(super) fn args(
             push(&[&"--ro-bind", &"/", &"/", &"--dev", &"/dev", &"--proc", &"/proc"]);
             if grant.write {
                 push(&[&"--tmpfs", &"/tmp", &"--tmpfs", &"/dev/shm"]);
+                // The private /tmp must not hide the program's own files (a script kept under
+                // the temp folder, a checkout there): they come back, read-only.
+                for path in own {
+                    push(&[&"--ro-bind-try", path, path]);
+                }
             }
         }
         View::Confined => {

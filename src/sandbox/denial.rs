@@ -25,7 +25,9 @@ pub fn denial_note(backend: Backend, grant: Grant, stderr: &str, signal: Option<
     // Landlock refuses a connection with EACCES, which reads like a file's "Permission denied":
     // the word "connect" nearby tells them apart.
     let refused_access = text.contains("permission denied") || text.contains("operation not permitted");
-    let about_connecting = text.contains("connect");
+    // A unix socket the filter refused to make (`socket.rs` / `_socket`, `socket(`, `nc -U`):
+    // the word "socket" next to the refusal.
+    let about_connecting = text.contains("connect") || (!grant.network && text.contains("socket"));
     let connected = [
         "network is unreachable",
         "could not resolve host",
@@ -49,9 +51,9 @@ pub fn denial_note(backend: Backend, grant: Grant, stderr: &str, signal: Option<
     }
     if connected && !grant.network {
         refused.push(if grant.write {
-            "a connection (the network is off: network.policy is deny)"
+            "a connection (the network is off, unix sockets included: network.policy is deny)"
         } else {
-            "a connection (the network is off for commands that ran without approval)"
+            "a connection (the network is off, unix sockets included, for commands that ran without approval)"
         });
     }
     if refused.is_empty() {
@@ -81,6 +83,13 @@ mod tests {
         let python = "  File \"socket.py\", in create_connection\nPermissionError: [Errno 13] Permission denied";
         let note = denial_note(Backend::Landlock, rw, python, None).unwrap();
         assert!(note.contains("a connection") && !note.contains("a write"), "{note}");
+        // A unix socket the filter refused to make is a connection, not a write.
+        let unix = "    _socket.socket.__init__(self, family, type, proto, fileno)\nPermissionError: [Errno 13] Permission denied";
+        let note = denial_note(Backend::Bwrap, rw, unix, None).unwrap();
+        assert!(
+            note.contains("a connection") && note.contains("unix sockets") && !note.contains("a write"),
+            "{note}"
+        );
         assert!(denial_note(Backend::Bwrap, rw, "error: no such file", None).is_none());
         assert!(denial_note(Backend::None, ro, "Read-only file system", None).is_none());
         assert!(

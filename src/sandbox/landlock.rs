@@ -52,6 +52,7 @@ pub(super) fn ruleset(
     writable: &[PathBuf],
     temp: Option<&Path>,
     confined: &[PathBuf],
+    hidden: &[PathBuf],
 ) -> Result<OwnedFd, SandboxError> {
     let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(WANTED)).map_err(err)?;
     if !grant.network {
@@ -68,9 +69,34 @@ pub(super) fn ruleset(
             .filter(|p| p != Path::new("/proc") && p.is_dir())
             .collect(),
     };
-    for dir in readable.iter().filter(|d| d.exists()) {
+    let readable: Vec<PathBuf> = readable.into_iter().filter(|d| d.exists()).collect();
+    // What the policy hides is carved out of the readable folders, where no write needs the
+    // folder holding it whole (`mask.rs`).
+    let writable_roots: Vec<PathBuf> = if grant.write {
+        std::iter::once(workspace)
+            .chain(writable.iter().map(PathBuf::as_path))
+            .chain(temp)
+            .map(Path::to_path_buf)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let carved = super::mask::carve(&readable, hidden, &writable_roots);
+    // Fail closed: a path deny that the sandbox cannot enforce is not left to the judgement of
+    // the command's words alone.
+    if !carved.unmasked.is_empty() {
+        let shown: Vec<String> = carved.unmasked.iter().map(|p| format!("`{}`", p.display())).collect();
+        return Err(SandboxError::CannotHide(shown.join(", ")));
+    }
+    for path in &carved.whole {
+        let rights = if path.is_dir() { read } else { read & AccessFs::from_file(WANTED) };
         created = created
-            .add_rule(PathBeneath::new(PathFd::new(dir).map_err(err)?, read))
+            .add_rule(PathBeneath::new(PathFd::new(path).map_err(err)?, rights))
+            .map_err(err)?;
+    }
+    for dir in &carved.listed {
+        created = created
+            .add_rule(PathBeneath::new(PathFd::new(dir).map_err(err)?, AccessFs::ReadDir))
             .map_err(err)?;
     }
     let file_rw: BitFlags<AccessFs> = AccessFs::ReadFile | AccessFs::WriteFile;

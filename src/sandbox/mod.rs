@@ -6,7 +6,8 @@
 //! - files: read-only; the workspace (and a private temporary folder) writable only for a call
 //!   the gate cleared to write ([`Grant::write`]); a command that ran without approval sees only
 //!   the workspace and the system's folders ([`View::Confined`]);
-//! - network: off unless the call was cleared for it ([`Grant::network`]);
+//! - network: off unless the call was cleared for it ([`Grant::network`]), unix sockets
+//!   included (`sockets.rs`: a seccomp filter refuses to make one);
 //! - processes: toolslot's own processes (and their environment) are out of sight, and the
 //!   command cannot signal them;
 //! - resources: CPU time, memory, process count and file size bounded (`shell.limit_*`).
@@ -20,7 +21,9 @@ mod bwrap;
 mod denial;
 #[cfg(target_os = "linux")]
 mod landlock;
+mod mask;
 mod protect;
+mod sockets;
 mod spawn;
 
 use std::path::{Path, PathBuf};
@@ -28,6 +31,7 @@ use std::sync::OnceLock;
 
 pub use denial::denial_note;
 pub use protect::Protected;
+pub use sockets::NoSockets;
 pub use spawn::{Guard, Request, Sandboxed, command};
 
 use crate::config::SandboxMode;
@@ -79,6 +83,11 @@ pub enum SandboxError {
     /// Landlock refused the rules.
     #[error("the Landlock sandbox could not be set up: {0}")]
     Landlock(String),
+    /// Landlock cannot take a path the policy denies out of a folder the program may write.
+    #[error(
+        "not run: the Landlock sandbox cannot hide {0} (denied by a policy rule) from a program cleared to write the folder that holds it; bubblewrap can (shell.sandbox = \"bwrap\")"
+    )]
+    CannotHide(String),
     /// The private temporary folder could not be made.
     #[error("the sandbox's temporary folder could not be made: {0}")]
     Temp(String),

@@ -41,6 +41,7 @@ fn run_with(mode: SandboxMode, want: Backend, grant: Grant, view: View, ws: &Pat
         view,
         keep_env: &[],
         shell: &shell,
+        hidden: &[],
     })
     .unwrap();
     assert_eq!(
@@ -340,6 +341,7 @@ fn a_policy_folder_another_call_made_and_removed_does_not_fail_the_next() {
         view: View::Full,
         keep_env: &[],
         shell: &shell,
+        hidden: &[],
     })
     .unwrap();
     assert_eq!(s.backend, Backend::Bwrap, "install bubblewrap (scripts/install-test-deps.sh)");
@@ -367,4 +369,38 @@ fn a_policy_folder_another_call_made_and_removed_does_not_fail_the_next() {
     );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(ws.path().join(".toolslot").is_dir(), "an empty .toolslot the user made is kept");
+}
+
+#[test]
+fn without_network_no_unix_socket_is_made_and_everything_else_still_runs() {
+    use std::os::unix::process::CommandExt;
+    // A child under the filter: unix sockets and datagram pairs are refused, a stream pair (the
+    // pipes programs make) and an IP socket (the network namespace's business) are not.
+    let probe = r#"
+import socket, errno
+def tried(f):
+    try:
+        f(); return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+print(tried(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)),
+      tried(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)),
+      tried(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)),
+      tried(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)),
+      tried(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)))
+"#;
+    let filter = super::NoSockets::new();
+    let filter: &'static super::NoSockets = Box::leak(Box::new(filter));
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args(["-c", probe]);
+    // SAFETY: the closure makes only the filter's two prctl calls.
+    unsafe {
+        cmd.pre_exec(move || filter.install());
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "EACCES EACCES ok EACCES ok");
+    // Without the filter, the same probe makes every socket: the test can tell.
+    let out = std::process::Command::new("python3").args(["-c", probe]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok ok ok ok ok");
 }

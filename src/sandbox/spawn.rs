@@ -26,6 +26,9 @@ pub struct Request<'a> {
     pub keep_env: &'a [String],
     /// Sandbox, environment and limits.
     pub shell: &'a ShellConfig,
+    /// Files and folders the program must not see (absolute, symlinks resolved): what the
+    /// session's policy denies by path, masked by the sandbox (`mask.rs`).
+    pub hidden: &'a [PathBuf],
 }
 
 /// A command ready to spawn, and what must live while it runs.
@@ -109,6 +112,20 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
         file_bytes: shell.limit_file_bytes,
     };
     let backend = backend(shell.sandbox);
+    // No network means no socket of any family: a socket file is reached through the file
+    // system, where neither a network namespace nor Landlock's TCP rules look.
+    let mut no_sockets = (!req.grant.network).then(no_sockets);
+    // Sockets the host allows without the network: bubblewrap masks every other one bound on
+    // the machine instead of the filter refusing them all (`sockets.rs`).
+    let mut socket_masks: Vec<PathBuf> = Vec::new();
+    if no_sockets.is_some()
+        && !shell.allow_unix_sockets.is_empty()
+        && backend == Backend::Bwrap
+        && let Some(masks) = super::sockets::masks_except(&shell.allow_unix_sockets)
+    {
+        no_sockets = None;
+        socket_masks = masks;
+    }
     let mut guard = Guard::default();
     // Only a program cleared to write could change the workspace's policy.
     if req.grant.write {
@@ -119,17 +136,30 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
             let confined = confined_dirs(path_var.as_deref());
             let mut cmd = tokio::process::Command::new(bwrap);
             let protected = guard.policy.as_ref().map(super::Protected::folder);
-            cmd.args(super::bwrap::args(&workspace, req.grant, req.view, &writable, &confined, protected))
-                .arg("--")
-                .arg(req.program)
-                .args(req.args);
+            let own = if req.grant.write && req.view == View::Full {
+                own_files(req, &workspace)
+            } else {
+                Vec::new()
+            };
+            cmd.args(super::bwrap::args(
+                &workspace, req.grant, req.view, &writable, &confined, protected, &own,
+            ))
+            .args(super::mask::bwrap_args(
+                &[req.hidden, socket_masks.as_slice()].concat(),
+                req.view,
+                &workspace,
+                &confined,
+            ))
+            .arg("--")
+            .arg(req.program)
+            .args(req.args);
             cmd.env_clear().envs(env);
             if req.grant.write && req.view == View::Full {
                 cmd.env("TMPDIR", "/tmp");
             } else {
                 cmd.env_remove("TMPDIR");
             }
-            set_up_child(&mut cmd, limits, None, false);
+            set_up_child(&mut cmd, limits, None, false, no_sockets);
             cmd
         }
         #[cfg(target_os = "linux")]
@@ -137,7 +167,7 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
             let temp = if req.grant.write { Some(private_temp()?) } else { None };
             guard.temp = temp.clone();
             let confined = confined_dirs(path_var.as_deref());
-            let ruleset = super::landlock::ruleset(&workspace, req.grant, req.view, &writable, temp.as_deref(), &confined)?;
+            let ruleset = super::landlock::ruleset(&workspace, req.grant, req.view, &writable, temp.as_deref(), &confined, req.hidden)?;
             let mut cmd = tokio::process::Command::new(req.program);
             cmd.args(req.args).env_clear().envs(env);
             match &temp {
@@ -145,14 +175,14 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
                 None => cmd.env_remove("TMPDIR"),
             };
             use std::os::fd::AsRawFd;
-            set_up_child(&mut cmd, limits, Some(ruleset.as_raw_fd()), true);
+            set_up_child(&mut cmd, limits, Some(ruleset.as_raw_fd()), true, no_sockets);
             guard.ruleset = Some(ruleset);
             cmd
         }
         _ => {
             let mut cmd = tokio::process::Command::new(req.program);
             cmd.args(req.args).env_clear().envs(env);
-            set_up_child(&mut cmd, limits, None, false);
+            set_up_child(&mut cmd, limits, None, false, no_sockets);
             cmd
         }
     };
@@ -162,6 +192,34 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
         guard,
         backend,
     })
+}
+
+/// The files a program is started with (its program word and arguments that name an existing
+/// file by absolute path, outside the workspace), as what bubblewrap must show under its
+/// private temp folders: the file's folder, or the file alone when its folder is a temp root.
+/// In a full view every other folder is visible anyway, so this shows nothing a program that
+/// was not cleared to write would not see.
+fn own_files(req: &Request<'_>, workspace: &Path) -> Vec<PathBuf> {
+    const HIDDEN: &[&str] = &["/tmp", "/dev/shm"];
+    let mut out: Vec<PathBuf> = Vec::new();
+    for word in std::iter::once(req.program).chain(req.args.iter().map(String::as_str)) {
+        let path = Path::new(word);
+        if !path.is_absolute() || !path.is_file() {
+            continue;
+        }
+        let Ok(real) = path.canonicalize() else { continue };
+        if real.starts_with(workspace) || !HIDDEN.iter().any(|h| real.starts_with(h)) {
+            continue;
+        }
+        let shown = match real.parent() {
+            Some(folder) if !HIDDEN.iter().any(|h| folder == Path::new(h)) => folder.to_path_buf(),
+            _ => real,
+        };
+        if !out.contains(&shown) {
+            out.push(shown);
+        }
+    }
+    out
 }
 
 /// A fresh folder only this command may write, for Landlock (bubblewrap mounts its own /tmp).
@@ -176,10 +234,24 @@ fn private_temp() -> Result<PathBuf, SandboxError> {
     Ok(dir)
 }
 
+/// The filter that refuses unix sockets, made once per process (so nothing is allocated
+/// between fork and exec).
+fn no_sockets() -> &'static super::NoSockets {
+    static FILTER: std::sync::OnceLock<super::NoSockets> = std::sync::OnceLock::new();
+    FILTER.get_or_init(super::NoSockets::new)
+}
+
 /// What the child does between fork and exec: its own session (so a timeout's group kill
-/// reaches all it started, and it has no terminal to type into), the resource limits, and for
-/// Landlock: no capabilities, no new privileges, the ruleset.
-fn set_up_child(cmd: &mut tokio::process::Command, limits: Limits, landlock: Option<std::os::fd::RawFd>, drop_capabilities: bool) {
+/// reaches all it started, and it has no terminal to type into), the resource limits, for
+/// Landlock: no capabilities, no new privileges, the ruleset; and without network, the filter
+/// that refuses unix sockets (last, so bubblewrap itself is under it too).
+fn set_up_child(
+    cmd: &mut tokio::process::Command,
+    limits: Limits,
+    landlock: Option<std::os::fd::RawFd>,
+    drop_capabilities: bool,
+    no_sockets: Option<&'static super::NoSockets>,
+) {
     let setup = move || -> io::Result<()> {
         // SAFETY: between fork and exec only async-signal-safe system calls run here: no
         // allocation, no lock (io::Error::last_os_error holds an errno, it allocates nothing).
@@ -210,6 +282,10 @@ fn set_up_child(cmd: &mut tokio::process::Command, limits: Limits, landlock: Opt
             }
             #[cfg(not(target_os = "linux"))]
             let _ = (landlock, drop_capabilities);
+            #[cfg(target_os = "linux")]
+            if let Some(filter) = no_sockets {
+                filter.install()?;
+            }
         }
         Ok(())
     };

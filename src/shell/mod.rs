@@ -13,17 +13,24 @@
 //! A rule such as `command = ["git", "push"]` should be matched against
 //! [`Script::all_segments`] (each segment's [`Segment::command`] and its words as written), so
 //! that `(git push)`, `env git push`, `sh -c 'git push'` and `x && git push` are all seen.
+//!
+//! Some commands run what no word shows: a shell reading its input, an interpreter given code,
+//! `find -exec`, an alias, a git alias, `make`, a wrapper option the model does not know, a
+//! program word that is a glob. They are *opaque* ([`Segment::opaque`], [`Script::opacity`]):
+//! never Auto, and never a certain "no" for a rule that restricts.
 
 mod flags;
 mod grammar;
 mod judge;
 mod key;
+mod opaque;
 mod wrappers;
 
 pub use flags::{Opt, matches as option_matches};
 pub use grammar::{Script, Segment, parse};
 pub use judge::{Judgement, escapes, judge};
 pub use key::{approval_key, approval_key_of, exact_key};
+pub use opaque::has_glob;
 pub use wrappers::{Runs, base_name};
 
 /// Parses and judges `command` in one call.

@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::event::ApprovalRequirement;
+use crate::tool::ApprovalRequirement;
 
 /// Commands whose keys are loose, as words.
 const BASES: &[&[&str]] = &[

@@ -1,9 +1,25 @@
 //! Capabilities a tool declares, and the approval derived from them.
+//!
+//! The ground of the tool contract: it needs only the configuration, so the event vocabulary
+//! (which names an [`ApprovalRequirement`]) can stand below the rest of the trait layer.
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::NetworkPolicy;
-pub use crate::event::ApprovalRequirement;
+
+/// What must happen before a call may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalRequirement {
+    /// Runs without asking.
+    Auto,
+    /// Asks in `ask` mode, runs in `auto-edit` and `full-auto`.
+    Suggest,
+    /// Asks unless `full-auto`.
+    Required,
+    /// Never runs (network tools under `network.policy = "deny"`).
+    Refused,
+}
 
 /// Something a tool may do. Approval and scheduling are computed from these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -82,19 +98,6 @@ pub fn derive_approval(caps: &[Capability], policy: NetworkPolicy) -> ApprovalRe
 /// WritesFiles nor ExecutesCode (a contradictory declaration is read as the unsafe one).
 pub fn is_read_only(caps: &[Capability]) -> bool {
     caps.contains(&Capability::ReadOnly) && !caps.contains(&Capability::WritesFiles) && !caps.contains(&Capability::ExecutesCode)
-}
-
-/// The capability-derived approval, for every [`super::ToolSpec`]. A blanket trait rather
-/// than a provided method, so no tool can override it and grant itself a quieter approval.
-pub trait Approvals {
-    /// Approval derived from the declared capabilities and the network policy.
-    fn approval_requirement(&self, policy: NetworkPolicy) -> ApprovalRequirement;
-}
-
-impl<T: super::ToolSpec + ?Sized> Approvals for T {
-    fn approval_requirement(&self, policy: NetworkPolicy) -> ApprovalRequirement {
-        derive_approval(self.capabilities(), policy)
-    }
 }
 
 #[cfg(test)]

@@ -41,6 +41,30 @@ pub struct Grant {
     pub network: bool,
 }
 
+impl ToolContext {
+    /// The files and folders the session's policy hides from `tool` that exist now (absolute,
+    /// symlinks resolved), for the sandbox to mask from the programs `tool` starts; none where
+    /// the session has no policy.
+    ///
+    /// # Errors
+    /// An `unavailable` error, nothing started, when they could not all be found (the search
+    /// passed `policy.mask_max_entries`).
+    pub fn hidden_paths(&self, tool: &str) -> Result<Vec<PathBuf>, ToolError> {
+        match self.services.hidden() {
+            None => Ok(Vec::new()),
+            Some(h) => h
+                .existing(tool, &self.workspace)
+                .map_err(|e| ToolError::refused(super::ErrorCategory::Unavailable, format!("`{tool}` was not started: {e}"))),
+        }
+    }
+
+    /// What the session's policy hides from `tool`, as a test of one absolute path, for a tool
+    /// that walks the workspace; `None` when nothing is hidden.
+    pub fn screen(&self, tool: &str) -> Option<super::Screen> {
+        self.services.hidden()?.screen(tool, &self.workspace)
+    }
+}
+
 impl std::fmt::Debug for ToolContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolContext")
@@ -106,6 +130,12 @@ pub trait SessionServices: Send + Sync {
     }
     /// The session's approval mode, where a session has one (a child session inherits it).
     fn approval_mode(&self) -> Option<crate::config::ApprovalMode> {
+        None
+    }
+    /// What the session's policy hides from every way of reading (the paths its deny rules
+    /// name by a `path` glob alone), where the session has a policy: tools that walk the
+    /// workspace skip them, and the sandbox masks them from the programs tools start.
+    fn hidden(&self) -> Option<Arc<dyn super::HiddenPaths>> {
         None
     }
 }

@@ -27,9 +27,11 @@
 //! }
 //! ```
 
-mod capability;
+// Its own floor below `event` (tests/suite/tidy.rs): it must not name the rest of `tool`.
+pub(crate) mod capability;
 mod context;
 mod error;
+mod hidden;
 mod metadata;
 mod output;
 mod services;
@@ -37,9 +39,12 @@ mod services;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-pub use capability::{ApprovalRequirement, Approvals, Capability, ToolSource, derive_approval, is_read_only};
+use crate::config::NetworkPolicy;
+
+pub use capability::{ApprovalRequirement, Capability, ToolSource, derive_approval, is_read_only};
 pub use context::{Grant, NoServices, SessionServices, ToolContext};
 pub use error::{ErrorCategory, ToolError};
+pub use hidden::{HiddenPaths, Screen};
 pub use metadata::ToolMetadata;
 pub use output::{CutReport, OutputKind, ToolOutput};
 pub use services::{Detached, InputAnswer, InputRequest, OutputFile, SearchHit, SessionState, ToolFinder};
@@ -58,6 +63,11 @@ pub trait Tool: Send + Sync {
     /// A human-readable title, when the tool has one (an MCP tool's `title`): tool_search
     /// indexes it beside the name.
     fn title(&self) -> Option<&str> {
+        None
+    }
+    /// JSON Schema of the structured value a successful result carries, when the tool declares
+    /// one (an MCP tool's `outputSchema`): `toolslot mcp` lists it with the tool.
+    fn output_schema(&self) -> Option<&Value> {
         None
     }
     /// Runs the tool on validated arguments.
@@ -145,5 +155,18 @@ pub trait ToolSpec: Tool {
     /// model when a call is refused.
     fn field_aliases(&self) -> &[(&'static str, &'static str)] {
         &[]
+    }
+}
+
+/// The capability-derived approval, for every [`ToolSpec`]. A blanket trait rather
+/// than a provided method, so no tool can override it and grant itself a quieter approval.
+pub trait Approvals {
+    /// Approval derived from the declared capabilities and the network policy.
+    fn approval_requirement(&self, policy: NetworkPolicy) -> ApprovalRequirement;
+}
+
+impl<T: ToolSpec + ?Sized> Approvals for T {
+    fn approval_requirement(&self, policy: NetworkPolicy) -> ApprovalRequirement {
+        derive_approval(self.capabilities(), policy)
     }
 }

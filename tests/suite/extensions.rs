@@ -6,7 +6,7 @@ use futures::future::BoxFuture;
 use serde_json::json;
 use toolslot::config::Config;
 use toolslot::event::PipelineEvent;
-use toolslot_actors::subagent::{AgentRunner, Turn};
+use toolslot_actors::host::subagent::{AgentRunner, Turn};
 use toolslot_actors::{Dispatcher, SessionOptions, build_toolset};
 
 use super::support::*;
@@ -198,14 +198,16 @@ async fn ask_mode_spawn(child_decision: toolslot_actors::HostDecision) -> (Vec<P
     let mut events = Vec::new();
     while let Some(e) = rx.recv().await {
         match &e {
-            PipelineEvent::ApprovalRequired { index, .. } => {
-                d.answer_approval(&s, *index, toolslot_actors::HostDecision::Approve).await.unwrap();
+            PipelineEvent::ApprovalRequired { index, request, .. } => {
+                d.answer_request(&s, *index, Some(*request), toolslot_actors::HostDecision::Approve)
+                    .await
+                    .unwrap();
             }
             PipelineEvent::Subagent { session, event, .. } => {
                 assert_ne!(session, &s, "answers go to the child's session");
-                if let PipelineEvent::ApprovalRequired { index, name, .. } = event.as_ref() {
+                if let PipelineEvent::ApprovalRequired { index, name, request, .. } = event.as_ref() {
                     assert_eq!(&**name, "write_file");
-                    d.answer_approval(session, *index, child_decision).await.unwrap();
+                    d.answer_request(session, *index, Some(*request), child_decision).await.unwrap();
                 }
             }
             _ => {}

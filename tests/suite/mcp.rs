@@ -164,7 +164,7 @@ fn a_killed_server_gives_outcome_unknown_and_is_restarted() {
     });
 }
 
-fn toslot_name(h: &toolslot_actors::mcp::McpServerHandle) -> String {
+fn toslot_name(h: &toolslot_actors::sources::mcp::McpServerHandle) -> String {
     use toolslot::mcp::McpCaller;
     h.server().to_string()
 }
@@ -541,7 +541,7 @@ fn an_optional_server_with_a_kept_listing_starts_on_first_use() {
         let cfg = config(&growing_server(""), ws.path());
         let first = build_toolset(Arc::clone(&cfg), None).await.unwrap();
         let growing = first.mcp.iter().find(|h| h.name() == "growing").unwrap().clone();
-        assert_eq!(growing.status().await, toolslot_actors::mcp::ServerState::Ready);
+        assert_eq!(growing.status().await, toolslot_actors::sources::mcp::ServerState::Ready);
         let kept: Vec<String> = std::fs::read_dir(ws.path().join(".mcp_tools"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -552,10 +552,10 @@ fn an_optional_server_with_a_kept_listing_starts_on_first_use() {
         // Second run: the kept listing gives the tools; nothing is started yet.
         let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
         let growing = toolset.mcp.iter().find(|h| h.name() == "growing").unwrap().clone();
-        assert_eq!(growing.status().await, toolslot_actors::mcp::ServerState::Idle);
+        assert_eq!(growing.status().await, toolslot_actors::sources::mcp::ServerState::Idle);
         assert!(toolset.registry.current().get("growing__add_tool").is_some());
         let everything = toolset.mcp.iter().find(|h| h.name() == "everything").unwrap().clone();
-        assert_eq!(everything.status().await, toolslot_actors::mcp::ServerState::Idle);
+        assert_eq!(everything.status().await, toolslot_actors::sources::mcp::ServerState::Idle);
 
         // The first call starts it.
         let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
@@ -566,10 +566,10 @@ fn an_optional_server_with_a_kept_listing_starts_on_first_use() {
         round(&d, &s, &[("tool_search", json!({"query": "add a tool"}))]).await;
         let ev = round(&d, &s, &[("growing__add_tool", json!({"name": "wave", "reply": "hi"}))]).await;
         assert!(results(&ev)[0].content.contains("added wave"), "{}", results(&ev)[0].content);
-        assert_eq!(growing.status().await, toolslot_actors::mcp::ServerState::Ready);
+        assert_eq!(growing.status().await, toolslot_actors::sources::mcp::ServerState::Ready);
         assert_eq!(
             everything.status().await,
-            toolslot_actors::mcp::ServerState::Idle,
+            toolslot_actors::sources::mcp::ServerState::Idle,
             "unused servers stay down"
         );
 
@@ -577,7 +577,7 @@ fn an_optional_server_with_a_kept_listing_starts_on_first_use() {
         let moved = config(&growing_server("env = { GROWING = \"2\" }"), ws.path());
         let toolset = build_toolset(moved, None).await.unwrap();
         let growing = toolset.mcp.iter().find(|h| h.name() == "growing").unwrap().clone();
-        assert_eq!(growing.status().await, toolslot_actors::mcp::ServerState::Ready);
+        assert_eq!(growing.status().await, toolslot_actors::sources::mcp::ServerState::Ready);
     });
 }
 
@@ -589,6 +589,6 @@ fn a_required_server_always_starts_at_startup() {
         drop(build_toolset(Arc::clone(&cfg), None).await.unwrap());
         let toolset = build_toolset(cfg, None).await.unwrap();
         let growing = toolset.mcp.iter().find(|h| h.name() == "growing").unwrap().clone();
-        assert_eq!(growing.status().await, toolslot_actors::mcp::ServerState::Ready);
+        assert_eq!(growing.status().await, toolslot_actors::sources::mcp::ServerState::Ready);
     });
 }

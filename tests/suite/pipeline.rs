@@ -86,8 +86,8 @@ fn rejection_is_exact_and_approval_for_session_is_loose() {
             let mut live = d.subscribe(&s).unwrap();
             async move {
                 while let Ok(e) = live.recv().await {
-                    if let PipelineEvent::ApprovalRequired { index, .. } = e {
-                        d.answer_approval(&s, index, decision).await.unwrap();
+                    if let PipelineEvent::ApprovalRequired { index, request, .. } = e {
+                        d.answer_request(&s, index, Some(request), decision).await.unwrap();
                     }
                 }
             }
@@ -274,8 +274,8 @@ fn every_stage_recovers_from_a_panic() {
                 let mut live = d.subscribe(&s).unwrap();
                 actix_rt::spawn(async move {
                     while let Ok(e) = live.recv().await {
-                        if let PipelineEvent::ApprovalRequired { index, .. } = e {
-                            let _ = d.answer_approval(&s, index, HostDecision::Approve).await;
+                        if let PipelineEvent::ApprovalRequired { index, request, .. } = e {
+                            let _ = d.answer_request(&s, index, Some(request), HostDecision::Approve).await;
                         }
                     }
                 })
@@ -364,8 +364,8 @@ fn a_stage_that_fails_mid_round_answers_what_it_held_and_the_round_completes() {
                 let mut live = d.subscribe(&s).unwrap();
                 actix_rt::spawn(async move {
                     while let Ok(e) = live.recv().await {
-                        if let PipelineEvent::ApprovalRequired { index, .. } = e {
-                            let _ = d.answer_approval(&s, index, HostDecision::Approve).await;
+                        if let PipelineEvent::ApprovalRequired { index, request, .. } = e {
+                            let _ = d.answer_request(&s, index, Some(request), HostDecision::Approve).await;
                         }
                     }
                 })
@@ -538,6 +538,49 @@ fn an_answer_after_its_question_expired_is_refused_and_runs_nothing() {
             tokio::time::sleep(Duration::from_millis(200)).await;
             assert!(!bed.workspace.path().join("late.txt").exists());
         }
+    });
+}
+
+#[test]
+fn an_answer_that_does_not_name_its_question_is_refused_once_the_index_was_asked_before() {
+    // A host that answers late, without `request`, must not approve the next question about
+    // the same index: the first question expires unanswered, the second waits, and a bare
+    // answer is refused with a reason; only the answer naming the second question runs it.
+    system(async {
+        let bed = Bed::new("[approval]\ntimeout_ms = 2000\n");
+        let d = bed.dispatcher();
+        let s = bed.session(&d);
+        let write = |path: &str| openai_chat(&[("write_file", json!({"path": path, "content": "x"}))], "tool_calls");
+        // The first question: answered without naming it (one question so far: unambiguous).
+        let mut rx = d
+            .submit_round(&s, RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(write("one.txt"))]))))
+            .unwrap();
+        while let Some(e) = rx.recv().await {
+            if let PipelineEvent::ApprovalRequired { index, .. } = &e {
+                d.answer_approval(&s, *index, HostDecision::Reject).await.unwrap();
+            }
+        }
+        assert!(!bed.workspace.path().join("one.txt").exists());
+        let mut rx = d
+            .submit_round(&s, RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(write("two.txt"))]))))
+            .unwrap();
+        let mut events = Vec::new();
+        while let Some(e) = rx.recv().await {
+            if let PipelineEvent::ApprovalRequired { index, request, .. } = &e {
+                let bare = d.answer_approval(&s, *index, HostDecision::Approve).await;
+                match bare {
+                    Err(toolslot_actors::DispatchError::NeedsRequest { reason, .. }) => {
+                        assert!(reason.contains("name the one you answer"), "{reason}");
+                    }
+                    other => panic!("a bare answer to a second question about call {index}: {other:?}"),
+                }
+                assert!(d.pending_approval(&s).await.unwrap().is_some(), "the question still waits");
+                d.answer_request(&s, *index, Some(*request), HostDecision::Approve).await.unwrap();
+            }
+            events.push(e);
+        }
+        assert!(!results(&events)[0].is_error, "{}", results(&events)[0].content);
+        assert!(bed.workspace.path().join("two.txt").exists());
     });
 }
 

@@ -162,13 +162,18 @@ impl Bed {
         let overflow = workspace.path().join(".overflow");
         std::fs::write(&file, toml).unwrap();
         // One worker thread per test system, and saved outputs and the ledger inside the
-        // test's folder.
+        // test's folder; the ledger's key outside it (one inside the workspace is refused), in
+        // the build's folder rather than the user's home.
         let env = [
             ("TOOLSLOT_EXECUTION__WORKERS".to_string(), "1".to_string()),
             ("TOOLSLOT_OVERFLOW__DIR".to_string(), overflow.display().to_string()),
             (
                 "TOOLSLOT_AUDIT__LEDGER_DIR".to_string(),
                 workspace.path().join(".ledger").display().to_string(),
+            ),
+            (
+                "TOOLSLOT_AUDIT__KEY_FILE".to_string(),
+                concat!(env!("CARGO_TARGET_TMPDIR"), "/ledger-key/ledger.key").to_string(),
             ),
         ];
         let config = Arc::new(Config::load_with_env(Some(&file), env).unwrap());

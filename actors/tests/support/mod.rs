@@ -1,27 +1,38 @@
 //! Driving the binary as an attacker would: `toolslot replay` on a stream that calls tools,
-//! and `toolslot serve` over HTTP, with a config written for the test.
+//! and `toolslot serve` over HTTP (support/serve.rs), with a config written for the test; the
+//! NATS side in support/nats.rs.
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub mod nats;
+pub mod serve;
+
+pub use serve::*;
+
+/// The binary, as it is.
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_toolslot"))
+}
+
 /// The binary. The audit ledger is off: its default folder is the user's home, which a test
 /// must not write to (the ledger's own tests, in policy.rs and approvals.rs, give it a folder).
 pub fn toolslot() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolslot"));
+    let mut cmd = bin();
     cmd.env("TOOLSLOT_AUDIT__LEDGER_DIR", "");
     cmd
 }
 
 /// The repository root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().unwrap()
 }
 
 /// The test dependencies (installed on first use on a fresh machine, by CI beforehand).
@@ -57,6 +68,138 @@ pub fn openai_stream(calls: &[(&str, Value)]) -> String {
     }
     out.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
     out
+}
+
+/// Writes `rounds` (provider streams) to `round-N.sse` files in `dir`; their paths.
+pub fn round_files(dir: &Path, rounds: &[String]) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for (n, body) in rounds.iter().enumerate() {
+        let file = dir.join(format!("round-{n}.sse"));
+        std::fs::write(&file, body).unwrap();
+        files.push(file);
+    }
+    files
+}
+
+/// Runs `cmd` (the binary, with a test's environment) as `toolslot replay` of `rounds` (their
+/// files written in `dir`) in workspace `ws` with `config`, approvals answered `approve`.
+pub fn replay_with(mut cmd: Command, dir: &Path, ws: &Path, config: &Path, approve: &str, rounds: &[String]) -> std::process::Output {
+    let files = round_files(dir, rounds);
+    cmd.args(["replay", "--approve", approve, "--workspace"])
+        .arg(ws)
+        .arg("--config")
+        .arg(config)
+        .args(&files)
+        .output()
+        .unwrap()
+}
+
+/// `toolslot replay` of `rounds` of calls (one session) in workspace `dir/ws`, made if missing,
+/// with `config`, saved outputs in `dir/overflow`, approvals answered `approve`; checks that it
+/// exits 0, and returns every event.
+pub fn replay_calls(dir: &Path, config: &Path, approve: &str, rounds: &[Vec<(&str, Value)>]) -> Vec<Value> {
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let mut cmd = toolslot();
+    cmd.env("TOOLSLOT_OVERFLOW__DIR", dir.join("overflow"));
+    let rounds: Vec<String> = rounds.iter().map(|calls| openai_stream(calls)).collect();
+    let out = replay_with(cmd, dir, &ws, config, approve, &rounds);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    json_lines(&out.stdout)
+}
+
+/// The results of each round of a replay's events.
+pub fn results_by_round(events: &[Value]) -> Vec<Vec<Value>> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "round_complete")
+        .map(|e| e["results"].as_array().unwrap().clone())
+        .collect()
+}
+
+/// The results of every round of a replay's events, in order.
+pub fn round_results(events: &[Value]) -> Vec<Value> {
+    results_by_round(events).into_iter().flatten().collect()
+}
+
+/// The JSON lines a command printed (every line must be one).
+pub fn json_lines(stdout: &[u8]) -> Vec<Value> {
+    std::str::from_utf8(stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A loopback port nothing listens on (yet).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Whether something accepts connections on loopback port `port`.
+pub fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+/// Sends `signal` to `pid`.
+pub fn signal(pid: u32, signal: i32) {
+    // SAFETY: kill only sends a signal to a process this test started.
+    unsafe {
+        libc::kill(pid as i32, signal);
+    }
+}
+
+/// A child process killed (SIGKILL, by pid, woken first if it was stopped) and reaped when
+/// dropped, also when a test fails.
+pub struct Proc {
+    pub child: Child,
+}
+
+impl Proc {
+    pub fn spawn(cmd: &mut Command) -> Proc {
+        Proc {
+            child: cmd.spawn().unwrap(),
+        }
+    }
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    pub fn kill(&mut self) {
+        // Only while it has not been reaped: its pid could be another process's by then.
+        if let Ok(None) = self.child.try_wait() {
+            signal(self.pid(), libc::SIGCONT);
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Waits until `child` (its stderr piped) writes a line holding `needle` to stderr, for up to
+/// `within`, then keeps reading its stderr so the child never blocks on a full pipe.
+pub fn await_line(child: &mut Child, needle: &str, within: Duration) {
+    let stderr = child.stderr.take().expect("the child's stderr is piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + within;
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(needle) => return,
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("`{needle}` did not come within {within:?}: {seen:?}"),
+        }
+    }
 }
 
 /// A folder for one test: a workspace (`ws`), and room for config, overflow and caches.
@@ -109,15 +252,8 @@ impl Bed {
         rounds: &[Vec<(&str, Value)>],
         adjust: impl FnOnce(&mut Command),
     ) -> Replayed {
-        let streams: Vec<PathBuf> = rounds
-            .iter()
-            .enumerate()
-            .map(|(i, calls)| {
-                let stream = self.dir.path().join(format!("round{i}.sse"));
-                std::fs::write(&stream, openai_stream(calls)).unwrap();
-                stream
-            })
-            .collect();
+        let streams: Vec<String> = rounds.iter().map(|calls| openai_stream(calls)).collect();
+        let streams = round_files(self.dir.path(), &streams);
         let config = self.config(config);
         let mut cmd = toolslot();
         cmd.env("TOOLSLOT_OVERFLOW__DIR", self.overflow())
@@ -244,129 +380,11 @@ impl Replayed {
     }
 }
 
-/// Waits until `toolslot serve` (a child with its stderr piped) says it is listening, for up to
-/// `within`, then keeps reading its stderr so the server never blocks on a full pipe.
-pub fn await_listening(child: &mut Child, within: Duration) {
-    let mut err = BufReader::new(child.stderr.take().expect("the server's stderr is piped"));
-    let mut line = String::new();
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 || line.contains("listening on") {
-            break;
-        }
-    }
-    assert!(line.contains("listening on"), "the server did not start: {line}");
-    std::thread::spawn(move || for _ in err.lines() {});
-}
-
-/// The bearer token of [`Served`] servers.
-pub const TOKEN: &str = "bounded-test-token";
-
-/// A running `toolslot serve`, killed when dropped.
-pub struct Served {
-    pub child: Child,
-    pub addr: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 impl Bed {
     /// Starts `toolslot serve` with `config` (a bind address and token are added).
     pub fn serve(&self, config: &str) -> Served {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let path = self.config(&format!(
-            "{config}\n[server]\nbind = \"127.0.0.1:{port}\"\ntoken = \"{TOKEN}\"\n[overflow]\ndir = \"{}\"\n",
-            self.overflow().display()
-        ));
-        let mut child = toolslot()
-            .env("TOOLSLOT_MCP__TOOL_CACHE_DIR", "")
-            .args(["serve", "--config"])
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        await_listening(&mut child, Duration::from_secs(30));
-        Served {
-            child,
-            addr: format!("127.0.0.1:{port}"),
-        }
+        Serve::in_dir(self.dir.path(), &self.ws).config(config).start()
     }
-}
-
-impl Served {
-    /// One HTTP/1.1 request; the status and the (de-chunked) body.
-    pub fn http(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            self.addr,
-            body.len()
-        )
-        .unwrap();
-        s.write_all(body).unwrap();
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).unwrap();
-        let text = String::from_utf8_lossy(&raw).to_string();
-        let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-        let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-            dechunk(rest)
-        } else {
-            rest.to_string()
-        };
-        (status, body)
-    }
-
-    /// Opens a full-auto session on `ws`.
-    pub fn session(&self, ws: &Path) -> String {
-        let body = json!({"workspace": ws, "approval_mode": "full-auto"}).to_string();
-        let (status, text) = self.http("POST", "/v1/sessions", body.as_bytes());
-        assert_eq!(status, 200, "{text}");
-        serde_json::from_str::<Value>(&text).unwrap()["session_id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    }
-
-    /// Runs one round calling `calls` in `session`; its results.
-    pub fn round(&self, session: &str, calls: &[(&str, Value)]) -> Vec<Value> {
-        let (status, sse) = self.http(
-            "POST",
-            &format!("/v1/sessions/{session}/rounds?dialect=openai-chat"),
-            openai_stream(calls).as_bytes(),
-        );
-        assert_eq!(status, 200, "{sse}");
-        let events: Vec<Value> = sse
-            .split("\n\n")
-            .filter_map(|f| f.strip_prefix("data: "))
-            .filter_map(|d| serde_json::from_str(d).ok())
-            .collect();
-        let last = events.last().unwrap_or_else(|| panic!("no events: {sse}"));
-        assert_eq!(last["type"], "round_complete", "{sse}");
-        last["results"].as_array().unwrap().clone()
-    }
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
 }
 
 /// A `[[mcp.servers]]` table for a server run as `command`, started at start-up, its tools
@@ -428,4 +446,32 @@ pub fn eventually(secs: u64, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
-pub mod nats;
+/// Runs `git ARGS` in `dir` as a fixed user on branch `main`, and checks that it succeeded.
+pub fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A stand-in program `name` in `bin` (put it first on the PATH): it says it ran on stdout
+/// (`STAND-IN NAME RAN: ARGS`, the name in capitals) and appends its arguments to `marker`
+/// wherever it may write.
+pub fn stand_in(bin: &Path, name: &str, marker: &Path) -> PathBuf {
+    let path = bin.join(name);
+    let shown = name.to_uppercase();
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\necho \"STAND-IN {shown} RAN: $@\"\necho \"$@\" >> '{}'\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}

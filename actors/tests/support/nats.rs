@@ -4,28 +4,17 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use super::{Proc, await_line, deps, eventually, free_port, listening, toolslot};
 
-/// The test dependencies (installed on first use on a fresh machine, by CI beforehand).
+/// The nats-server of the test dependencies.
 pub fn nats_server_bin() -> PathBuf {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let ok = Command::new("bash")
-            .arg(repo().join("scripts/install-test-deps.sh"))
-            .status()
-            .expect("bash runs")
-            .success();
-        assert!(ok, "installing the test dependencies failed");
-    });
-    repo().join(".test-deps/venv/bin/nats-server")
+    deps().join("venv/bin/nats-server")
 }
 
 /// Remote tests share two cores: they run one at a time, so that heartbeats and ack waits are
@@ -35,56 +24,38 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Sends `signal` to `pid`.
-pub fn signal(pid: u32, signal: i32) {
-    // SAFETY: kill only sends a signal to a process this test started.
-    unsafe {
-        libc::kill(pid as i32, signal);
-    }
-}
-
-/// A child process killed (SIGKILL, by pid) and reaped when dropped.
-pub struct Proc {
-    pub child: Child,
-}
-
-impl Proc {
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-    pub fn kill(&mut self) {
-        signal(self.pid(), libc::SIGCONT);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 /// A nats-server with JetStream, its store in a temp folder that outlives restarts.
 pub struct Nats {
     pub proc: Option<Proc>,
     pub port: u16,
     pub store: tempfile::TempDir,
+    /// Arguments after the port and store (a config file, auth flags), and the environment.
+    args: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 impl Nats {
     pub fn start() -> Nats {
+        Nats::start_with(&[], &[])
+    }
+
+    /// A server with extra arguments (`-c FILE`, `--user`, …) and environment (the variables a
+    /// config file reads); it logs to [`Nats::log`].
+    pub fn start_with(args: &[&str], env: &[(&str, &str)]) -> Nats {
         let mut n = Nats {
             proc: None,
             port: free_port(),
             store: tempfile::tempdir().unwrap(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         };
         n.restart();
         n
+    }
+
+    /// What the server logged (permission violations, refused logins).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.store.path().join("server.log")).unwrap_or_default()
     }
 
     pub fn url(&self) -> String {
@@ -96,19 +67,22 @@ impl Nats {
         if let Some(mut p) = self.proc.take() {
             p.kill();
         }
-        let child = Command::new(nats_server_bin())
-            .args(["-js", "-a", "127.0.0.1", "-p", &self.port.to_string(), "-sd"])
-            .arg(self.store.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nats-server starts");
-        self.proc = Some(Proc { child });
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.store.path().join("server.log"))
+            .unwrap();
+        self.proc = Some(Proc::spawn(
+            Command::new(nats_server_bin())
+                .args(&self.args)
+                .args(["-js", "-a", "127.0.0.1", "-p", &self.port.to_string(), "-sd"])
+                .arg(self.store.path())
+                .envs(self.env.iter().map(|(k, v)| (k, v)))
+                .stdout(Stdio::null())
+                .stderr(log),
+        ));
+        let port = self.port;
+        assert!(eventually(10, || listening(port)), "nats-server did not listen: {}", self.log());
     }
 
     /// SIGKILL.
@@ -127,11 +101,17 @@ pub const SHELL_ROUTES: &str = r#"{ "exec_shell" = "shell", "shell_output" = "sh
 /// `sandbox` is `shell.sandbox`; `WHO` joins the variables commands see, so that a test can
 /// tell which worker ran a command.
 pub fn write_config(dir: &Path, nats: &Nats, routes: &str, sandbox: &str, extra: &str) -> PathBuf {
+    write_config_with(dir, nats, routes, sandbox, extra, "")
+}
+
+/// As [`write_config`], with `remote` added to the `[remote]` table (credentials, the signing
+/// key).
+pub fn write_config_with(dir: &Path, nats: &Nats, routes: &str, sandbox: &str, extra: &str, remote: &str) -> PathBuf {
     let file = dir.join("config.toml");
     // A stopping worker leaves as soon as its calls end; the grace only bounds a call that
     // hangs, so it is long enough that a loaded machine never cuts a one-second command short.
     let text = format!(
-        "{extra}\n[shell]\nsandbox = \"{sandbox}\"\nenv_core = [\"PATH\", \"HOME\", \"LANG\", \"WHO\"]\n[remote]\nnats_url = \"{}\"\nroutes = {routes}\nack_wait_ms = 2000\nannounce_ttl_ms = 2000\nwatchdog_interval_ms = 200\nworker_poll_ms = 200\nworker_shutdown_grace_secs = 20\ninline_result_max_bytes = 4096\n[overflow]\ndir = \"{}\"\n",
+        "{extra}\n[shell]\nsandbox = \"{sandbox}\"\nenv_core = [\"PATH\", \"HOME\", \"LANG\", \"WHO\"]\n[remote]\n{remote}\nnats_url = \"{}\"\nroutes = {routes}\nack_wait_ms = 2000\nannounce_ttl_ms = 2000\nwatchdog_interval_ms = 200\nworker_poll_ms = 200\nworker_shutdown_grace_secs = 20\ninline_result_max_bytes = 4096\n[overflow]\ndir = \"{}\"\n",
         nats.url(),
         dir.join("overflow").display()
     );
@@ -141,31 +121,16 @@ pub fn write_config(dir: &Path, nats: &Nats, routes: &str, sandbox: &str, extra:
 
 /// A `toolslot worker` of `pool`, ready (it has announced itself) when this returns.
 pub fn worker(config: &Path, pool: &str, env: &[(&str, &str)]) -> Proc {
-    let mut child = super::toolslot()
-        .args(["worker", "--pool", pool, "--slots", "2", "--config"])
-        .arg(config)
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) if line.contains(" ready (") => break,
-            Ok(_) => {}
-            Err(_) => panic!("worker did not become ready"),
-        }
-    }
-    Proc { child }
+    let mut worker = Proc::spawn(
+        toolslot()
+            .args(["worker", "--pool", pool, "--slots", "2", "--config"])
+            .arg(config)
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
+    await_line(&mut worker.child, " ready (", Duration::from_secs(30));
+    worker
 }
 
 /// An Anthropic stream with these tool calls.
@@ -200,18 +165,24 @@ pub struct Replay {
 
 impl Replay {
     pub fn start(config: &Path, workspace: &Path, rounds: &[String]) -> Replay {
+        Replay::start_env(config, workspace, rounds, &[])
+    }
+
+    /// As [`Replay::start`], with these environment variables (a NATS password).
+    pub fn start_env(config: &Path, workspace: &Path, rounds: &[String], env: &[(&str, &str)]) -> Replay {
         let mut files = Vec::new();
         for (i, r) in rounds.iter().enumerate() {
             let f = workspace.join(format!(".round{i}.sse"));
             std::fs::write(&f, r).unwrap();
             files.push(f);
         }
-        let mut child = super::toolslot()
+        let mut child = toolslot()
             .args(["replay", "--approve", "all", "--config"])
             .arg(config)
             .arg("--workspace")
             .arg(workspace)
             .args(&files)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -269,11 +240,7 @@ impl Replay {
 
 /// Waits until `f` holds, at most `secs`.
 pub fn wait_until(secs: u64, what: &str, f: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(eventually(secs, f), "timed out waiting for {what}");
 }
 
 /// The lines of a marker file (empty when it does not exist).
@@ -288,60 +255,23 @@ pub fn error_meta(content: &str) -> Value {
     serde_json::from_str(content.lines().last().unwrap_or("")).unwrap_or(Value::Null)
 }
 
-/// `toolslot serve` with `config` (which must set `server.bind` to `addr`), ready when returned.
-pub fn serve(config: &Path) -> Proc {
-    let mut child = super::toolslot()
-        .args(["serve", "--config"])
-        .arg(config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    loop {
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(line) if line.contains("listening on") => break,
-            Ok(_) => {}
-            Err(_) => panic!("toolslot serve did not start"),
-        }
-    }
-    Proc { child }
-}
-
-/// One HTTP/1.1 request (`Connection: close`); the status and the body (de-chunked).
-pub fn http(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
+/// `[remote]` lines turning signing on for a config shared by the dispatcher (signing with
+/// `dispatcher`) and a worker signing with `me`, trusting `trusted` for every worker of every
+/// pool. The seeds are written, private, into `dir`.
+pub fn signing_lines(dir: &Path, dispatcher: &nkeys::KeyPair, me: &nkeys::KeyPair, trusted: &[&nkeys::KeyPair]) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let seed = |name: &str, pair: &nkeys::KeyPair| {
+        let file = dir.join(name);
+        std::fs::write(&file, format!("{}\n{}\n", pair.seed().unwrap(), pair.public_key())).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        file.display().to_string()
+    };
+    let trusted: Vec<String> = trusted.iter().map(|k| format!("\"*.* = {}\"", k.public_key())).collect();
+    format!(
+        "dispatcher_key_file = \"{}\"\nworker_key_file = \"{}\"\ndispatcher_public_key = \"{}\"\ntrusted_workers = [{}]",
+        seed("dispatcher.nk", dispatcher),
+        seed("worker.nk", me),
+        dispatcher.public_key(),
+        trusted.join(", ")
     )
-    .unwrap();
-    s.write_all(body).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, mut rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    if !head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        return (status, rest.to_string());
-    }
-    let mut out = String::new();
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || tail.len() < n {
-            break;
-        }
-        out.push_str(&tail[..n]);
-        rest = tail[n..].trim_start_matches("\r\n");
-    }
-    (status, out)
 }

@@ -1,0 +1,241 @@
+//! A session's audit ledger (`audit.ledger_dir`): the slot's keyed, sealed [`Ledger`], opened on
+//! the session's first record and written on the blocking pool, so that the fsync every record
+//! waits for never stalls the other sessions of the thread.
+//!
+//! The executor writes a call's decision before the call runs (a write that fails refuses the
+//! call) and its outcome once it ended, before the result is handed on. When the session closes
+//! ([`Audit::close`]) its closing record is appended; after that no call is allowed to run (its
+//! decision is refused), and the outcomes of calls that were still ending follow the closing
+//! record.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use toolslot::config::AuditConfig;
+use toolslot::ledger::{Entry, Kind, Ledger, LedgerError, Seal, Source};
+use toolslot::plan::approval::Trace;
+use toolslot::tool::{ErrorCategory, ToolError};
+
+use crate::pipeline::chain::CallHead;
+
+/// The session's ledger, or none (`audit.ledger_dir = ""`).
+#[derive(Debug)]
+pub struct Audit {
+    dir: Option<PathBuf>,
+    /// The key (`audit.key_file`), which must stay out of `dir` and of the workspace.
+    key_file: PathBuf,
+    workspace: PathBuf,
+    session: String,
+    /// Opened on the first record; an open that failed is tried again by the next record.
+    open: Mutex<Option<Ledger>>,
+    /// The session closed: nothing more may run.
+    closed: AtomicBool,
+}
+
+/// The closing record of a session's ledger, being written on the blocking pool: awaiting
+/// [`Sealing::wait`] waits until it is on disk (or failed, which it also logs). Dropping it
+/// leaves the write to finish on its own.
+#[derive(Debug)]
+pub struct Sealing {
+    writing: Option<tokio::task::JoinHandle<Result<(), LedgerError>>>,
+    /// The ledger's folder.
+    dir: PathBuf,
+}
+
+impl Sealing {
+    /// Nothing to write (no ledger, or already closed).
+    pub fn done() -> Self {
+        Self {
+            writing: None,
+            dir: PathBuf::new(),
+        }
+    }
+
+    /// Waits for the closing record.
+    ///
+    /// # Errors
+    /// [`LedgerError`] when it could not be written.
+    pub async fn wait(self) -> Result<(), LedgerError> {
+        let Some(writing) = self.writing else {
+            return Ok(());
+        };
+        writing.await.map_err(|e| LedgerError {
+            path: self.dir,
+            reason: format!("the writer failed: {e}"),
+        })?
+    }
+}
+
+/// One record to append, owned (it travels to the blocking pool).
+#[derive(Debug, Clone)]
+pub struct Record {
+    head: CallHead,
+    kind: Kind,
+    decision: &'static str,
+    source: Source,
+    rule: Option<Value>,
+    outcome: Option<&'static str>,
+    detail: Option<String>,
+}
+
+impl Record {
+    /// The decision on `head`: `allow` when it runs, `deny` when it does not; who decided is the
+    /// trace's (a call refused before anything judged it, such as a call with invalid arguments,
+    /// is the runtime's own refusal: `mode`, with its error category as detail).
+    pub fn decision(head: &CallHead, trace: &Trace, runs: bool, refusal: Option<&ToolError>) -> Self {
+        let detail = match (&trace.source, refusal) {
+            (None, Some(e)) => Some(format!("not judged: {}", e.category_name())),
+            _ => trace.reason.clone(),
+        };
+        Self {
+            head: head.clone(),
+            kind: Kind::Decision,
+            decision: if runs { "allow" } else { "deny" },
+            source: trace.source.unwrap_or(Source::Mode),
+            rule: trace.rule.as_ref().and_then(|r| serde_json::to_value(r).ok()),
+            outcome: None,
+            detail,
+        }
+    }
+
+    /// How `head` ended (`ok`, `error` or `withheld`), under the decision that let it run.
+    pub fn outcome(head: &CallHead, trace: &Trace, outcome: &'static str) -> Self {
+        Self {
+            head: head.clone(),
+            kind: Kind::Outcome,
+            decision: "allow",
+            source: trace.source.unwrap_or(Source::Mode),
+            rule: trace.rule.as_ref().and_then(|r| serde_json::to_value(r).ok()),
+            outcome: Some(outcome),
+            detail: None,
+        }
+    }
+}
+
+impl Audit {
+    /// The ledger of session `session` as `config` says (none when `audit.ledger_dir` is ""),
+    /// its key kept out of `workspace`.
+    pub fn new(config: &AuditConfig, workspace: &Path, session: &str) -> Self {
+        Self {
+            dir: config.ledger_path(),
+            key_file: config.key_path(),
+            workspace: workspace.to_path_buf(),
+            session: session.to_string(),
+            open: Mutex::new(None),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a ledger is kept.
+    pub fn is_on(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    /// Appends `record`, flushed and synced, on the blocking pool. Without a ledger it returns
+    /// at once (on its first poll).
+    ///
+    /// # Errors
+    /// [`LedgerError`] when the record is not on disk, or it would let a call run in a session
+    /// that closed.
+    pub async fn append(self: &Arc<Self>, record: Record) -> Result<(), LedgerError> {
+        let Some(dir) = self.dir.clone() else {
+            return Ok(());
+        };
+        let me = Arc::clone(self);
+        let failed = |reason: String| LedgerError { path: dir.clone(), reason };
+        let written = tokio::task::spawn_blocking(move || me.append_now(record)).await;
+        written.map_err(|e| failed(format!("the writer failed: {e}")))?
+    }
+
+    /// Appends the closing record, on the blocking pool when there is one (at once otherwise);
+    /// a session that never wrote a record gets no ledger. From now on no decision to run a
+    /// call is recorded (so none runs). Only the first close writes.
+    pub fn close(self: &Arc<Self>) -> Sealing {
+        let Some(dir) = self.dir.clone() else {
+            return Sealing::done();
+        };
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Sealing::done();
+        }
+        let me = Arc::clone(self);
+        let sealed = move || {
+            let written = me.close_now();
+            if let Err(e) = &written {
+                tracing::error!(session = %me.session, error = %e, "ledger: the closing record could not be written");
+            }
+            written
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => Sealing {
+                writing: Some(runtime.spawn_blocking(sealed)),
+                dir,
+            },
+            Err(_) => {
+                let _ = sealed();
+                Sealing::done()
+            }
+        }
+    }
+
+    /// The open ledger, opened (its key made on first use) if it is not yet.
+    fn ledger<'a>(&self, open: &'a mut Option<Ledger>, dir: &Path) -> Result<&'a mut Ledger, LedgerError> {
+        if open.is_none() {
+            let seal = Seal::open_or_create(&self.key_file, &[dir, &self.workspace])?;
+            *open = Some(Ledger::open(dir, &self.session, seal)?);
+        }
+        open.as_mut().ok_or_else(|| LedgerError {
+            path: dir.to_path_buf(),
+            reason: "not open".into(),
+        })
+    }
+
+    fn close_now(&self) -> Result<(), LedgerError> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if open.is_none() && !Ledger::file_in(dir, &self.session).exists() {
+            return Ok(());
+        }
+        self.ledger(&mut open, dir)?.close().map(|_| ())
+    }
+
+    fn append_now(&self, record: Record) -> Result<(), LedgerError> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        // Checked under the lock the closing record is written under: no call is allowed
+        // after it.
+        if record.kind == Kind::Decision && record.decision == "allow" && self.closed.load(Ordering::SeqCst) {
+            return Err(LedgerError {
+                path: Ledger::file_in(dir, &self.session),
+                reason: "the session is closed: nothing more runs in it".into(),
+            });
+        }
+        let ledger = self.ledger(&mut open, dir)?;
+        let entry = Entry {
+            call_id: &record.head.id,
+            index: record.head.index,
+            tool: &record.head.name,
+            input: &record.head.input,
+            kind: record.kind,
+            decision: record.decision,
+            source: record.source,
+            rule: record.rule.clone(),
+            outcome: record.outcome,
+            detail: record.detail.as_deref(),
+        };
+        ledger.append(&entry).map(|_| ())
+    }
+}
+
+/// The refusal of a call whose decision could not be recorded.
+pub fn unrecorded(error: &LedgerError) -> ToolError {
+    ToolError::refused(
+        ErrorCategory::Unavailable,
+        format!("Not run: the decision could not be recorded in the ledger ({error}); nothing was run."),
+    )
+}

@@ -1,0 +1,342 @@
+//! Rules that hold against the whole shell language, enforced where no spelling reaches,
+//! through the binary (`toolslot replay`) as an attacker would: in full-auto, and in ask mode
+//! with every question answered no, asserting that the side effect did not happen (the victim
+//! file is still there, the secret's bytes are in no result, the model's fsmonitor program never
+//! runs when the user runs `git status` afterwards).
+//!
+//! - The program is what runs, not what it is called: a link to `rm`, a copy of it, `git
+//!   send-pack` for a denied `git push`.
+//! - A path deny holds for every way of reading: recursive tools, `grep -r`, `tar`, `find
+//!   -exec`, `cd`, `env -C`, symlinks (the sandbox masks what the rule names).
+//! - Files git reads as code (everything under `.git`, a `.git` file, what `commondir` names)
+//!   are never written by the write tools, and a shell command that writes there is asked.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+use support::{bin, json_lines, openai_stream, replay_with, round_results as results};
+
+/// Bytes of the secret; no result may ever hold them.
+const SECRET: &str = "TOPSECRET-5e1f-prod-key";
+
+/// A workspace (not under /tmp: a call cleared to write gets a private /tmp), a home, a `bin`
+/// folder first on the PATH for stand-ins.
+struct Bed {
+    dir: tempfile::TempDir,
+}
+
+impl Bed {
+    fn new() -> Self {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let bed = Bed { dir };
+        for d in ["ws/src", "ws/secrets/v2", "home", "bin"] {
+            std::fs::create_dir_all(bed.dir.path().join(d)).unwrap();
+        }
+        std::fs::write(bed.ws().join("victim.txt"), "keep me\n").unwrap();
+        std::fs::write(bed.ws().join("src/main.rs"), "fn main() {}\n").unwrap();
+        std::fs::write(bed.ws().join("secrets/prod.key"), format!("{SECRET}\n")).unwrap();
+        // `current/../prod.key` is `secrets/prod.key` to the kernel, `prod.key` to the words.
+        std::os::unix::fs::symlink("secrets/v2", bed.ws().join("current")).unwrap();
+        bed
+    }
+    fn ws(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+    fn victim(&self) -> PathBuf {
+        self.ws().join("victim.txt")
+    }
+    fn config(&self, extra: &str) -> PathBuf {
+        let file = self.dir.path().join("toolslot.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "[overflow]\ndir = \"{}\"\n[audit]\nledger_dir = \"\"\n[policy]\nmanaged_file = \"{}\"\ntrust_file = \"\"\n{extra}\n",
+                self.dir.path().join("overflow").display(),
+                self.dir.path().join("managed.toml").display()
+            ),
+        )
+        .unwrap();
+        file
+    }
+    /// A stand-in program in the bed's `bin`, first on the PATH: it says it ran and leaves a
+    /// marker in the workspace.
+    fn stand_in(&self, name: &str) -> PathBuf {
+        support::stand_in(&self.dir.path().join("bin"), name, &self.marker())
+    }
+    fn marker(&self) -> PathBuf {
+        self.ws().join("PWNED-stand-in")
+    }
+    fn command(&self) -> Command {
+        let mut c = bin();
+        let path = format!(
+            "{}:{}",
+            self.dir.path().join("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        c.env("HOME", self.dir.path().join("home")).env("PATH", path);
+        c
+    }
+    /// `toolslot replay` of `rounds` (lists of calls): its events (it must exit 0).
+    fn replay(&self, config: &Path, approve: &str, rounds: &[Vec<(&str, Value)>]) -> Vec<Value> {
+        let rounds: Vec<String> = rounds.iter().map(|calls| openai_stream(calls)).collect();
+        let out = replay_with(self.command(), self.dir.path(), &self.ws(), config, approve, &rounds);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        json_lines(&out.stdout)
+    }
+}
+
+/// The first program of `name` on the test's PATH (the machine's own `rm`).
+fn installed(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("`{name}` is not on PATH"))
+}
+
+fn asked(events: &[Value], index: usize) -> bool {
+    events.iter().any(|e| e["type"] == "approval_required" && e["index"] == index)
+}
+
+fn content(r: &Value) -> &str {
+    r["content"].as_str().unwrap_or_default()
+}
+
+/// Whether a result is a rule's refusal (a deny is never asked: the result of an asked call
+/// that was answered no says `not approved`, not `Denied by policy`).
+fn denied(r: &Value) -> bool {
+    content(r).starts_with("Denied by policy")
+}
+
+const DENY_RM: &str =
+    "[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"deny\"\ncommand = [\"rm\"]\nreason = \"nothing is deleted here\"\n";
+
+#[test]
+fn a_denied_program_is_denied_under_any_name() {
+    let rm = installed("rm");
+    for mode in ["full-auto", "ask"] {
+        let bed = Bed::new();
+        let config = bed.config(&format!("[approval]\nmode = \"{mode}\"\n{DENY_RM}"));
+        let rm_s = rm.display().to_string();
+        // Round 1 makes a link to rm and a copy of it (neither runs rm); round 2 runs them.
+        let round1 = vec![
+            ("exec_shell", json!({"command": format!("ln -s {rm_s} del")})),
+            ("exec_shell", json!({"command": format!("cp {rm_s} tidy")})),
+        ];
+        let round2 = vec![
+            ("exec_shell", json!({"command": "./del victim.txt"})),
+            ("exec_shell", json!({"command": "./tidy -f victim.txt"})),
+            ("exec_shell", json!({"command": "sh -c './del victim.txt'"})),
+            ("exec_shell", json!({"command": "cd src && ../del ../victim.txt"})),
+        ];
+        let events = bed.replay(&config, if mode == "ask" { "all" } else { "none" }, &[round1, round2]);
+        let got = results(&events);
+        assert_eq!(got.len(), 6, "{mode}: {events:?}");
+        for r in &got[2..] {
+            assert!(denied(r), "{mode}: not denied: {}", content(r));
+            assert!(content(r).contains("nothing is deleted here"), "{mode}: {}", content(r));
+        }
+        assert!(bed.victim().exists(), "{mode}: rm ran under another name");
+
+        // The link made in the same command line cannot be known now: asked, and not run.
+        let config = bed.config(&format!("[approval]\nmode = \"{mode}\"\n{DENY_RM}"));
+        let events = bed.replay(
+            &config,
+            "none",
+            &[vec![
+                ("exec_shell", json!({"command": format!("ln -sf {rm_s} del2 && ./del2 victim.txt")})),
+                ("exec_shell", json!({"command": format!("cp {rm_s} ./x; ./x victim.txt")})),
+            ]],
+        );
+        for (i, r) in results(&events).iter().enumerate() {
+            assert!(asked(&events, i) && content(r).contains("not_approved"), "{mode}: {}", content(r));
+        }
+        assert!(bed.victim().exists(), "{mode}: rm ran under a name made on the same line");
+        assert!(!bed.ws().join("del2").exists(), "{mode}: the line ran");
+    }
+}
+
+#[test]
+fn a_denied_git_push_covers_the_plumbing_that_pushes() {
+    let bed = Bed::new();
+    bed.stand_in("git");
+    bed.stand_in("ssh");
+    let deny =
+        "[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"deny\"\ncommand = [\"git\", \"push\"]\nreason = \"pushes go through CI\"\n";
+    for mode in ["full-auto", "ask"] {
+        let config = bed.config(&format!("[approval]\nmode = \"{mode}\"\n{deny}"));
+        let calls = vec![
+            ("exec_shell", json!({"command": "git send-pack origin main"})),
+            ("exec_shell", json!({"command": "git -C . http-push https://example.com/r main"})),
+            ("exec_shell", json!({"command": "git-send-pack origin main"})),
+            ("exec_shell", json!({"command": "ssh host git-receive-pack repo.git"})),
+        ];
+        let events = bed.replay(&config, "none", &[calls]);
+        let got = results(&events);
+        for r in &got[..3] {
+            assert!(denied(r), "{mode}: {}", content(r));
+        }
+        // Another program's arguments may run there: asked, and answered no.
+        assert!(
+            asked(&events, 3) && content(&got[3]).contains("not_approved"),
+            "{mode}: {}",
+            content(&got[3])
+        );
+        assert!(!bed.marker().exists(), "{mode}: a stand-in ran");
+    }
+}
+
+const DENY_SECRETS: &str = "[[policy.rules]]\ntool = \"*\"\ndecision = \"deny\"\npath = \"secrets/**\"\nreason = \"secrets stay secret\"\n";
+
+/// Every way of reading the secret that a model might try.
+fn readers() -> Vec<(&'static str, Value)> {
+    vec![
+        ("grep_files", json!({"pattern": "TOPSECRET"})),
+        ("grep_files", json!({"pattern": "TOPSECRET", "path": "."})),
+        ("list_dir", json!({"depth": 3})),
+        ("read_file", json!({"path": "current/../prod.key"})),
+        ("exec_shell", json!({"command": "grep -r TOPSECRET ."})),
+        ("exec_shell", json!({"command": "grep -rl TOPSECRET"})),
+        ("exec_shell", json!({"command": "cat current/../prod.key"})),
+        ("exec_shell", json!({"command": "tar cf - ."})),
+        ("exec_shell", json!({"command": "find . -type f -exec cat {} +"})),
+        ("exec_shell", json!({"command": "cd src && cat ../secrets/prod.key"})),
+        ("exec_shell", json!({"command": "env -C src cat ../secrets/prod.key"})),
+        ("exec_shell", json!({"command": "ln -s secrets s && cat s/prod.key"})),
+        ("exec_shell", json!({"command": "cat \"$(printf sec)rets/prod.key\""})),
+        (
+            "exec_shell",
+            json!({"command": "python3 -c \"print(open('sec'+'rets/prod.key').read())\""}),
+        ),
+        ("exec_shell", json!({"command": "sh -c 'cd secrets && cat *'"})),
+    ]
+}
+
+fn assert_no_secret(events: &[Value], what: &str) {
+    for r in results(events) {
+        assert!(!content(&r).contains(SECRET), "{what}: the secret was read: {}", content(&r));
+    }
+    for e in events {
+        assert!(!e.to_string().contains(SECRET), "{what}: the secret is in an event: {e}");
+    }
+}
+
+#[test]
+fn a_path_deny_holds_for_every_way_of_reading() {
+    // Under bubblewrap the masks hold for every call; under Landlock for calls that run
+    // without a write grant (what ask mode runs unasked), see docs/ARCHITECTURE.md.
+    for (sandbox, mode) in [("bwrap", "full-auto"), ("bwrap", "ask"), ("landlock", "ask")] {
+        let bed = Bed::new();
+        let config = bed.config(&format!(
+            "[approval]\nmode = \"{mode}\"\n[shell]\nsandbox = \"{sandbox}\"\n{DENY_SECRETS}"
+        ));
+        let calls = readers();
+        let events = bed.replay(&config, "none", std::slice::from_ref(&calls));
+        let what = format!("{mode} under {sandbox}");
+        assert_no_secret(&events, &what);
+        let got = results(&events);
+        assert_eq!(got.len(), calls.len(), "{what}");
+        // What names the secret is refused by the rule, however it is spelled.
+        for i in [3, 6, 9, 10, 11] {
+            assert!(denied(&got[i]), "{what}: {:?} not denied: {}", calls[i], content(&got[i]));
+        }
+        // What cannot be sure asks, even in full-auto.
+        assert!(
+            asked(&events, 12),
+            "{what}: an expansion that may name the secret ran unasked: {}",
+            content(&got[12])
+        );
+        // What reads everything ran (the masks, not the judgement, kept the secret).
+        for i in [0, 4] {
+            assert!(!asked(&events, i) && !denied(&got[i]), "{what}: {}", content(&got[i]));
+        }
+        assert!(
+            content(&got[0]).contains("paths the policy denies were not searched"),
+            "{what}: {}",
+            content(&got[0])
+        );
+        assert!(!content(&got[2]).contains("prod.key"), "{what}: {}", content(&got[2]));
+        if mode == "full-auto" {
+            // A reader of everything that needs approval ran (the mode approved it), and read
+            // only the mask.
+            assert!(!asked(&events, 7) && !denied(&got[7]), "{what}: {}", content(&got[7]));
+        }
+        assert!(bed.ws().join("secrets/prod.key").exists());
+    }
+}
+
+/// A repository in the bed's workspace, and `git status` as the user runs it afterwards,
+/// outside toolslot.
+fn git(ws: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(ws)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_files_git_reads_as_code_stay_as_they_were() {
+    for mode in ["auto-edit", "full-auto", "ask"] {
+        let bed = Bed::new();
+        let ws = bed.ws();
+        assert!(git(&ws, &["init", "-q"]).status.success());
+        std::fs::create_dir_all(ws.join("lib/sub")).unwrap();
+        let fired = ws.join("PWNED-fsmonitor");
+        let evil = format!("[core]\n\tfsmonitor = touch {}; echo\n", fired.display());
+        let config = bed.config(&format!("[approval]\nmode = \"{mode}\"\n"));
+        let writes = vec![
+            // A folder of the model's own, with a config that runs its program...
+            ("write_file", json!({"path": "evil/config", "content": evil})),
+            // ...and every way of making git read it as its config.
+            ("write_file", json!({"path": ".git/commondir", "content": "../evil\n"})),
+            ("write_file", json!({"path": ".git/config", "content": evil})),
+            ("write_file", json!({"path": ".git/config.worktree", "content": evil})),
+            ("write_file", json!({"path": ".git/info/attributes", "content": "* diff=x\n"})),
+            ("write_file", json!({"path": "lib/sub/.git", "content": "gitdir: ../../evil\n"})),
+            ("write_file", json!({"path": "lib/sub/.git/config", "content": evil})),
+            ("edit_file", json!({"path": ".git/HEAD", "search": "ref", "replace": "ref"})),
+        ];
+        // Approved where the mode asks: the tools themselves must refuse.
+        let events = bed.replay(&config, "all", std::slice::from_ref(&writes));
+        let got = results(&events);
+        assert!(ws.join("evil/config").exists(), "{mode}: {}", content(&got[0]));
+        for (i, r) in got.iter().enumerate().skip(1) {
+            assert!(
+                r["is_error"] == true && content(r).contains("is protected"),
+                "{mode}: {:?}: {}",
+                writes[i],
+                content(r)
+            );
+        }
+        assert!(!ws.join(".git/commondir").exists() && !ws.join("lib/sub/.git").exists(), "{mode}");
+        if mode != "full-auto" {
+            // A shell command that writes is Required: asked (and answered no) in every mode
+            // but full-auto, where the user has cleared every command to write.
+            let shell = vec![
+                ("exec_shell", json!({"command": "printf ../evil > .git/commondir"})),
+                (
+                    "exec_shell",
+                    json!({"command": "git config core.fsmonitor 'touch PWNED-fsmonitor'"}),
+                ),
+                ("exec_shell", json!({"command": "cp evil/config .git/config"})),
+            ];
+            let events = bed.replay(&config, "none", &[shell]);
+            for (i, r) in results(&events).iter().enumerate() {
+                assert!(asked(&events, i) && content(r).contains("not_approved"), "{mode}: {}", content(r));
+            }
+        }
+        // The user runs git afterwards, outside toolslot: the model's program never runs.
+        for dir in [ws.clone(), ws.join("lib/sub")] {
+            let _ = git(&dir, &["status"]);
+        }
+        assert!(
+            !fired.exists(),
+            "{mode}: the model's fsmonitor program ran at the user's git status"
+        );
+    }
+}

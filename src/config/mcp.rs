@@ -1,0 +1,145 @@
+//! The servers toolslot speaks to as a client: `[mcp]` with its `[[mcp.servers]]`, and `[lsp]`
+//! with its `[[lsp.servers]]`.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::expand_home;
+
+/// `[mcp]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// Description cap for untrusted servers (characters).
+    pub description_max_chars: usize,
+    /// Default start-up timeout (ms).
+    pub startup_timeout_ms: u64,
+    /// Default per-call timeout (ms).
+    pub call_timeout_ms: u64,
+    /// First restart delay after a server dies (ms); doubles up to the maximum.
+    pub restart_backoff_ms: u64,
+    /// Longest restart delay (ms).
+    pub restart_backoff_max_ms: u64,
+    /// Redirects followed at most for a streamable HTTP server (same origin, 307/308 only).
+    pub http_max_redirects: usize,
+    /// How much of a stdio server's stderr (the end) a failure report quotes, in bytes.
+    pub stderr_tail_bytes: usize,
+    /// How long a server's question waits for the host's answer before it is declined (ms).
+    pub elicitation_timeout_ms: u64,
+    /// Where each server's last tool listing is kept ("" keeps none: every server starts at
+    /// start-up to list its tools).
+    pub tool_cache_dir: String,
+    /// Longest JSON-RPC message read from a stdio server (bytes).
+    pub max_message_bytes: usize,
+    /// Deepest JSON nesting kept from a server's message.
+    pub max_json_depth: usize,
+    /// Largest input schema of one server tool (bytes, serialized).
+    pub max_schema_bytes: usize,
+    /// Tools one server may list at most.
+    pub max_tools_per_server: usize,
+    /// How long stopping a stdio server waits at each step (ms).
+    pub shutdown_grace_ms: u64,
+    /// Declared servers.
+    pub servers: Vec<McpServerConfig>,
+}
+
+impl McpConfig {
+    /// The listing folder, `~` expanded; `None` when listings are not kept.
+    pub fn tool_cache_path(&self) -> Option<PathBuf> {
+        (!self.tool_cache_dir.is_empty()).then(|| expand_home(&self.tool_cache_dir))
+    }
+}
+
+/// One `[[mcp.servers]]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// Server name, the prefix of its tools' names.
+    pub name: String,
+    /// Program and arguments of a stdio server.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// Environment variables set for the server process.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// URL of a streamable HTTP server (`http://` or `https://`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// A PEM file of certificates trusted for this server besides the bundled roots (an
+    /// internal CA, a self-signed development server).
+    #[serde(default)]
+    pub ca_cert: Option<String>,
+    /// The environment variable holding the bearer token a streamable HTTP server wants
+    /// (`Authorization: Bearer …`); the token itself never sits in a config file.
+    #[serde(default)]
+    pub bearer_token_env: Option<String>,
+    /// Further headers sent with every request to a streamable HTTP server.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Start-up (spawn + initialize + list tools) timeout in ms (default `mcp.startup_timeout_ms`).
+    #[serde(default)]
+    pub startup_timeout_ms: Option<u64>,
+    /// Per-call timeout in ms (default `mcp.call_timeout_ms`).
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
+    /// A required server is started at start-up, and if it cannot start, toolslot does not
+    /// start. An optional one starts on the first call of one of its tools when its last
+    /// listing is kept (`mcp.tool_cache_dir`), at start-up otherwise.
+    #[serde(default)]
+    pub required: bool,
+    /// Believe the server's tool annotations (readOnlyHint, destructiveHint).
+    #[serde(default)]
+    pub trust_annotations: bool,
+    /// Keep its tools out of the catalog until tool_search loads them (default true).
+    #[serde(default = "default_true")]
+    pub defer: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `[lsp]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LspConfig {
+    /// How long an edit's result waits for diagnostics (ms), server start included.
+    pub wait_ms: u64,
+    /// Quiet time after which an unversioned publication is taken as final (ms).
+    pub settle_ms: u64,
+    /// Diagnostics appended to one result at most.
+    pub max_diagnostics: usize,
+    /// Start-up (spawn + `initialize`) timeout (ms).
+    pub startup_timeout_ms: u64,
+    /// First restart delay after a server died (ms); doubles up to the maximum.
+    pub restart_backoff_ms: u64,
+    /// Longest restart delay (ms).
+    pub restart_backoff_max_ms: u64,
+    /// Time a server has to shut down when its session closes (ms).
+    pub shutdown_grace_ms: u64,
+    /// How much of a server's stderr (the end) a failure report quotes, in bytes.
+    pub stderr_tail_bytes: usize,
+    /// Declared servers.
+    pub servers: Vec<LspServerConfig>,
+}
+
+/// One `[[lsp.servers]]` table: a language server speaking LSP over stdio.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LspServerConfig {
+    /// Server name, used in results and logs.
+    pub name: String,
+    /// Program and arguments (`["basedpyright-langserver", "--stdio"]`).
+    pub command: Vec<String>,
+    /// File extensions it handles, without the dot (`["py", "pyi"]`).
+    pub extensions: Vec<String>,
+    /// The LSP language id of its documents (default: from the extension: `py` → `python`,
+    /// `ts` → `typescript`, …).
+    #[serde(default)]
+    pub language_id: Option<String>,
+    /// Environment variables set for the server process, besides the core set every sandboxed
+    /// program gets (`shell.env_core` less `shell.env_exclude`).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+}

@@ -1,0 +1,234 @@
+//! `tools/call`: a request in flight, the "input required" rounds of the newest revisions, and
+//! its cancellation when the caller gives up.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId, ServerResult};
+use rmcp::service::{Peer, PeerRequestOptions, RequestHandle, RoleClient};
+use serde_json::Value;
+
+use super::handler::{InputRoute, elicit_result};
+use super::{McpClient, RequestFailure, failure, lock};
+use crate::mcp::{CallHooks, InputSink, ProgressSink};
+
+/// Numbers the calls registered for questions, per process.
+static INPUT_KEYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A `tools/call` request sent and not yet answered.
+pub struct PendingCall {
+    handle: RequestHandle<RoleClient>,
+    _hooks: Registered,
+    /// What a retry needs when the server answers "input required" (the newest revisions'
+    /// multi round-trip requests): the request, this call's own question sink, and the
+    /// request id now in flight (which a canceller reads).
+    params: CallToolRequestParams,
+    ask: Option<InputSink>,
+    server: String,
+    current: Arc<Mutex<RequestId>>,
+}
+
+/// How many "input required" rounds one call may take: a server that keeps asking is stopped.
+const MAX_INPUT_ROUNDS: usize = 10;
+
+/// A call's hooks, registered with its connection until the call ends (answered, timed out or
+/// dropped): progress and questions for a call nobody waits for go nowhere.
+struct Registered {
+    progress_key: String,
+    progress: Arc<Mutex<HashMap<String, ProgressSink>>>,
+    input_key: u64,
+    inputs: Arc<Mutex<Vec<InputRoute>>>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        lock(&self.progress).remove(&self.progress_key);
+        lock(&self.inputs).retain(|r| r.key != self.input_key);
+    }
+}
+
+/// Sends a server the cancellation of one request (what to do when its caller goes away).
+pub struct Canceller {
+    peer: Peer<RoleClient>,
+    id: Arc<Mutex<RequestId>>,
+}
+
+impl Canceller {
+    /// Sends `notifications/cancelled` for the request.
+    ///
+    /// # Cancel safety
+    /// Dropping it may not send the notification.
+    pub async fn cancel(self, reason: &str) {
+        let id = lock(&self.id).clone();
+        let params = CancelledNotificationParam::new(Some(id), Some(reason.to_string()));
+        let _ = self.peer.notify_cancelled(params).await;
+    }
+}
+
+impl PendingCall {
+    /// What cancels this request at the server.
+    pub fn canceller(&self) -> Canceller {
+        Canceller {
+            peer: self.handle.peer.clone(),
+            id: Arc::clone(&self.current),
+        }
+    }
+
+    /// Waits for the answer, at most `timeout`; the result as JSON.
+    ///
+    /// # Errors
+    /// [`RequestFailure`]; on a timeout the caller should cancel the request.
+    ///
+    /// # Cancel safety
+    /// Dropping it leaves the request running at the server: cancel it with [`PendingCall::canceller`].
+    pub async fn finish(self, timeout: Duration) -> Result<Value, RequestFailure> {
+        let PendingCall {
+            mut handle,
+            _hooks,
+            mut params,
+            ask,
+            server,
+            current,
+        } = self;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let peer = handle.peer.clone();
+        for _ in 0..=MAX_INPUT_ROUNDS {
+            let answer = tokio::time::timeout_at(deadline, handle.await_response()).await;
+            match answer.map_err(|_| RequestFailure::Timeout)?.map_err(failure)? {
+                ServerResult::CallToolResult(r) => {
+                    return serde_json::to_value(r).map_err(|e| RequestFailure::Rpc(format!("unreadable result: {e}")));
+                }
+                // The newest revisions ask for input by answering with the questions; the
+                // call is sent again with the answers (and the server's state) until it ends.
+                ServerResult::InputRequiredResult(required) => {
+                    let answers = answer_rounds(&server, ask.as_ref(), required.input_requests.unwrap_or_default()).await?;
+                    params.input_responses = (!answers.is_empty()).then_some(answers);
+                    params.request_state = required.request_state;
+                    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+                    handle = peer
+                        .send_request_with_option(request, PeerRequestOptions::no_options())
+                        .await
+                        .map_err(failure)?;
+                    *lock(&current) = handle.id.clone();
+                }
+                // Not quoted: what a server sends in place of a result is not ours to repeat.
+                _ => return Err(RequestFailure::Unreadable("its answer to tools/call is not a tool result".into())),
+            }
+        }
+        Err(RequestFailure::Rpc(format!(
+            "the server asked for input more than {MAX_INPUT_ROUNDS} times without finishing the call"
+        )))
+    }
+}
+
+/// Answers the questions of an "input required" round: elicitations go to this call's own
+/// session (declined where there is none), roots are answered empty; a request for sampling,
+/// which this client does not offer, ends the call.
+async fn answer_rounds(
+    server: &str,
+    ask: Option<&InputSink>,
+    requests: rmcp::model::InputRequests,
+) -> Result<rmcp::model::InputResponses, RequestFailure> {
+    use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, InputRequest};
+    let mut answers = rmcp::model::InputResponses::new();
+    for (key, request) in requests {
+        let answer = match request {
+            InputRequest::Elicitation(request) => {
+                let result = match (request.params, ask) {
+                    (
+                        ElicitRequestParams::FormElicitationParams {
+                            message, requested_schema, ..
+                        },
+                        Some(ask),
+                    ) => {
+                        let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
+                        let answer = ask(crate::tool::InputRequest {
+                            server: server.to_string(),
+                            message,
+                            schema,
+                        })
+                        .await;
+                        elicit_result(answer)
+                    }
+                    _ => ElicitResult::new(ElicitationAction::Decline),
+                };
+                serde_json::to_value(result).unwrap_or(Value::Null)
+            }
+            InputRequest::ListRoots(_) => serde_json::json!({"roots": []}),
+            _ => {
+                return Err(RequestFailure::Rpc(format!(
+                    "the server asked for `{key}`, a kind of input toolslot does not give (sampling)"
+                )));
+            }
+        };
+        answers.insert(key, answer);
+    }
+    Ok(answers)
+}
+
+impl McpClient {
+    /// Calls `tool`; the `tools/call` result as JSON. Dropping the future (a timeout, a
+    /// cancelled round) sends the server a cancellation for the request.
+    ///
+    /// # Errors
+    /// [`RequestFailure`].
+    pub async fn call(&self, tool: &str, args: Value, timeout: Duration) -> Result<Value, RequestFailure> {
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = args.as_object().cloned();
+        let call = self.service.call_tool(params);
+        let result = tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| RequestFailure::Timeout)?
+            .map_err(failure)?;
+        serde_json::to_value(result).map_err(|e| RequestFailure::Rpc(format!("unreadable result: {e}")))
+    }
+
+    /// Sends a `tools/call` whose progress notifications and questions go to `hooks`. The
+    /// caller finishes it with [`PendingCall::finish`] and cancels it with
+    /// [`PendingCall::canceller`] if it gives up.
+    ///
+    /// # Errors
+    /// [`RequestFailure`] when the request cannot be sent.
+    pub async fn start_call(&self, tool: &str, args: Value, hooks: CallHooks) -> Result<PendingCall, RequestFailure> {
+        let CallHooks { progress, input } = hooks;
+        // A server may ask its question the moment it reads the call: the route is in place
+        // before the request goes.
+        let input_key = INPUT_KEYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let ask = input.as_ref().map(|(_, sink)| Arc::clone(sink));
+        if let Some((session, sink)) = input {
+            lock(&self.inputs).push(InputRoute {
+                key: input_key,
+                session,
+                sink,
+            });
+        }
+        let mut registered = Registered {
+            progress_key: String::new(),
+            progress: Arc::clone(&self.progress),
+            input_key,
+            inputs: Arc::clone(&self.inputs),
+        };
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = args.as_object().cloned();
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+        let handle = self
+            .service
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(failure)?;
+        registered.progress_key = serde_json::to_string(&handle.progress_token).unwrap_or_default();
+        if let Some(sink) = progress {
+            lock(&self.progress).insert(registered.progress_key.clone(), sink);
+        }
+        let current = Arc::new(Mutex::new(handle.id.clone()));
+        Ok(PendingCall {
+            handle,
+            _hooks: registered,
+            params,
+            ask,
+            server: self.server.clone(),
+            current,
+        })
+    }
+}

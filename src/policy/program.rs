@@ -47,6 +47,17 @@ use crate::shell::{Runs, Script, Segment, base_name};
 ///   `checkout-index`, `update-index`, `update-ref`, `symbolic-ref`.
 /// - `add`, `rm` and `mv` change the index: `update-index`.
 /// - `gc` and `prune` drop objects: `prune`, `prune-packed`, `repack`, `reflog`.
+/// What `fetch`, `pull` and `clone` run to receive objects (one list: they are the same work).
+const RECEIVE_OBJECTS: &[&str] = &[
+    "fetch-pack",
+    "http-fetch",
+    "upload-pack",
+    "remote-ext",
+    "remote-fd",
+    "remote-http",
+    "remote-https",
+];
+
 const GIT_PLUMBING: &[(&str, &[&str])] = &[
     (
         "push",
@@ -60,42 +71,9 @@ const GIT_PLUMBING: &[(&str, &[&str])] = &[
             "remote-https",
         ],
     ),
-    (
-        "fetch",
-        &[
-            "fetch-pack",
-            "http-fetch",
-            "upload-pack",
-            "remote-ext",
-            "remote-fd",
-            "remote-http",
-            "remote-https",
-        ],
-    ),
-    (
-        "pull",
-        &[
-            "fetch-pack",
-            "http-fetch",
-            "upload-pack",
-            "remote-ext",
-            "remote-fd",
-            "remote-http",
-            "remote-https",
-        ],
-    ),
-    (
-        "clone",
-        &[
-            "fetch-pack",
-            "http-fetch",
-            "upload-pack",
-            "remote-ext",
-            "remote-fd",
-            "remote-http",
-            "remote-https",
-        ],
-    ),
+    ("fetch", RECEIVE_OBJECTS),
+    ("pull", RECEIVE_OBJECTS),
+    ("clone", RECEIVE_OBJECTS),
     ("commit", &["commit-tree", "update-ref"]),
     ("tag", &["mktag", "update-ref"]),
     ("branch", &["update-ref"]),

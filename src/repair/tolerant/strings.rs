@@ -176,18 +176,7 @@ impl Reader<'_> {
     /// Whether the quote that ended just before `after` closes its string value.
     fn verdict(&self, after: usize, quote: Quote) -> Verdict {
         let b = self.b;
-        let mut k = after;
-        let mut newline = false;
-        while let Some(&c) = b.get(k) {
-            match c {
-                b' ' | b'\t' | b'\r' => k += 1,
-                b'\n' => {
-                    newline = true;
-                    k += 1;
-                }
-                _ => break,
-            }
-        }
+        let (k, newline) = skip_blank(b, after);
         let Some(&c) = b.get(k) else { return Verdict::Close };
         let spaced = k > after;
         match c {
@@ -217,18 +206,7 @@ impl Reader<'_> {
     /// end, a member on the next line.
     fn ends_value_at(&self, k: usize) -> bool {
         let b = self.b;
-        let mut j = k;
-        let mut newline = false;
-        while let Some(&c) = b.get(j) {
-            match c {
-                b' ' | b'\t' | b'\r' => j += 1,
-                b'\n' => {
-                    newline = true;
-                    j += 1;
-                }
-                _ => break,
-            }
-        }
+        let (j, newline) = skip_blank(b, k);
         match b.get(j) {
             None | Some(b',' | b'}' | b']') => true,
             Some(_) => newline && self.member_starts_at(j),
@@ -441,4 +419,20 @@ pub(super) fn is_right_quote(b: &[u8], j: usize) -> bool {
 
 pub(super) fn starts_string(b: &[u8], k: usize) -> bool {
     Quote::opening_at(b, k).is_some()
+}
+
+/// The first byte at or after `k` that is not white space, and whether a line ended before it.
+fn skip_blank(b: &[u8], mut k: usize) -> (usize, bool) {
+    let mut newline = false;
+    while let Some(&c) = b.get(k) {
+        match c {
+            b' ' | b'\t' | b'\r' => k += 1,
+            b'\n' => {
+                newline = true;
+                k += 1;
+            }
+            _ => break,
+        }
+    }
+    (k, newline)
 }

@@ -31,6 +31,17 @@ use super::paths::{Place, Root, named_elsewhere, physical};
 use super::rule::Match;
 use crate::shell::{Runs, Script, Segment, base_name};
 
+/// What `fetch`, `pull` and `clone` run to receive objects (one list: they are the same work).
+const RECEIVE_OBJECTS: &[&str] = &[
+    "fetch-pack",
+    "http-fetch",
+    "upload-pack",
+    "remote-ext",
+    "remote-fd",
+    "remote-http",
+    "remote-https",
+];
+
 /// git's porcelain commands and the plumbing that does the same work, so a rule denying one
 /// denies the others. Each row is what the porcelain command does, in git's own plumbing:
 /// - `push` sends objects and updates remote refs: `send-pack` (and `http-push`), the
@@ -47,17 +58,6 @@ use crate::shell::{Runs, Script, Segment, base_name};
 ///   `checkout-index`, `update-index`, `update-ref`, `symbolic-ref`.
 /// - `add`, `rm` and `mv` change the index: `update-index`.
 /// - `gc` and `prune` drop objects: `prune`, `prune-packed`, `repack`, `reflog`.
-/// What `fetch`, `pull` and `clone` run to receive objects (one list: they are the same work).
-const RECEIVE_OBJECTS: &[&str] = &[
-    "fetch-pack",
-    "http-fetch",
-    "upload-pack",
-    "remote-ext",
-    "remote-fd",
-    "remote-http",
-    "remote-https",
-];
-
 const GIT_PLUMBING: &[(&str, &[&str])] = &[
     (
         "push",

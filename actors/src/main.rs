@@ -11,7 +11,8 @@ fn main() -> ExitCode {
     // Before anything runs: commands and extension programs must not read the keys in
     // toolslot's environment through /proc (the sandbox hides it too, also from root).
     toolslot::sandbox::hide_host_process();
-    cli::init_tracing(&args);
+    // Held to the end: dropping it sends the spans still queued for export.
+    let _telemetry = cli::init_tracing(&args);
     match cli::run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

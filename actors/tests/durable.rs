@@ -281,6 +281,171 @@ fn a_dispatcher_without_the_lease_cannot_act_for_the_session() {
     }
 }
 
+/// A serve config named `id` (`remote.dispatcher_id`), its lease long enough that a take-over
+/// which waited it out could not pass for one at once.
+fn named_config(setup: &Setup, addr: &str, dir: &str, id: &str) -> PathBuf {
+    let config = serve_config(setup.dir.path(), &setup.nats, addr, dir);
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "session_lease_ttl_ms = 3000",
+        &format!("session_lease_ttl_ms = 60000\ndispatcher_id = \"{id}\""),
+    );
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+#[test]
+fn a_dispatcher_started_again_under_its_name_takes_its_sessions_back_at_once() {
+    let setup = setup();
+    let ws = setup.ws.clone();
+    let (addr_a, addr_b) = (free_addr(), free_addr());
+    let config_a = named_config(&setup, &addr_a, "a", "api-1");
+    let mut a = Served::at(&config_a, &addr_a);
+    let id = open(&addr_a, &ws, "full-auto");
+    let (status, text) = http(
+        &addr_a,
+        "POST",
+        &format!("/v1/sessions/{id}/rounds"),
+        sse(&[shell("echo a")]).as_bytes(),
+    );
+    assert_eq!(status, 200, "{text}");
+    a.proc.kill();
+
+    // Another dispatcher waits for the lease (a minute): 409.
+    let _b = Served::at(&named_config(&setup, &addr_b, "b", "api-2"), &addr_b);
+    let (status, text) = http(&addr_b, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");
+    assert_eq!(status, 409, "{text}");
+    assert!(text.contains("api-1"), "the holder is named: {text}");
+
+    // The same name, started again, takes the session back at its first request.
+    let started = Instant::now();
+    let _a2 = Served::at(&config_a, &addr_a);
+    let (status, text) = http(&addr_a, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");
+    assert_eq!(status, 200, "taken back at once: {text}");
+    assert!(started.elapsed() < Duration::from_secs(30), "the lease was not waited out");
+    let last: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(last["round"], 1, "{last}");
+    let marker = ws.join("marker");
+    let write = sse(&[shell(&format!("echo again >> {}", marker.display()))]);
+    let (status, text) = http(&addr_a, "POST", &format!("/v1/sessions/{id}/rounds"), write.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(lines(&marker), vec!["again".to_string()]);
+    // The other one still waits, and ran nothing.
+    let (status, text) = http(&addr_b, "POST", &format!("/v1/sessions/{id}/rounds"), write.as_bytes());
+    assert_eq!(status, 409, "{text}");
+    assert_eq!(lines(&marker).len(), 1);
+}
+
+/// Puts `value` as session `id`'s lease, as a client on the bus without any key could.
+fn forge_lease(nats: &Nats, id: &str, value: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let client = async_nats::connect(nats.url()).await.unwrap();
+        let kv = async_nats::jetstream::new(client).get_key_value("toolslot_leases").await.unwrap();
+        kv.put(id, value.to_string().into()).await.unwrap();
+    });
+}
+
+#[test]
+fn with_signing_only_a_lease_sealed_with_the_dispatcher_key_is_taken_back_at_once() {
+    let setup = setup();
+    let ws = setup.ws.clone();
+    let addr = free_addr();
+    let config = named_config(&setup, &addr, "a", "api-1");
+    let (dispatcher, worker) = (nkeys::KeyPair::new_user(), nkeys::KeyPair::new_user());
+    let keys = signing_lines(setup.dir.path(), &dispatcher, &worker, &[&worker]);
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("[remote]\n", &format!("[remote]\n{keys}\n"));
+    std::fs::write(&config, text).unwrap();
+    let mut a = Served::at(&config, &addr);
+    let id = open(&addr, &ws, "full-auto");
+    let (status, text) = http(
+        &addr,
+        "POST",
+        &format!("/v1/sessions/{id}/rounds"),
+        sse(&[shell("echo a")]).as_bytes(),
+    );
+    assert_eq!(status, 200, "{text}");
+    a.proc.kill();
+    // Signed by its key: taken back at once.
+    let mut a = Served::at(&config, &addr);
+    let (status, text) = http(&addr, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");
+    assert_eq!(status, 200, "taken back at once: {text}");
+    a.proc.kill();
+    // A lease naming it that nobody with its key wrote proves nothing: the lease is waited out.
+    forge_lease(&setup.nats, &id, "api-1");
+    let _a = Served::at(&config, &addr);
+    let (status, text) = http(&addr, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");
+    assert_eq!(status, 409, "{text}");
+}
+
+#[test]
+fn a_sub_agent_session_is_durable_like_its_parent() {
+    let setup = setup();
+    let ws = setup.ws.clone();
+    let addr = free_addr();
+    let marker = ws.join("marker");
+    // The child's one turn: a call that writes, then sleeps past the kill.
+    let child = setup.dir.path().join("child.sse");
+    std::fs::write(&child, sse(&[shell(&format!("echo child >> {}; sleep 30", marker.display()))])).unwrap();
+    let child = child.display().to_string();
+    let config = serve_config(setup.dir.path(), &setup.nats, &addr, "a");
+    // Children one level deep only: a child's own tools lack spawn_agent.
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("[audit]", "[subagents]\nmax_depth = 1\n[audit]");
+    std::fs::write(&config, text).unwrap();
+    let mut first = Served::at_with(&config, &addr, &["--agent-response", &child]);
+    let parent = open(&addr, &ws, "full-auto");
+    let round = sse(&[("spawn_agent", json!({"task": "leave a note"}))]);
+    let posting = {
+        let (addr, parent) = (addr.clone(), parent.clone());
+        std::thread::spawn(move || http(&addr, "POST", &format!("/v1/sessions/{parent}/rounds"), round.as_bytes()))
+    };
+    wait_until(30, "the child's call to start", || lines(&marker).len() == 1);
+    let (status, text) = http(&addr, "GET", "/v1/sessions", b"");
+    assert_eq!(status, 200, "{text}");
+    let list: Value = serde_json::from_str(&text).unwrap();
+    let children: Vec<String> = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["session_id"].as_str().unwrap().to_string())
+        .filter(|id| *id != parent)
+        .collect();
+    assert_eq!(children.len(), 1, "the child beside its parent: {text}");
+    let child_id = children[0].clone();
+    first.proc.kill();
+    let _ = posting.join();
+
+    let _second = Served::at_with(&config, &addr, &["--agent-response", &child]);
+    // The child's round, settled by the dispatcher that took it over: its running call has
+    // its one result, and is not run again.
+    let last = last_round(&addr, &child_id, 30);
+    assert_eq!(last["type"], "round_complete", "{last}");
+    assert_eq!(last["settled"], true, "{last}");
+    let results = last["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "{last}");
+    assert_eq!(meta(&results[0])["error"], "outcome_unknown", "{last}");
+    // The parent's spawn_agent call, running at the kill, likewise.
+    let last = last_round(&addr, &parent, 30);
+    assert_eq!(meta(&last["results"][0])["error"], "outcome_unknown", "{last}");
+    // Each taken over with the tools of its depth.
+    let tools = |id: &str| {
+        let (status, text) = http(&addr, "GET", &format!("/v1/sessions/{id}/tools"), b"");
+        assert_eq!(status, 200, "{text}");
+        text
+    };
+    assert!(tools(&parent).contains("spawn_agent"));
+    let child_tools = tools(&child_id);
+    assert!(
+        child_tools.contains("exec_shell") && !child_tools.contains("spawn_agent"),
+        "{child_tools}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(lines(&marker).len(), 1, "nothing ran twice");
+}
+
 #[test]
 fn a_session_is_never_taken_over_into_a_workspace_outside_the_new_root() {
     // A opens the session under its workspace root and dies; B, whose root does not hold that

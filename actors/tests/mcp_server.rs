@@ -8,7 +8,6 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{Value, json};
 use support::*;
@@ -38,12 +37,7 @@ impl Bed {
     /// Runs `scenario` of the client script in `mode` with `config` (when not empty) and the
     /// variables `env`, and returns what it printed. The ledger is off unless `env` sets it.
     fn run(&self, scenario: &str, mode: &str, config: &str, env: &[(&str, &Path)]) -> Value {
-        let mut cmd = Command::new(python());
-        cmd.arg(repo().join("tests/data/mcp_server_client.py"))
-            .arg(env!("CARGO_BIN_EXE_toolslot"))
-            .arg(&self.ws)
-            .arg(scenario)
-            .arg(mode);
+        let mut cmd = mcp_client(env!("CARGO_BIN_EXE_toolslot"), &self.ws, scenario, mode);
         if !config.is_empty() {
             let file = self.dir.path().join(format!("{scenario}-{mode}.toml"));
             std::fs::write(&file, config).unwrap();
@@ -54,12 +48,7 @@ impl Bed {
         for (key, value) in env {
             cmd.env(key, value);
         }
-        let out = cmd.output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{scenario} ({mode}) failed:\n{stdout}\n{stderr}");
-        let last = stdout.lines().last().unwrap_or_default();
-        serde_json::from_str(last).unwrap_or_else(|e| panic!("{scenario} ({mode}) printed no JSON ({e}):\n{stdout}\n{stderr}"))
+        printed_json(&format!("{scenario} ({mode})"), &cmd.output().unwrap())
     }
 }
 

@@ -169,6 +169,73 @@ fn a_worker_killed_during_a_read_only_call_hands_it_to_another_once() {
     assert_ne!(runs[0], runs[1]);
 }
 
+/// A `toolslot worker` of pool `shell` whose log (the bell's wake-ups at debug level) goes to
+/// `log`; ready once it has announced itself.
+fn logged_worker(config: &Path, log: &Path) -> Proc {
+    let file = std::fs::File::create(log).unwrap();
+    let w = Proc::spawn(
+        toolslot()
+            .args(["worker", "--pool", "shell", "--slots", "2", "--config"])
+            .arg(config)
+            .env("RUST_LOG", "warn,async_nats=off,toolslot_actors::sources::remote::worker=debug")
+            .stdout(std::process::Stdio::null())
+            .stderr(file),
+    );
+    wait_until(30, "the worker to be ready", || {
+        std::fs::read_to_string(log).unwrap_or_default().contains(" ready (")
+    });
+    w
+}
+
+fn wake_ups(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .matches("woken by the bell")
+        .count()
+}
+
+#[test]
+fn a_call_wakes_one_idle_worker_and_none_is_lost_with_a_woken_worker() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup_with(&nats, "none");
+    let ws = dir.path().join("ws");
+    let logs: Vec<PathBuf> = (0..4).map(|i| dir.path().join(format!("worker{i}.log"))).collect();
+    let mut workers: Vec<Proc> = logs.iter().map(|l| logged_worker(&config, l)).collect();
+    // Idle long enough that every worker has joined the bell group.
+    std::thread::sleep(Duration::from_millis(500));
+    let calls = 8;
+    let rounds: Vec<String> = (0..calls).map(|i| sse(&[shell(&format!("echo call {i}"))])).collect();
+    let mut replay = Replay::start(&config, &ws, &rounds);
+    for i in 0..calls {
+        let results = replay.round(1, 60);
+        assert!(
+            results[0]["content"].as_str().unwrap().contains(&format!("call {i}")),
+            "{results:?}"
+        );
+    }
+    let woken: Vec<usize> = logs.iter().map(|l| wake_ups(l)).collect();
+    let total: usize = woken.iter().sum();
+    // One wake-up per call (a whole-pool bell would be four per call).
+    assert!(total >= 1 && total <= calls + 1, "wake-ups per worker: {woken:?} for {calls} calls");
+
+    // A worker rung but stopped (it keeps its place in the group) or killed: every call still
+    // gets its real result, from the others.
+    signal(workers[0].pid(), libc::SIGSTOP);
+    workers[1].kill();
+    let rounds: Vec<String> = (0..calls).map(|i| sse(&[shell(&format!("echo late {i}"))])).collect();
+    let mut replay = Replay::start(&config, &ws, &rounds);
+    for i in 0..calls {
+        let results = replay.round(1, 60);
+        assert_eq!(results[0]["is_error"], false, "{results:?}");
+        assert!(
+            results[0]["content"].as_str().unwrap().contains(&format!("late {i}")),
+            "{results:?}"
+        );
+    }
+    assert!(wake_ups(&logs[0]) == woken[0], "a stopped worker ran nothing");
+}
+
 #[test]
 fn a_call_queued_for_a_worker_that_died_before_taking_it_is_never_run() {
     let _one = serial();

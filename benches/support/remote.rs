@@ -112,7 +112,11 @@ pub fn worker_main(url: &str, slots: usize) -> ! {
 }
 
 fn start_worker(url: &str, slots: usize) -> Kid {
-    let exe = std::env::current_exe().expect("the bench binary");
+    start_worker_of(&std::env::current_exe().expect("the bench binary"), url, slots)
+}
+
+/// A worker process of `exe` (this bench, or another build of it).
+fn start_worker_of(exe: &std::path::Path, url: &str, slots: usize) -> Kid {
     let mut child = Command::new(exe)
         .args(["--as-worker", url, &slots.to_string()])
         .stdout(Stdio::null())
@@ -225,6 +229,58 @@ fn self_cpu_us() -> u64 {
     cpu_us_of(std::process::id())
 }
 
+/// The wake-up comparison (`LOAD_BASELINE_WORKER` names another build of this bench,
+/// whose workers are the baseline): for N = 8 and 32 (up to `--remote`), N workers of each
+/// build in turn, measured with the same dispatcher, under the saturating load and idle (one
+/// session, one call per round, so every worker but one has nothing to do: a bell the whole
+/// pool hears wakes them all for each call). Returns the number of bad rounds.
+async fn compare_wake_ups(remote: &Dispatcher, nats: &Kid, url: &str, baseline: &std::path::Path, args: &RemoteArgs) -> usize {
+    let this = std::env::current_exe().expect("the bench binary");
+    println!(
+        "\nwake-ups: baseline workers `{}` against this build's, the same dispatcher and server",
+        baseline.display()
+    );
+    println!(
+        "| workers N | workers' build | saturated calls/s | CPU-µs per call: dispatcher | workers | nats-server | idle: CPU-µs per call: workers | nats-server | idle p50 ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let mut bad = 0;
+    for n in [8usize, 32].into_iter().filter(|&n| n <= args.workers.max(8)) {
+        for (label, exe) in [("baseline", baseline), ("this", this.as_path())] {
+            let workers: Vec<Kid> = (0..n).map(|_| start_worker_of(exe, url, args.slots)).collect();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let cpu = || {
+                (
+                    self_cpu_us(),
+                    workers.iter().map(|w| cpu_us_of(w.0.id())).sum::<u64>(),
+                    cpu_us_of(nats.0.id()),
+                )
+            };
+            let before = cpu();
+            let busy = drive(remote, args.tool, 2 * n, args.slots, args.seconds, None).await;
+            let mid = cpu();
+            let idle = drive(remote, args.tool, 1, 1, 0.0, Some(200)).await;
+            let after = cpu();
+            bad += busy.bad + idle.bad;
+            let per = |a: u64, b: u64, m: &Measured| (b.saturating_sub(a)) as f64 / m.calls.max(1) as f64;
+            println!(
+                "| {n} | {label} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} |",
+                busy.calls as f64 / busy.elapsed.as_secs_f64(),
+                per(before.0, mid.0, &busy),
+                per(before.1, mid.1, &busy),
+                per(before.2, mid.2, &busy),
+                per(mid.1, after.1, &idle),
+                per(mid.2, after.2, &idle),
+                pct(&idle.latencies, 0.5).as_secs_f64() * 1e3,
+            );
+            drop(workers);
+            // The killed workers' announcements and consumers' pending pulls settle.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    bad
+}
+
 /// Runs the comparison; returns the number of bad rounds.
 pub fn run(args: RemoteArgs) -> usize {
     let store = tempfile::tempdir().expect("a temporary folder");
@@ -287,7 +343,7 @@ pub fn run(args: RemoteArgs) -> usize {
                 per(before.2, after.2)
             );
             // Overhead: one session, one call per round, nothing queued, one worker (more
-            // workers would all wake for each call and share the two cores with it).
+            // idle workers would poll beside it and share the two cores with it).
             if n == 1 {
                 let rounds = 200;
                 let a = drive(&local, args.tool, 1, 1, 0.0, Some(rounds)).await;
@@ -307,6 +363,10 @@ pub fn run(args: RemoteArgs) -> usize {
         }
         if let Some(line) = overhead {
             println!("{line}");
+        }
+        drop(std::mem::take(&mut workers));
+        if let Some(baseline) = std::env::var_os("LOAD_BASELINE_WORKER") {
+            bad_total += compare_wake_ups(&remote, &nats, &url, std::path::Path::new(&baseline), &args).await;
         }
         println!("rounds with a lost, duplicated or misordered result: {bad_total}");
         drop(workers);

@@ -23,6 +23,7 @@ mod mcp;
 mod output;
 mod remote;
 mod server;
+mod telemetry;
 mod tools;
 mod validate;
 
@@ -41,6 +42,7 @@ pub use mcp::{LspConfig, LspServerConfig, McpConfig, McpServerConfig};
 pub use output::{OutputConfig, OverflowConfig, SubagentConfig};
 pub use remote::{NatsLogin, RemoteConfig, TlsFiles};
 pub use server::ServerConfig;
+pub use telemetry::TelemetryConfig;
 pub use tools::{
     CatalogConfig, ExecutionConfig, ExtensionConfig, FetchConfig, GrepConfig, ListDirConfig, LoopGuardConfig, NamesConfig, NetworkConfig,
     NetworkPolicy, ReadFileConfig, RepairConfig, SandboxMode, SearchConfig, ShellConfig, ToolsConfig, WorkspaceConfig,
@@ -102,6 +104,8 @@ pub struct Config {
     pub lsp: LspConfig,
     /// Remote tool workers over NATS JetStream.
     pub remote: RemoteConfig,
+    /// OpenTelemetry export.
+    pub telemetry: TelemetryConfig,
     /// The `--config` file this configuration was loaded from, if any (named in explanations
     /// of its rules).
     #[serde(skip)]

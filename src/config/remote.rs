@@ -36,6 +36,9 @@ pub struct RemoteConfig {
     pub worker_shutdown_grace_secs: u64,
     /// How long a dispatcher's lease on a session lasts unless renewed (ms).
     pub session_lease_ttl_ms: u64,
+    /// This dispatcher's name in session leases ("" = a new random one per process): a
+    /// dispatcher started again under the same name takes its own sessions back at once.
+    pub dispatcher_id: String,
     /// How long a session's record is kept after its last write (s).
     pub session_ttl_secs: u64,
     /// How many saved outputs a durable session keeps in the object store for a dispatcher

@@ -54,6 +54,16 @@ pub struct SearchConfig {
     pub max_results: usize,
     /// Longest query a search reads, in characters; a longer one is refused with its length.
     pub max_query_chars: usize,
+    /// Rank with the sentence model beside the words (false: the lexical ranker alone).
+    pub semantic: bool,
+    /// The sentence model's folder; empty: found in one of `model_venvs`.
+    pub model_dir: String,
+    /// Virtual environments searched for the installed model package.
+    pub model_venvs: Vec<String>,
+    /// Longest token sequence the model reads of one tool's text.
+    pub model_max_tokens: usize,
+    /// How many tools' vectors are kept between index builds.
+    pub model_cache_tools: usize,
 }
 
 /// `[repair]`.

@@ -83,6 +83,9 @@ pub struct Trace {
     pub sticky: bool,
     /// Only the host may let it run: a rule or hook asked (an allow from a hook cannot lift it).
     pub forced_ask: bool,
+    /// How long the host took to answer, when it was asked (ms; its call span's
+    /// `toolslot.approval.wait_ms`).
+    pub waited_ms: Option<u64>,
 }
 
 /// The rules' verdict, then the mode's table: what happens to a call before the host is asked.
@@ -98,6 +101,7 @@ pub fn decide(requirement: ApprovalRequirement, mode: ApprovalMode, verdict: &Ve
         reason: verdict.reason.clone(),
         sticky: verdict.sticky,
         forced_ask,
+        waited_ms: None,
     };
     let by_mode = Trace {
         source: Some(Source::Mode),

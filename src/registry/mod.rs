@@ -31,7 +31,7 @@ pub use crate::tool_name::{is_valid_tool_name, sanitize_tool_name};
 pub use catalog::{Catalog, CatalogFormat};
 pub use fail_closed::{FAIL_CLOSED_DESCRIPTION, FailClosedTool};
 pub use live::LiveRegistry;
-pub use search::{SearchDoc, SearchHit, SearchIndex, query_too_long};
+pub use search::{SearchDoc, SearchHit, SearchIndex, query_too_long, semantic};
 
 use crate::config::Config;
 use crate::notice::{Notice, NoticeKind};
@@ -368,7 +368,7 @@ impl Registry {
                     .with_schema(&t.model_schema)
             })
             .collect();
-        self.search = (!deferred.is_empty()).then(|| Arc::new(SearchIndex::from_docs(deferred)));
+        self.search = (!deferred.is_empty()).then(|| Arc::new(SearchIndex::configured(deferred, &self.config.search)));
         sorted
     }
 

@@ -70,6 +70,8 @@ pub enum Domain {
     Progress,
     /// A worker's announcement; the context is the worker's id (its key in the bucket).
     Announcement,
+    /// A session's lease, naming its dispatcher; the context is the session's id.
+    Lease,
 }
 
 impl Domain {
@@ -79,6 +81,7 @@ impl Domain {
             Domain::Record => b"toolslot record v2",
             Domain::Progress => b"toolslot progress v2",
             Domain::Announcement => b"toolslot announcement v2",
+            Domain::Lease => b"toolslot lease v2",
         }
     }
 }

@@ -34,6 +34,10 @@ pub struct RecordedOptions {
     pub approval_mode: Option<ApprovalMode>,
     /// The dialect, when the session fixed one.
     pub dialect: Option<Dialect>,
+    /// 0 for a host's session; a sub-agent's (`spawn_agent`) is one deeper than its parent's,
+    /// and is taken over with the tools of its depth.
+    #[serde(default)]
+    pub depth: usize,
 }
 
 /// One call of a round, as far as it got.

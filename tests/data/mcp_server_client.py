@@ -1,4 +1,6 @@
-"""Drives `toolslot mcp` with the official MCP Python SDK over stdio, as a desktop client would.
+"""Drives toolslot's MCP server with the official MCP Python SDK, as a client would: `toolslot
+mcp` over stdio (TOOLSLOT is the binary), or the `/mcp` endpoint of a running `toolslot serve`
+over Streamable HTTP (TOOLSLOT is its base URL; the token, if any, is MCP_TOKEN).
 
 Usage: python mcp_server_client.py TOOLSLOT WORKSPACE SCENARIO MODE [CONFIG]
 
@@ -21,6 +23,8 @@ import time
 import anyio
 import mcp.types as types
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 TOOLSLOT, WORKSPACE, SCENARIO, MODE = sys.argv[1:5]
 CONFIG = sys.argv[5] if len(sys.argv) > 5 else None
@@ -51,10 +55,31 @@ class Person:
         return types.ElicitResult(action="accept", content={"decision": self.decision})
 
 
-def client(person: Person | None = None, **kwargs) -> Client:
+HTTP = TOOLSLOT.startswith("http")
+
+
+def endpoint(workspace: str | None = WORKSPACE) -> str:
+    from urllib.parse import quote
+
+    url = TOOLSLOT.rstrip("/") + "/mcp"
+    query = [f"workspace={quote(workspace)}"] if workspace else []
+    if os.environ.get("MCP_SESSION"):
+        query.append(f"session={quote(os.environ['MCP_SESSION'])}")
+    return url + ("?" + "&".join(query) if query else "")
+
+
+def server(workspace: str | None = WORKSPACE):
+    if not HTTP:
+        return params()
+    token = os.environ.get("MCP_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    return streamable_http_client(endpoint(workspace), http_client=create_mcp_http_client(headers=headers))
+
+
+def client(person: Person | None = None, workspace: str | None = WORKSPACE, **kwargs) -> Client:
     if person is not None:
         kwargs["elicitation_callback"] = person
-    return Client(params(), mode=MODE, **kwargs)
+    return Client(server(workspace), mode=MODE, **kwargs)
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -251,6 +276,57 @@ async def scenario_deferred() -> dict:
             "after": listing(after),
             "call": {"is_error": now.is_error, "structured": now.structured_content, "text": text_of(now)},
         }
+
+
+async def scenario_progress() -> dict:
+    # An upstream server's long-running tool (server-everything), approved, reporting progress
+    # to a client that sent a progressToken.
+    seen: list[list] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append([progress, total])
+
+    async with client(Person("approve")) as c:
+        tools = await c.list_tools()
+        result = await c.call_tool(
+            "everything__trigger-long-running-operation",
+            {"duration": 2, "steps": 4},
+            progress_callback=on_progress,
+        )
+        return {
+            "listed": "everything__trigger-long-running-operation" in [t.name for t in tools.tools],
+            "is_error": result.is_error,
+            "text": text_of(result),
+            "progress": seen,
+        }
+
+
+async def scenario_noworkspace() -> dict:
+    # An endpoint without a workspace, and one outside server.workspace_root: each fails at
+    # its first exchange, saying why.
+    out = {}
+    for name, ws in (("none", None), ("outside", "/")):
+        try:
+            async with client(workspace=ws) as c:
+                await c.list_tools()
+                out[name] = "connected"
+        except BaseException as e:  # the SDK raises an exception group from its task group
+            out[name] = repr(e)
+    return out
+
+
+async def scenario_two() -> dict:
+    # Four clients at once, each reading its own file: each call answered.
+    async def one(i: int, results: dict) -> None:
+        async with client() as c:
+            r = await c.call_tool("read_file", {"path": f"notes{i}.txt"})
+            results[i] = {"is_error": r.is_error, "text": text_of(r)}
+
+    results: dict = {}
+    async with anyio.create_task_group() as tg:
+        for i in range(4):
+            tg.start_soon(one, i, results)
+    return {"results": [results[i] for i in range(4)]}
 
 
 async def main() -> None:

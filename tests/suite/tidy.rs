@@ -47,7 +47,7 @@ fn the_slot_never_imports_actix() {
 /// code has. Written once, here; ARCHITECTURE.md states the same order.
 const FLOORS: &[&[&str]] = &[
     // Ground: configuration and pure helpers every layer uses.
-    &["config", "canonical", "tool_name", "schema", "tls"],
+    &["config", "canonical", "tool_name", "schema", "tls", "telemetry"],
     // The ground of the tool contract (capabilities and the approval they derive), which the
     // event vocabulary names: one file of `tool`, below the rest of it.
     &["notice", "child_env", "child_group", "tool::capability"],
@@ -55,6 +55,8 @@ const FLOORS: &[&[&str]] = &[
     &["ledger"],
     // Plain data the contract serializes.
     &["event"],
+    // A round's results as each provider's messages: plain data over the events.
+    &["results"],
     // The trait layer: what a tool is, and the services it may ask its host for.
     &["tool"],
     // Input: what the model sent, made usable.
@@ -193,9 +195,10 @@ const ROOMS: &[(&str, &[&[&str]])] = &[
         "host",
         &[&["session_table", "workspace"], &["dispatcher"], &["subagent"], &["toolset"]],
     ),
-    // The front ends: the command line starts the servers (HTTP, MCP), which stand side by
-    // side in front of the same dispatcher.
-    ("front", &[&["server", "mcp_server"], &["cli"]]),
+    // The front ends: the command line starts the servers (HTTP, MCP, the embedding), which
+    // stand side by side in front of the same dispatcher; the HTTP server also answers MCP at
+    // `/mcp`, so it stands on the MCP server's floor, not beside it.
+    ("front", &[&["mcp_server", "embed", "telemetry"], &["server"], &["cli"]]),
 ];
 
 /// The room and file (first component inside the room) of a path of `actors/src/`, or of a

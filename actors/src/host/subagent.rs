@@ -131,6 +131,7 @@ impl Tool for SpawnAgent {
                     policy: None,
                 },
                 (self.factory)(depth),
+                depth,
             );
             // However this call ends (done, cancelled with the parent's round, timed out), the
             // child's round is cancelled and its session closed.

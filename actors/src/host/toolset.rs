@@ -22,6 +22,8 @@ pub struct Toolset {
     /// The connection to remote workers, when `remote.nats_url` is set.
     pub remote: Option<Arc<RemoteHub>>,
     dispatcher_slot: Arc<Mutex<Weak<Dispatcher>>>,
+    /// Builds the registry of a session at a depth (a sub-agent's one level below its parent).
+    factory: RegistryFactory,
 }
 
 /// Stops every server of `servers` at once (see [`McpServerHandle::shutdown`]): what a host
@@ -34,6 +36,7 @@ impl Toolset {
     /// Connects spawn_agent to the dispatcher its children run beside. Keep the returned
     /// `Arc` alive as long as the dispatcher is used.
     pub fn attach(&self, dispatcher: Dispatcher) -> Arc<Dispatcher> {
+        dispatcher.build_children_with(Arc::clone(&self.factory));
         let d = Arc::new(dispatcher);
         *self.dispatcher_slot.lock().unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(&d);
         d
@@ -139,5 +142,6 @@ async fn build(
         mcp: mcp.handles,
         remote,
         dispatcher_slot,
+        factory: f,
     })
 }

@@ -36,6 +36,8 @@ pub struct CallHead {
     pub name: Arc<str>,
     /// Arguments after repair.
     pub input: Arc<Value>,
+    /// What repair made of the arguments (its call span's `toolslot.repair`).
+    pub repair: toolslot::event::RepairMark,
 }
 
 /// A planned call on its way to execution: its identity and what was decided for it.
@@ -126,6 +128,9 @@ pub struct PostItem {
     /// What the loop guard said when the executor counted this outcome (see
     /// [`crate::pipeline::stages::batch_executor`]): notices, and a hint for the model.
     pub guard: (Vec<Notice>, Option<String>),
+    /// The call's span, held open until the result is filed, so the loop guard's verdict and
+    /// the output's cut land on it (disabled when nothing exports spans).
+    pub span: tracing::Span,
 }
 
 impl PostItem {
@@ -137,6 +142,7 @@ impl PostItem {
             duration_ms: 0,
             external: false,
             guard: (Vec::new(), None),
+            span: tracing::Span::none(),
         }
     }
 }

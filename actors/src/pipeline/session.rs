@@ -203,6 +203,10 @@ pub struct SessionShared {
     /// True while a submission holds the session; the one that waits starts when it turns
     /// false.
     pub busy: watch::Sender<bool>,
+    /// The span the host was in when it submitted the running submission (none: the rounds
+    /// start traces of their own): its rounds' spans are its children. Held until the
+    /// submission finishes.
+    pub trace_parent: Mutex<tracing::Span>,
     /// Cancellation of the running round (true = cancelled), for those that wait on it; set
     /// through [`SessionShared::set_cancelled`].
     pub cancel: watch::Sender<bool>,
@@ -251,6 +255,8 @@ impl SessionShared {
     pub(crate) fn submission_finished(&self) {
         self.turn().end();
         self.set_sink(None);
+        // The host's span ends with its request, not with the next submission.
+        *self.trace_parent.lock().unwrap_or_else(|p| p.into_inner()) = tracing::Span::none();
         // The sink is cleared first, so the submission that waits sets its own after.
         self.busy.send_replace(false);
         self.submissions.fetch_sub(1, Ordering::SeqCst);
@@ -314,6 +320,7 @@ impl SessionShared {
             submissions: AtomicUsize::new(0),
             settled: AtomicBool::new(false),
             busy: watch::channel(false).0,
+            trace_parent: Mutex::new(tracing::Span::none()),
             cancel,
             cancelled: AtomicBool::new(false),
             closed: AtomicBool::new(false),

@@ -1,4 +1,4 @@
-//! What every stage shares: the panic boundary.
+//! What every stage shares: the panic boundary, and the switches of its spans and metrics.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -44,3 +44,55 @@ macro_rules! span {
     };
 }
 pub(crate) use span;
+
+/// Whether [`span!`] makes spans (a subscriber is installed): what a span alone needs is not
+/// worked out otherwise.
+pub(crate) fn spans_on() -> bool {
+    tracing::dispatcher::has_been_set()
+}
+
+/// Records the output's cut on a call's span, when it was cut: `toolslot.output.truncated`,
+/// and the ref under which the whole output was saved (the one the model is told to pass to
+/// `retrieve_tool_result`).
+pub(crate) fn output_cut(span: &tracing::Span, finished: &toolslot::output::Finished) {
+    if span.is_disabled()
+        || !finished
+            .notices
+            .iter()
+            .any(|n| n.kind == toolslot::notice::NoticeKind::OutputTruncated)
+    {
+        return;
+    }
+    span.record("toolslot.output.truncated", true);
+    let reference = finished
+        .result
+        .content
+        .rsplit_once("retrieve_tool_result ref=")
+        .map(|(_, rest)| rest.split(|c: char| c.is_whitespace() || c == '.' || c == ')').next().unwrap_or(""))
+        .filter(|r| !r.is_empty());
+    if let Some(r) = reference {
+        span.record("toolslot.output.overflow_ref", r);
+    }
+}
+
+/// Records how long a call waited for the host's approval (`toolslot.approval.wait.duration`),
+/// from `asked_at_ms` (Unix ms) until now, `answered` by the host or not (expired, dropped
+/// with its round), recorded when telemetry is on, and puts the wait on `trace` (for the call's
+/// span).
+pub(crate) fn approval_waited(asked_at_ms: u64, answered: bool, trace: &mut toolslot::plan::approval::Trace) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let waited_ms = now.saturating_sub(asked_at_ms);
+    trace.waited_ms = Some(waited_ms);
+    if !toolslot::telemetry::is_on() {
+        return;
+    }
+    let seconds = waited_ms as f64 / 1000.0;
+    let outcome = if answered { "answered" } else { "unanswered" };
+    toolslot::telemetry::record(
+        toolslot::telemetry::names::METRIC_APPROVAL_WAIT,
+        seconds,
+        &[("toolslot.approval.outcome", outcome)],
+    );
+}

@@ -41,9 +41,11 @@ pub(crate) fn start(
     let number = shared.turn().issue();
     let (tx, rx) = mpsc::unbounded_channel();
     let submit = Submit { input, dialect };
+    // The host's span, taken here on its own thread: its rounds are children of it.
+    let parent = tracing::Span::current();
     if !waits {
         shared.busy.send_replace(true);
-        begin(shared, stages, number, tx, submit)?;
+        begin(shared, stages, number, tx, submit, parent)?;
         return Ok((number, rx));
     }
     let waiting = Arc::clone(shared);
@@ -55,7 +57,7 @@ pub(crate) fn start(
             return;
         }
         waiting.busy.send_replace(true);
-        let _ = begin(&waiting, &stages, number, tx, submit);
+        let _ = begin(&waiting, &stages, number, tx, submit, parent);
     });
     if !spawned {
         shared.submissions.fetch_sub(1, Ordering::SeqCst);
@@ -71,8 +73,10 @@ fn begin(
     number: u64,
     tx: mpsc::UnboundedSender<PipelineEvent>,
     submit: Submit,
+    parent: tracing::Span,
 ) -> Result<(), NotStarted> {
     shared.settled.store(false, Ordering::SeqCst);
+    *shared.trace_parent.lock().unwrap_or_else(|p| p.into_inner()) = parent;
     shared.set_sink(Some(tx));
     {
         // Under the turn's lock: a cancellation aimed at the previous submission either came

@@ -132,6 +132,28 @@ pub fn json_lines(stdout: &[u8]) -> Vec<Value> {
 }
 
 /// A loopback port nothing listens on (yet).
+/// `tests/data/mcp_server_client.py` (the official MCP Python SDK as a client) against
+/// `target` (the binary, or a server's base URL), in `workspace`, for `scenario` in `mode`.
+pub fn mcp_client(target: &str, workspace: &Path, scenario: &str, mode: &str) -> Command {
+    let mut cmd = Command::new(python());
+    cmd.arg(repo().join("tests/data/mcp_server_client.py"))
+        .arg(target)
+        .arg(workspace)
+        .arg(scenario)
+        .arg(mode);
+    cmd
+}
+
+/// The JSON object a successful client script printed last (what it saw), or a panic naming
+/// `what` with everything it printed.
+pub fn printed_json(what: &str, out: &std::process::Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{what} failed:\n{stdout}\n{stderr}");
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{what} printed no JSON ({e}):\n{stdout}\n{stderr}"))
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }

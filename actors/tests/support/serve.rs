@@ -109,7 +109,7 @@ impl Serve {
         std::fs::write(&config, text).unwrap();
         let mut cmd = toolslot();
         cmd.envs(self.env);
-        let mut served = Served::launch(cmd, &config, &addr);
+        let mut served = Served::launch(cmd, &config, &addr, &[]);
         served.api.token = self.token;
         served.workspace = self.workspace;
         served.dir = self.dir;
@@ -139,7 +139,13 @@ impl Deref for Served {
 impl Served {
     /// `toolslot serve` with `config`, written already, which binds `addr` and sets no token.
     pub fn at(config: &Path, addr: &str) -> Served {
-        Served::launch(toolslot(), config, addr)
+        Served::launch(toolslot(), config, addr, &[])
+    }
+
+    /// As [`Served::at`], with more arguments after `serve --config FILE`
+    /// (`--agent-response FILE`).
+    pub fn at_with(config: &Path, addr: &str, args: &[&str]) -> Served {
+        Served::launch(toolslot(), config, addr, args)
     }
 
     /// `node tests/console/{script}`, driving the console of this server in a real Chromium,
@@ -171,11 +177,12 @@ impl Served {
         node
     }
 
-    fn launch(mut cmd: Command, config: &Path, addr: &str) -> Served {
+    fn launch(mut cmd: Command, config: &Path, addr: &str, args: &[&str]) -> Served {
         let child = cmd
             .env("TOOLSLOT_MCP__TOOL_CACHE_DIR", "")
             .args(["serve", "--config"])
             .arg(config)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -27,6 +27,11 @@ pub struct PendingCall {
     ask: Option<InputSink>,
     server: String,
     current: Arc<Mutex<RequestId>>,
+    /// The request's span (by the MCP conventions), its start, and the `_meta` carrying its
+    /// trace context, sent again with each retry.
+    span: tracing::Span,
+    started: std::time::Instant,
+    meta: Option<rmcp::model::RequestMetaObject>,
 }
 
 /// How many "input required" rounds one call may take: a server that keeps asking is stopped.
@@ -83,6 +88,15 @@ impl PendingCall {
     /// # Cancel safety
     /// Dropping it leaves the request running at the server: cancel it with [`PendingCall::canceller`].
     pub async fn finish(self, timeout: Duration) -> Result<Value, RequestFailure> {
+        use tracing::Instrument;
+        let span = self.span.clone();
+        let started = self.started;
+        let result = self.finish_inner(timeout).instrument(span.clone()).await;
+        super::trace::finish(&span, "tools/call", started, result.as_ref().err());
+        result
+    }
+
+    async fn finish_inner(self, timeout: Duration) -> Result<Value, RequestFailure> {
         let PendingCall {
             mut handle,
             _hooks,
@@ -90,6 +104,9 @@ impl PendingCall {
             ask,
             server,
             current,
+            span: _,
+            started: _,
+            meta,
         } = self;
         let deadline = tokio::time::Instant::now() + timeout;
         let peer = handle.peer.clone();
@@ -106,10 +123,9 @@ impl PendingCall {
                     params.input_responses = (!answers.is_empty()).then_some(answers);
                     params.request_state = required.request_state;
                     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-                    handle = peer
-                        .send_request_with_option(request, PeerRequestOptions::no_options())
-                        .await
-                        .map_err(failure)?;
+                    let mut options = PeerRequestOptions::no_options();
+                    options.meta = meta.clone();
+                    handle = peer.send_request_with_option(request, options).await.map_err(failure)?;
                     *lock(&current) = handle.id.clone();
                 }
                 // Not quoted: what a server sends in place of a result is not ours to repeat.
@@ -174,14 +190,24 @@ impl McpClient {
     /// # Errors
     /// [`RequestFailure`].
     pub async fn call(&self, tool: &str, args: Value, timeout: Duration) -> Result<Value, RequestFailure> {
+        use tracing::Instrument;
+        let span = super::trace::span("tools/call", tool, self.transport(), &self.server);
+        let started = std::time::Instant::now();
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = args.as_object().cloned();
+        params.meta = super::trace::meta(&span);
         let call = self.service.call_tool(params);
-        let result = tokio::time::timeout(timeout, call)
-            .await
-            .map_err(|_| RequestFailure::Timeout)?
-            .map_err(failure)?;
-        serde_json::to_value(result).map_err(|e| RequestFailure::Rpc(format!("unreadable result: {e}")))
+        let result = async {
+            let result = tokio::time::timeout(timeout, call)
+                .await
+                .map_err(|_| RequestFailure::Timeout)?
+                .map_err(failure)?;
+            serde_json::to_value(result).map_err(|e| RequestFailure::Rpc(format!("unreadable result: {e}")))
+        }
+        .instrument(span.clone())
+        .await;
+        super::trace::finish(&span, "tools/call", started, result.as_ref().err());
+        result
     }
 
     /// Sends a `tools/call` whose progress notifications and questions go to `hooks`. The
@@ -212,11 +238,16 @@ impl McpClient {
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = args.as_object().cloned();
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-        let handle = self
-            .service
-            .send_request_with_option(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(failure)?;
+        let span = super::trace::span("tools/call", tool, self.transport(), &self.server);
+        let started = std::time::Instant::now();
+        let meta = super::trace::meta(&span);
+        let mut options = PeerRequestOptions::no_options();
+        options.meta = meta.clone();
+        let sent = self.service.send_request_with_option(request, options).await.map_err(failure);
+        if let Err(e) = &sent {
+            super::trace::finish(&span, "tools/call", started, Some(e));
+        }
+        let handle = sent?;
         registered.progress_key = serde_json::to_string(&handle.progress_token).unwrap_or_default();
         if let Some(sink) = progress {
             lock(&self.progress).insert(registered.progress_key.clone(), sink);
@@ -229,6 +260,9 @@ impl McpClient {
             ask,
             server: self.server.clone(),
             current,
+            span,
+            started,
+            meta,
         })
     }
 }

@@ -6,6 +6,7 @@
 mod call;
 mod connect;
 mod handler;
+mod trace;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -84,6 +85,12 @@ impl McpClient {
     /// The server process's id, if it is a process.
     pub fn pid(&self) -> Option<u32> {
         self.pid
+    }
+
+    /// `network.transport` of the connection: `pipe` for a server on stdio, `tcp` for one
+    /// over HTTP.
+    fn transport(&self) -> &'static str {
+        if self.pid.is_some() { "pipe" } else { "tcp" }
     }
 
     /// The server process's stderr, once: whoever takes it must keep reading it (a server

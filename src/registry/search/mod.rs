@@ -19,23 +19,35 @@
 //! and edits told of as done, or beside version control, are changes to see, not edits to
 //! make. Hand-written rather than a BM25 crate because the expansion and field weights are
 //! the part that matters and the index is a few hundred documents at most.
+//!
+//! Those rules know the words of coding tools. For tools of every other kind (finance, travel,
+//! housing), a small sentence model ([`semantic`]) reads what a request means, and its cosine
+//! is fused with the lexical score, each weighted by what it is good at ([`fusion`]); without
+//! the model's weights, or with `search.semantic = false`, the lexical ranker ranks alone.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 pub use crate::tool::SearchHit;
 use crate::tool::ToolFinder;
 
 mod arguments;
+mod fusion;
 mod query;
+pub mod semantic;
 mod vocabulary;
 mod words;
 
+pub use fusion::Scores;
 use query::{Expanded, TYPO_MIN_CHARS, expand};
+use semantic::SentenceModel;
 use vocabulary::SYNONYM_GROUPS;
 use words::{one_slip_from, plain_tokens, stem, tokenize};
 
 struct Doc {
     name: String,
+    /// What the sentence model reads of the tool: its name's words, title and description.
+    text: String,
     summary: String,
     /// Term → weighted frequency (name terms count more than description terms).
     terms: HashMap<String, f64>,
@@ -49,17 +61,32 @@ pub struct SearchIndex {
     /// Term → number of documents containing it.
     df: HashMap<String, usize>,
     avg_len: f64,
+    /// The sentence model and each tool's vector, in `docs` order, when it ranks too.
+    semantic: Option<Semantic>,
+}
+
+/// The sentence model and each tool's vector, in the index's order.
+struct Semantic {
+    model: Arc<SentenceModel>,
+    vectors: Vec<Arc<[f32]>>,
 }
 
 impl std::fmt::Debug for SearchIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SearchIndex").field("docs", &self.docs.len()).finish()
+        f.debug_struct("SearchIndex")
+            .field("docs", &self.docs.len())
+            .field("semantic", &self.semantic.is_some())
+            .finish()
     }
 }
 
 // BM25's usual constants: k1 saturates repeated terms, b normalizes by length.
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
+
+/// The least a tool's length counts for, as a share of the average (BM25's length
+/// normalization otherwise lifts a three-word description above every fuller one).
+const SHORT_DOC_FLOOR: f64 = 0.5;
 
 // A word of the name says more about a tool than a word of its description (the server
 // prefix of an MCP tool's name counts as a description word).
@@ -163,6 +190,29 @@ impl SearchIndex {
         Self::build(docs, false)
     }
 
+    /// Indexes what each tool declares, ranked by the words and by `model`'s reading of them
+    /// together (see [`semantic`]); the words alone when `model` is `None`.
+    pub fn with_model(docs: Vec<SearchDoc>, model: Option<Arc<SentenceModel>>) -> Self {
+        let mut index = Self::build(docs, false);
+        if let Some(model) = model {
+            let texts: Vec<String> = index.docs.iter().map(|d| d.text.clone()).collect();
+            let vectors = model.embed_all(&texts);
+            index.semantic = Some(Semantic { model, vectors });
+        }
+        index
+    }
+
+    /// Indexes what each tool declares, with the sentence model `config` names when
+    /// `search.semantic` is on and its weights are installed.
+    pub fn configured(docs: Vec<SearchDoc>, config: &crate::config::SearchConfig) -> Self {
+        Self::with_model(docs, semantic::shared_model(config))
+    }
+
+    /// Whether the sentence model ranks beside the words.
+    pub fn is_semantic(&self) -> bool {
+        self.semantic.is_some()
+    }
+
     /// Plain BM25 over names and descriptions (words split on non-alphanumerics, lowercased;
     /// no name weighting, declared fields, stemming or synonyms): the baseline the evaluation
     /// compares against.
@@ -190,6 +240,7 @@ impl SearchIndex {
                 Some((server, local)) if !plain => (server, local),
                 _ => ("", name.as_str()),
             };
+            let title_text = title.clone();
             let named = tok(local);
             let server_terms = tok(server);
             // The title's words that the name does not already give.
@@ -219,6 +270,7 @@ impl SearchIndex {
             }
             let len = terms.values().sum();
             docs.push(Doc {
+                text: model_text(&name, title_text.as_deref(), &description),
                 summary: summary(&description),
                 name,
                 terms,
@@ -230,7 +282,13 @@ impl SearchIndex {
         } else {
             docs.iter().map(|d| d.len).sum::<f64>() / docs.len() as f64
         };
-        Self { plain, docs, df, avg_len }
+        Self {
+            plain,
+            docs,
+            df,
+            avg_len,
+            semantic: None,
+        }
     }
 
     /// The index's word (or the synonym tables') that `term` is one typing slip away from;
@@ -250,6 +308,12 @@ impl SearchIndex {
         best.map(|(_, c)| stem(c))
     }
 
+    /// The indexed tools' names, in index order.
+    #[doc(hidden)]
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.docs.iter().map(|d| d.name.as_str())
+    }
+
     /// How many tools are indexed.
     pub fn len(&self) -> usize {
         self.docs.len()
@@ -260,8 +324,11 @@ impl SearchIndex {
         self.docs.is_empty()
     }
 
-    /// The best `top` matches for `query`, best first; ties by name, so results are stable.
-    pub fn search(&self, query: &str, top: usize) -> Vec<SearchHit> {
+    /// Each tool's lexical score for `query` and, when the model ranks too, its cosine with the
+    /// query, in index order: what [`SearchIndex::search`] fuses (exposed for evaluation).
+    #[doc(hidden)]
+    pub fn scores(&self, query: &str) -> Scores {
+        let raw_query = query;
         let query = if self.plain {
             let mut q = Expanded::default();
             for (i, t) in plain_tokens(query).into_iter().enumerate() {
@@ -274,10 +341,11 @@ impl SearchIndex {
             q
         };
         let n = self.docs.len() as f64;
-        let mut hits: Vec<SearchHit> = self
+        let mut coverage = Vec::with_capacity(self.docs.len());
+        let lexical: Vec<f64> = self
             .docs
             .iter()
-            .filter_map(|doc| {
+            .map(|doc| {
                 let mut score = 0.0;
                 let mut covered = vec![false; query.words];
                 for (term, (qw, sources)) in &query.terms {
@@ -286,23 +354,59 @@ impl SearchIndex {
                     };
                     let df = *self.df.get(term).unwrap_or(&0) as f64;
                     let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-                    score += qw * idf * (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * doc.len / self.avg_len));
+                    // A short description is not a better match for being short: its length
+                    // counts as at least half the average, so "Search for things." does not
+                    // outrank a tool that says what it searches for matching the same word.
+                    let ratio = if self.plain {
+                        doc.len / self.avg_len
+                    } else {
+                        (doc.len / self.avg_len).max(SHORT_DOC_FLOOR)
+                    };
+                    score += qw * idf * (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * ratio));
                     for i in sources {
                         covered[*i] = true;
                     }
                 }
+                let share = covered.iter().filter(|c| **c).count() as f64 / query.words.max(1) as f64;
+                coverage.push(share);
                 if !self.plain && query.words > 1 {
                     // A tool that answers more of the words the agent wrote (directly or
                     // through what they imply) beats one that matches a single word strongly:
                     // `fetch` in a name must not outrank "specific entities by name".
-                    let share = covered.iter().filter(|c| **c).count() as f64 / query.words as f64;
                     score *= share.powf(COVERAGE_EXPONENT);
                 }
-                (score > 0.0).then(|| SearchHit {
-                    name: doc.name.clone(),
-                    score,
-                    summary: doc.summary.clone(),
-                })
+                score
+            })
+            .collect();
+        let cosines = self.semantic.as_ref().map(|Semantic { model, vectors }| {
+            // A closing mark says how the request was typed, not what it asks for; the
+            // model would read it as one more token (and the case is folded already).
+            let q = model.embed(raw_query.trim().trim_end_matches(['?', '.', '!']));
+            vectors
+                .iter()
+                .map(|v| v.iter().zip(&q).map(|(a, b)| f64::from(a * b)).sum())
+                .collect()
+        });
+        Scores {
+            lexical,
+            coverage,
+            cosines,
+            words: query.words,
+        }
+    }
+
+    /// The best `top` matches for `query`, best first; ties by name, so results are stable.
+    pub fn search(&self, query: &str, top: usize) -> Vec<SearchHit> {
+        let scores = fusion::fuse(self.scores(query));
+        let mut hits: Vec<SearchHit> = self
+            .docs
+            .iter()
+            .zip(scores)
+            .filter(|(_, score)| *score > 0.0)
+            .map(|(doc, score)| SearchHit {
+                name: doc.name.clone(),
+                score,
+                summary: doc.summary.clone(),
             })
             .collect();
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.name.cmp(&b.name)));
@@ -313,6 +417,44 @@ impl SearchIndex {
 
 /// How strongly a tool's share of the query's words scales its score (1: in proportion).
 const COVERAGE_EXPONENT: f64 = 1.0;
+
+/// What the sentence model reads of a tool: its name as words (`get_stock_price` → "get
+/// stock price", the server's prefix left out as in the index), its title, its description.
+fn model_text(name: &str, title: Option<&str>, description: &str) -> String {
+    let local = name.split_once("__").map_or(name, |(_, l)| l);
+    let mut text = raw_tokens_keeping_all(local).join(" ");
+    for part in [title.unwrap_or(""), description] {
+        let part = part.trim();
+        if !part.is_empty() {
+            text.push_str(". ");
+            text.push_str(part);
+        }
+    }
+    text
+}
+
+/// A name's words, split on `_`, `-` and camelCase, stop words kept (they are English to
+/// the model).
+fn raw_tokens_keeping_all(name: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut prev: Option<char> = None;
+    for c in name.chars() {
+        if c.is_alphanumeric() {
+            if prev.is_some_and(|p| p.is_lowercase() && c.is_uppercase()) && !cur.is_empty() {
+                words.push(std::mem::take(&mut cur));
+            }
+            cur.extend(c.to_lowercase());
+        } else if !cur.is_empty() {
+            words.push(std::mem::take(&mut cur));
+        }
+        prev = Some(c);
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}
 
 /// The first sentence of a description (at most 160 characters): what a match shows.
 fn summary(description: &str) -> String {

@@ -263,3 +263,27 @@ fn odd_queries_rank_without_failing() {
         assert!(hits.len() <= 3, "{q:?}");
     }
 }
+
+/// A description that says little is not a better match for it: BM25's length normalization
+/// would score "Search things." 1.5× a tool of ordinary length that says what it searches,
+/// on the one word they share; the floor on a description's length keeps the lift near 1.3×.
+#[test]
+fn a_short_description_is_not_rewarded_for_saying_little() {
+    let ordinary = |name: &str, first: &str| {
+        SearchDoc::new(
+            name,
+            format!("{first} by neighbourhood, price range and size; returns each one's address, price and photos."),
+        )
+    };
+    let index = SearchIndex::from_docs(vec![
+        SearchDoc::new("finder", "Search things."),
+        ordinary("homefinder__listings", "Search the property listings"),
+        ordinary("rentals__browse", "Browse flats to rent"),
+        ordinary("parking__spots", "Look up parking spaces"),
+        ordinary("offices__desks", "Look up shared desks"),
+    ]);
+    let scores = index.scores("search");
+    let (short, full) = (scores.lexical[0], scores.lexical[1]);
+    assert!(short > 0.0 && full > 0.0, "{scores:?}");
+    assert!(short / full < 1.4, "the short description scores {:.2}× the full one", short / full);
+}

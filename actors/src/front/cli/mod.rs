@@ -46,6 +46,9 @@ pub enum Command {
         /// Config file overlaying the built-in defaults.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Offer spawn_agent, its children answered by these recorded responses in turn.
+        #[arg(long = "agent-response", value_name = "FILE")]
+        agent_responses: Vec<PathBuf>,
     },
     /// Feed recorded model responses through the full pipeline and print each event.
     Replay(replay::ReplayArgs),
@@ -92,20 +95,56 @@ pub enum Command {
     },
 }
 
-/// Sets up `tracing` on stderr, filtered by RUST_LOG (default: warnings).
-pub fn init_tracing(args: &Cli) {
+/// Sets up `tracing` on stderr, filtered by RUST_LOG (default: warnings), and OpenTelemetry
+/// export where `[telemetry]` (or `OTEL_EXPORTER_OTLP_ENDPOINT`) asks for it. Export runs
+/// until the returned value is dropped, which sends what is left.
+pub fn init_tracing(args: &Cli) -> Option<crate::front::telemetry::Telemetry> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
     // The NATS client logs, as errors, what toolslot reports itself in one line (a refused
     // login, a lost connection; see `sources::remote::broker`): quiet unless RUST_LOG asks.
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,async_nats=off"));
     use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
-    match args.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+    let ansi = std::io::stderr().is_terminal();
+    // The filter is the log's own: the exporter keeps its spans whatever RUST_LOG says.
+    let log: Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync> = match args.log_format {
+        LogFormat::Text => Box::new(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(ansi)
+                .with_filter(filter),
+        ),
+        LogFormat::Json => Box::new(
+            tracing_subscriber::fmt::layer()
+                .json()
+                .with_writer(std::io::stderr)
+                .with_filter(filter),
+        ),
+    };
+    // The subcommand loads its configuration again and reports a broken one; until then
+    // there is nothing to export to.
+    let telemetry = Config::load(config_of(&args.command)).ok().and_then(|cfg| {
+        crate::front::telemetry::Telemetry::start(&cfg.telemetry).unwrap_or_else(|e| {
+            eprintln!("toolslot: {e}");
+            None
+        })
+    });
+    let exporter = telemetry.as_ref().map(|t| t.layer());
+    let subscriber = tracing_subscriber::registry().with(log).with(exporter);
+    let _ = tracing::subscriber::set_global_default(subscriber);
+    telemetry
+}
+
+/// The `--config` file a subcommand was given.
+fn config_of(command: &Command) -> Option<&std::path::Path> {
+    match command {
+        Command::Serve { config, .. } | Command::Catalog { config, .. } | Command::Search { config, .. } => config.as_deref(),
+        Command::Replay(a) => a.config.as_deref(),
+        Command::Mcp(a) => a.config.as_deref(),
+        Command::McpCheck(a) => a.config.as_deref(),
+        Command::Worker(a) => a.config.as_deref(),
+        Command::Policy(_) | Command::Trust(_) | Command::Ledger(_) => None,
     }
 }
 
@@ -151,7 +190,7 @@ impl CliError {
 /// Runs the chosen subcommand.
 pub fn run(args: Cli) -> Result<(), CliError> {
     match args.command {
-        Command::Serve { config } => serve(config.as_deref()),
+        Command::Serve { config, agent_responses } => serve(config.as_deref(), &agent_responses),
         Command::Replay(args) => replay::run(args),
         Command::Mcp(args) => mcp::run(args),
         Command::McpCheck(args) => mcp_check::run(args),
@@ -214,7 +253,8 @@ pub fn with_toolset<T>(
     })
 }
 
-fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
+fn serve(config: Option<&std::path::Path>, agent_responses: &[PathBuf]) -> Result<(), CliError> {
+    let runner = recorded_runner(agent_responses)?;
     let mut cfg = Config::load(config)?;
     if cfg.execution.workers == 0 {
         // A server's sessions should use every core (see `execution.workers`).
@@ -229,7 +269,7 @@ fn serve(config: Option<&std::path::Path>) -> Result<(), CliError> {
     actix_rt::System::new().block_on(async move {
         // The server's clients answer input requests (the inputs endpoint, the console).
         let options = crate::host::toolset::ToolsetOptions { answers_input: true };
-        let toolset = crate::host::toolset::build_toolset_with(Arc::clone(&cfg), None, options)
+        let toolset = crate::host::toolset::build_toolset_with(Arc::clone(&cfg), runner, options)
             .await
             .map_err(CliError::Startup)?;
         for notice in toolset.notices.iter().chain(toolset.registry.current().notices()) {

@@ -12,6 +12,7 @@ use futures::{Stream, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use toolslot::config::Config;
 use toolslot::event::PipelineEvent;
+use toolslot::results::{ResultFormat, SentNames};
 use toolslot::stream::Dialect;
 
 use super::CliError;
@@ -39,6 +40,10 @@ pub struct ReplayArgs {
     /// jsonl (default when stdout is not a terminal) or pretty.
     #[arg(long)]
     pub format: Option<String>,
+    /// Also give each round's results as the messages the provider's next request needs, in
+    /// `round_complete`'s `messages`: anthropic, openai-chat, openai-responses or gemini.
+    #[arg(long)]
+    pub results: Option<String>,
     /// Recorded responses, one round (or several messages) each; `-` reads stdin.
     #[arg(required = true)]
     pub files: Vec<String>,
@@ -86,6 +91,15 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         }
         None => std::io::stdout().is_terminal(),
     };
+    let results_format = args
+        .results
+        .as_deref()
+        .map(|f| f.parse::<ResultFormat>().map_err(|e| CliError::Usage(format!("--results: {e}"))))
+        .transpose()?;
+    let mut printer = Printer {
+        pretty,
+        results: results_format.map(|f| (f, SentNames::default())),
+    };
     if args.files.is_empty() {
         return Err(CliError::Usage("replay needs at least one FILE (or - for stdin)".into()));
     }
@@ -109,7 +123,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     system.block_on(async move {
         let toolset = crate::host::toolset::build_toolset(Arc::clone(&cfg), runner).await.map_err(CliError::Startup)?;
         for notice in toolset.notices.iter().chain(toolset.registry.current().notices()) {
-            print_event(&PipelineEvent::Notice(notice.clone()), pretty)?;
+            printer.print(&PipelineEvent::Notice(notice.clone()))?;
         }
         let toolset_remote = toolset.remote.clone();
         let dispatcher = toolset.attach(Dispatcher::new(cfg, toolset.registry.clone()));
@@ -125,7 +139,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             let input = open_input(file).await?;
             let mut events = dispatcher.submit_round(&session, RoundInput::Bytes(input)).map_err(|e| CliError::Io(e.to_string()))?;
             while let Some(event) = events.recv().await {
-                print_event(&event, pretty)?;
+                printer.print(&event)?;
                 // The session's own requests, and its sub-agents' (answered at their session).
                 let ask = match &event {
                     PipelineEvent::ApprovalRequired {
@@ -194,13 +208,36 @@ fn prompt(index: usize, name: &str, input: &serde_json::Value) -> HostDecision {
     }
 }
 
-fn print_event(event: &PipelineEvent, pretty: bool) -> Result<(), CliError> {
+/// Writes events to stdout, each `round_complete` with its results in the provider's format
+/// when `--results` asked for one.
+struct Printer {
+    pretty: bool,
+    results: Option<(ResultFormat, SentNames)>,
+}
+
+impl Printer {
+    fn print(&mut self, event: &PipelineEvent) -> Result<(), CliError> {
+        let line = match (&mut self.results, self.pretty) {
+            (Some((format, names)), false) => {
+                let value = toolslot::results::event_with_messages(event, *format, names).map_err(|e| CliError::Io(e.to_string()))?;
+                value.to_string()
+            }
+            (Some((format, names)), true) => {
+                let value = toolslot::results::event_with_messages(event, *format, names).map_err(|e| CliError::Io(e.to_string()))?;
+                match value.get("messages") {
+                    Some(messages) => format!("{}\n  messages ({format}): {messages}", pretty_line(event)),
+                    None => pretty_line(event),
+                }
+            }
+            (None, true) => pretty_line(event),
+            (None, false) => serde_json::to_string(event).map_err(|e| CliError::Io(e.to_string()))?,
+        };
+        write_line(&line)
+    }
+}
+
+fn write_line(line: &str) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
-    let line = if pretty {
-        pretty_line(event)
-    } else {
-        serde_json::to_string(event).map_err(|e| CliError::Io(e.to_string()))?
-    };
     // Each event goes out the moment it happens: a host piping a live stream sees calls
     // start and finish before the stream ends.
     writeln!(out, "{line}").and_then(|_| out.flush()).map_err(|e| match e.kind() {

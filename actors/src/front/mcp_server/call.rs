@@ -29,8 +29,8 @@ use toolslot::event::{PipelineEvent, ToolResult};
 use toolslot::stream::{StopReason, StreamEvent};
 use toolslot::tool::ApprovalRequirement;
 
+use super::Shared;
 use super::approval::{self, Ask};
-use super::{McpFront, Shared};
 use crate::host::dispatcher::Dispatcher;
 use crate::pipeline::chain::RoundInput;
 use crate::pipeline::stages::approval::HostDecision;
@@ -91,14 +91,13 @@ pub(super) fn is_modern(context: &RequestContext<RoleServer>) -> bool {
 /// A JSON-RPC error only when the call could not be submitted at all (the session is gone) or
 /// a `requestState` names no held call; everything that happens to the call is its result.
 pub(super) async fn call(
-    front: &McpFront,
+    shared: &Arc<Shared>,
     request: CallToolRequestParams,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
     if let Some(state) = request.request_state.as_deref() {
-        return resume(front, state, &request, context).await;
+        return resume(shared, state, &request, context).await;
     }
-    let shared = &front.inner;
     // One round at a time: wait for the call before this one. A call cancelled meanwhile
     // never starts.
     let turn = tokio::select! {
@@ -108,9 +107,11 @@ pub(super) async fn call(
     let n = shared.calls.fetch_add(1, Ordering::Relaxed) + 1;
     let arguments = Value::Object(request.arguments.clone().unwrap_or_default()).to_string();
     let events = one_call_round(&format!("mcp_{n}"), &request.name, arguments);
-    let (number, round) = shared
-        .dispatcher
-        .submit_numbered(&shared.session, RoundInput::Events(events), None)
+    // The round is a child of the client's trace when its request carried one in `_meta`
+    // (the MCP semantic conventions' server span); a round takes the span open at submission.
+    let span = server_span(&request.name, &shared.session, context);
+    let (number, round) = span
+        .in_scope(|| shared.dispatcher.submit_numbered(&shared.session, RoundInput::Events(events), None))
         .map_err(|e| ErrorData::internal_error(format!("the call was not submitted: {e}"), None))?;
     let (steps_tx, steps) = mpsc::unbounded_channel();
     // On the session's own thread, where the round's events arrive. Should the session be gone,
@@ -124,7 +125,28 @@ pub(super) async fn call(
         name: request.name.to_string(),
         steps,
     };
-    drive(front, running, context).await
+    drive(shared, running, context).await
+}
+
+/// The MCP server span of a `tools/call` (`tools/call {tool}`), adopted into the trace the
+/// client's `_meta` names (`traceparent`, `tracestate`), if any.
+fn server_span(tool: &str, session: &str, context: &RequestContext<RoleServer>) -> tracing::Span {
+    let span = tracing::info_span!(
+        "mcp_server_request",
+        "otel.name" = %format_args!("tools/call {tool}"),
+        "otel.kind" = "server",
+        "mcp.method.name" = "tools/call",
+        "gen_ai.tool.name" = tool,
+        "mcp.session.id" = session,
+    );
+    if let Some(traceparent) = context.meta.get_traceparent() {
+        let parent = toolslot::telemetry::TraceContext {
+            traceparent: traceparent.to_string(),
+            tracestate: context.meta.get_tracestate().map(str::to_string),
+        };
+        toolslot::telemetry::adopt(&span, &parent);
+    }
+    span
 }
 
 /// The decoded events of a response that holds one call and nothing else.
@@ -231,8 +253,7 @@ type Asking = Pin<Box<dyn Future<Output = (Ask, HostDecision)> + Send>>;
 
 /// Waits for a running call's result, asking a person whatever its round asks, and cancels
 /// the round when the client cancels the request.
-async fn drive(front: &McpFront, mut running: Running, context: &RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
-    let shared = &front.inner;
+async fn drive(shared: &Arc<Shared>, mut running: Running, context: &RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
     let modern = is_modern(context);
     let elicits = approval::can_elicit(context.client_capabilities().as_ref());
     let waits_for_ever = shared.dispatcher.config().approval.timeout_ms == 0;
@@ -274,7 +295,7 @@ async fn drive(front: &McpFront, mut running: Running, context: &RequestContext<
                     if cancelled {
                         // The cancel refuses it.
                     } else if elicits && modern {
-                        return Ok(hold(front, running, ask));
+                        return Ok(hold(shared, running, ask));
                     } else if elicits {
                         asking = Some((ask.session.clone(), Box::pin(elicit(context.peer.clone(), ask))));
                     } else if waits_for_ever {
@@ -304,15 +325,14 @@ async fn drive(front: &McpFront, mut running: Running, context: &RequestContext<
 
 /// Answers with the approval form as an `input_required` result, and keeps the call waiting
 /// for the client to send it again with the answer.
-fn hold(front: &McpFront, running: Running, ask: Ask) -> CallToolResponse {
+fn hold(shared: &Shared, running: Running, ask: Ask) -> CallToolResponse {
     let state = toolslot::output::random_hex(16);
     let mut requests = InputRequests::new();
     requests.insert(
         APPROVAL_INPUT.to_string(),
         InputRequest::Elicitation(ElicitRequest::new(approval::form(&ask))),
     );
-    front
-        .inner
+    shared
         .held
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -323,12 +343,12 @@ fn hold(front: &McpFront, running: Running, ask: Ask) -> CallToolResponse {
 /// A held call sent again with the person's answer: the answer goes to its question, and the
 /// call goes on.
 async fn resume(
-    front: &McpFront,
+    shared: &Arc<Shared>,
     state: &str,
     request: &CallToolRequestParams,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
-    let taken = front.inner.held.lock().unwrap_or_else(|p| p.into_inner()).take(state);
+    let taken = shared.held.lock().unwrap_or_else(|p| p.into_inner()).take(state);
     let Some(held) = taken else {
         return Err(ErrorData::invalid_params(
             "requestState names no call waiting here (its answer came already, or it was forgotten); send the call again without it",
@@ -337,8 +357,7 @@ async fn resume(
     };
     if held.running.name != request.name {
         let reason = format!("requestState belongs to a call of `{}`, not `{}`", held.running.name, request.name);
-        front
-            .inner
+        shared
             .held
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -346,8 +365,8 @@ async fn resume(
         return Err(ErrorData::invalid_params(reason, None));
     }
     let decision = approval::decision_of(request.input_responses.as_ref().and_then(|r| r.get(APPROVAL_INPUT)));
-    answer(&front.inner, &held.ask, decision).await;
-    drive(front, held.running, context).await
+    answer(shared, &held.ask, decision).await;
+    drive(shared, held.running, context).await
 }
 
 /// Puts the form to the client (`elicitation/create`) and reads the decision; a client that

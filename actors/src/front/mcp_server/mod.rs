@@ -26,11 +26,12 @@
 
 mod approval;
 mod call;
+pub mod http;
 mod listing;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
@@ -42,17 +43,46 @@ use toolslot::policy::Policy;
 
 use crate::host::dispatcher::Dispatcher;
 
-/// The MCP server of one session: what an MCP connection talks to. Cheap to clone.
+/// The MCP server of one connection: what an MCP client talks to. Cheap to clone.
+///
+/// On stdio it serves the one session it was made with. Over HTTP it finds its session on
+/// its first request (see [`http`]): the endpoint's `workspace` query, else the client's first
+/// root, opens one; a connection with the `initialize` handshake keeps it until the client
+/// ends the connection, and a 2026-07-28 client, which has no connections, shares one per
+/// workspace and token.
 #[derive(Clone)]
 pub struct McpFront {
-    inner: Arc<Shared>,
+    conn: Arc<Conn>,
 }
 
 impl std::fmt::Debug for McpFront {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpFront")
-            .field("session", &self.inner.session)
+            .field("session", &self.conn.bound.get().map(|s| s.session.as_str()))
             .finish_non_exhaustive()
+    }
+}
+
+/// One MCP connection: the session it serves once known, and where an HTTP one finds it.
+struct Conn {
+    dispatcher: Arc<Dispatcher>,
+    bound: OnceLock<Arc<Shared>>,
+    /// How an HTTP connection finds its session (`None` on stdio: bound from the start).
+    http: Option<Arc<http::HttpSessions>>,
+}
+
+impl Drop for Conn {
+    /// An HTTP connection's own session ends with it (the client's `DELETE`, or its
+    /// transport's end); a stdio session is closed by `toolslot mcp` itself, which waits for
+    /// its ledger.
+    fn drop(&mut self) {
+        if self.http.is_some()
+            && let Some(shared) = self.bound.get()
+            && shared.owned_by_connection
+            && let Err(e) = shared.dispatcher.close_session(&shared.session)
+        {
+            tracing::debug!(session = %shared.session, error = %e, "the MCP connection's session was closed already");
+        }
     }
 }
 
@@ -60,6 +90,9 @@ struct Shared {
     dispatcher: Arc<Dispatcher>,
     session: String,
     policy: Arc<Policy>,
+    /// Whether the session ends with the connection that opened it (an HTTP connection with
+    /// the handshake), rather than with the process or by going idle.
+    owned_by_connection: bool,
     /// The session's turn: a call holds it from its submission until its round completes.
     turn: Arc<tokio::sync::Mutex<()>>,
     /// Calls answered with `input_required`, by the `requestState` the client sends back.
@@ -100,40 +133,91 @@ impl HeldCalls {
     }
 }
 
+impl Shared {
+    fn new(dispatcher: Arc<Dispatcher>, session: String, policy: Arc<Policy>, owned_by_connection: bool) -> Arc<Self> {
+        Arc::new(Self {
+            dispatcher,
+            session,
+            policy,
+            owned_by_connection,
+            turn: Arc::new(tokio::sync::Mutex::new(())),
+            held: Mutex::new(HeldCalls::default()),
+            calls: AtomicU64::new(0),
+            shown: Mutex::new(None),
+            changed: tokio::sync::watch::channel(0).0,
+        })
+    }
+}
+
 impl McpFront {
     /// The MCP server of session `session` of `dispatcher`, whose policy is `policy` (what
     /// `tools/list` consults for tools denied outright).
     pub fn new(dispatcher: Arc<Dispatcher>, session: String, policy: Arc<Policy>) -> Self {
+        let bound = OnceLock::new();
+        let _ = bound.set(Shared::new(Arc::clone(&dispatcher), session, policy, false));
         Self {
-            inner: Arc::new(Shared {
+            conn: Arc::new(Conn {
                 dispatcher,
-                session,
-                policy,
-                turn: Arc::new(tokio::sync::Mutex::new(())),
-                held: Mutex::new(HeldCalls::default()),
-                calls: AtomicU64::new(0),
-                shown: Mutex::new(None),
-                changed: tokio::sync::watch::channel(0).0,
+                bound,
+                http: None,
             }),
         }
     }
 
-    /// The session this server serves.
-    pub fn session(&self) -> &str {
-        &self.inner.session
+    /// The MCP server of one HTTP connection (or one request of a client without
+    /// connections), which finds its session in `sessions` on its first request.
+    pub fn over_http(sessions: Arc<http::HttpSessions>) -> Self {
+        Self {
+            conn: Arc::new(Conn {
+                dispatcher: Arc::clone(sessions.dispatcher()),
+                bound: OnceLock::new(),
+                http: Some(sessions),
+            }),
+        }
+    }
+
+    /// The session this server serves, once known.
+    pub fn session(&self) -> Option<&str> {
+        self.conn.bound.get().map(|s| s.session.as_str())
+    }
+
+    /// The session of the request `context`: the bound one, or (over HTTP) the one its
+    /// endpoint, its token or its client's roots name.
+    async fn shared(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Shared>, ErrorData> {
+        if let Some(shared) = self.conn.bound.get() {
+            return Ok(Arc::clone(shared));
+        }
+        let Some(sessions) = &self.conn.http else {
+            return Err(ErrorData::internal_error("this MCP connection has no session", None));
+        };
+        if call::is_modern(context) {
+            // No connection to keep it for: the workspace and token find it again next time.
+            return sessions.keyed(context);
+        }
+        let shared = sessions.open_for(context).await?;
+        if let Err(extra) = self.conn.bound.set(Arc::clone(&shared)) {
+            // Two first requests raced: keep the first session, close the other.
+            let _ = extra.dispatcher.close_session(&extra.session);
+        }
+        Ok(Arc::clone(self.conn.bound.get().unwrap_or(&shared)))
+    }
+
+    /// The dispatcher behind this connection.
+    fn dispatcher(&self) -> &Dispatcher {
+        &self.conn.dispatcher
     }
 
     /// Tells the client the catalog changed when it differs from what the client was shown
     /// (a deferred tool activated, a tool an MCP server added): a legacy client by
     /// `notifications/tools/list_changed`, a 2026-07-28 client on its `subscriptions/listen`
     /// streams.
-    async fn announce_changes(&self, context: &RequestContext<RoleServer>) {
-        let Ok(catalog) = self.inner.dispatcher.catalog(&self.inner.session) else {
+    async fn announce_changes(&self, shared: &Shared, context: &RequestContext<RoleServer>) {
+        let Ok(catalog) = shared.dispatcher.catalog(&shared.session) else {
             return;
         };
         let names = catalog.visible_names();
         {
-            let mut shown = self.inner.shown.lock().unwrap_or_else(|p| p.into_inner());
+            let mut shown = shared.shown.lock().unwrap_or_else(|p| p.into_inner());
             match shown.as_ref() {
                 // Nothing listed yet: the first listing will show it all.
                 None => return,
@@ -141,7 +225,7 @@ impl McpFront {
                 Some(_) => *shown = Some(names),
             }
         }
-        self.inner.changed.send_modify(|n| *n += 1);
+        shared.changed.send_modify(|n| *n += 1);
         if !call::is_modern(context)
             && let Err(e) = context.peer.notify_tool_list_changed().await
         {
@@ -170,7 +254,7 @@ impl ServerHandler for McpFront {
         let capabilities = ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("toolslot", env!("CARGO_PKG_VERSION")))
-            .with_instructions(approval::instructions(self.inner.dispatcher.config(), None))
+            .with_instructions(approval::instructions(self.dispatcher().config(), None))
     }
 
     async fn initialize(
@@ -179,27 +263,37 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
+        if let Some(sessions) = &self.conn.http {
+            // Over HTTP the session is found now when the endpoint names its workspace (so a
+            // workspace that cannot be used fails the handshake), or on the first request from
+            // the client's roots; with neither, the handshake fails saying what is missing.
+            if let Some(shared) = sessions.open_at_initialize(&context, &request)? {
+                let _ = self.conn.bound.set(shared);
+            }
+        }
         let mut result = self.negotiate_initialize(&request)?;
         // This client said at the handshake whether it can ask a person: say what follows.
         let elicits = approval::can_elicit(Some(&request.capabilities));
-        result.instructions = Some(approval::instructions(self.inner.dispatcher.config(), Some(elicits)));
+        result.instructions = Some(approval::instructions(self.dispatcher().config(), Some(elicits)));
         Ok(result)
     }
 
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let (tools, names) = listing::tools(&self.inner.dispatcher, &self.inner.session, &self.inner.policy)
+        let shared = self.shared(&context).await?;
+        let (tools, names) = listing::tools(&shared.dispatcher, &shared.session, &shared.policy)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        *self.inner.shown.lock().unwrap_or_else(|p| p.into_inner()) = Some(names);
+        *shared.shown.lock().unwrap_or_else(|p| p.into_inner()) = Some(names);
         Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
-        let answer = call::call(self, request, &context).await;
-        self.announce_changes(&context).await;
+        let shared = self.shared(&context).await?;
+        let answer = call::call(&shared, request, &context).await;
+        self.announce_changes(&shared, &context).await;
         answer
     }
 
@@ -211,7 +305,8 @@ impl ServerHandler for McpFront {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut changes = self.inner.changed.subscribe();
+        let shared = self.shared(context.request_context()).await?;
+        let mut changes = shared.changed.subscribe();
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),

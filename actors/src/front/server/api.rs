@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use toolslot::config::ApprovalMode;
 use toolslot::event::PipelineEvent;
 use toolslot::registry::CatalogFormat;
+use toolslot::results::{ResultFormat, SentNames};
 use toolslot::stream::Dialect;
 use utoipa::ToSchema;
 
@@ -160,6 +161,14 @@ pub struct SearchAnswer {
 pub struct RoundQuery {
     /// The round's dialect, overriding the session's.
     pub dialect: Option<String>,
+    /// Also give each `round_complete` the round's results as the provider's messages, in
+    /// `messages`: anthropic, openai-chat, openai-responses or gemini.
+    pub format: Option<String>,
+}
+
+/// `?format=`'s result format, when one is asked for.
+pub(super) fn parse_result_format(f: Option<&str>) -> Result<Option<ResultFormat>, ApiError> {
+    f.map(|f| f.parse::<ResultFormat>().map_err(|e| bad(e.to_string()))).transpose()
 }
 
 /// `?format=` of the catalog.
@@ -310,6 +319,7 @@ pub async fn post_round(
     mut payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let dialect = parse_dialect(query.dialect.as_deref())?;
+    let mut results_format = parse_result_format(query.format.as_deref())?.map(|f| (f, SentNames::default()));
     // A durable session known only to the session store is taken over here.
     state.dispatcher.adopt(&id).await?;
     let limit = state.config.server.max_body_bytes;
@@ -375,8 +385,11 @@ pub async fn post_round(
         if matches!(event, PipelineEvent::RoundComplete { .. }) {
             metrics.round_took(started.elapsed());
         }
-        let json = serde_json::to_string(&event)
-            .unwrap_or_else(|e| format!("{{\"type\":\"notice\",\"kind\":\"stream_error\",\"message\":\"{e}\"}}"));
+        let json = match &mut results_format {
+            Some((format, names)) => toolslot::results::event_with_messages(&event, *format, names).map(|v| v.to_string()),
+            None => serde_json::to_string(&event),
+        }
+        .unwrap_or_else(|e| format!("{{\"type\":\"notice\",\"kind\":\"stream_error\",\"message\":\"{e}\"}}"));
         Ok::<_, actix_web::Error>(web::Bytes::from(format!("data: {json}\n\n")))
     });
     // A client that goes away before the end cancels the round (server.cancel_on_disconnect).

@@ -10,6 +10,7 @@ mod disconnect;
 mod guard;
 mod metrics;
 mod rounds;
+mod trace_context;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,7 @@ use actix_web::{App, HttpServer, web};
 use toolslot::config::Config;
 use utoipa::OpenApi;
 
+use crate::front::mcp_server::http::bridge::McpEndpoint;
 use crate::host::dispatcher::Dispatcher;
 use crate::sources::mcp::McpServerHandle;
 pub use api::ApiError;
@@ -76,6 +78,8 @@ pub struct State {
     admission: Admission,
     /// Who reads each session's live events (they keep a round whose client left running).
     watchers: Arc<disconnect::Watchers>,
+    /// MCP's Streamable HTTP at `/mcp`, over the same dispatcher.
+    mcp_endpoint: McpEndpoint,
 }
 
 impl State {
@@ -189,7 +193,12 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
     // becomes the port the system chose).
     let listeners = bind_all(&config.server.bind)?;
     let bound = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
+    let mcp_endpoint = crate::front::mcp_server::http::bridge::endpoint(
+        crate::front::mcp_server::http::HttpSessions::new(Arc::clone(&dispatcher), Arc::clone(&config)),
+        &config,
+    );
     let state = web::Data::new(State {
+        mcp_endpoint,
         dispatcher,
         mcp,
         config: Arc::clone(&config),
@@ -232,6 +241,7 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
             )
             .app_data(web::PayloadConfig::default().limit(json_limit))
             .wrap(from_fn(guard::admit))
+            .wrap(from_fn(trace_context::span))
             .route("/", web::get().to(api::console))
             .route("/login", web::post().to(api::login))
             .route("/healthz", web::get().to(api::healthz))
@@ -257,10 +267,12 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
             .route("/v1/mcp/servers", web::get().to(api::mcp_servers))
             .route("/v1/sessions/{id}/tools", web::get().to(api::session_tools))
             .route("/v1/tools/search", web::post().to(api::search))
+            .route("/mcp", web::route().to(mcp_http))
             .default_service(web::to(|| async {
                 Err::<actix_web::HttpResponse, _>(ApiError(StatusCode::NOT_FOUND, "no such endpoint (see /v1/openapi.json)".into()))
             }))
     })
+    .on_connect(crate::front::mcp_server::http::bridge::on_connect)
     .client_request_timeout(Duration::from_millis(s.client_request_timeout_ms))
     .shutdown_timeout(s.shutdown_grace_secs);
     if s.http_workers > 0 {
@@ -276,6 +288,12 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
     let result = server.run().await;
     reaper.abort();
     result
+}
+
+/// MCP's Streamable HTTP (GET, POST, DELETE), admitted like every other request.
+async fn mcp_http(state: web::Data<State>, req: actix_web::HttpRequest, body: web::Bytes) -> actix_web::HttpResponse {
+    let every = Duration::from_millis(state.config.server.stream_keepalive_ms.max(1));
+    crate::front::mcp_server::http::bridge::handle(&state.mcp_endpoint, &req, body, every).await
 }
 
 /// Listens on every address `bind` resolves to (as actix's own `bind` would).

@@ -32,6 +32,10 @@ use crate::pipeline::wiring::Stages;
 use crate::sources::remote::{DurableSession, LeaseError, SessionStore};
 use toolslot::remote::session_record::{RecordedOptions, RoundRecord, SessionRecord};
 
+/// Builds the registry of a session at a depth (0: a host's own; a sub-agent's one below its
+/// parent's); `spawn_agent`'s registry factory is one.
+pub type DepthRegistries = Arc<dyn Fn(usize) -> Arc<Registry> + Send + Sync>;
+
 struct SessionHandle {
     shared: Arc<SessionShared>,
     stages: Stages,
@@ -56,6 +60,8 @@ struct Inner {
     store: std::sync::OnceLock<Arc<SessionStore>>,
     /// One take-over at a time, so a session is never opened twice here.
     adopting: tokio::sync::Mutex<()>,
+    /// Builds a sub-agent session's registry for its depth, when one is taken over.
+    children: std::sync::OnceLock<DepthRegistries>,
 }
 
 /// Hands each output a durable session saves to its record's writer, which keeps a copy in
@@ -129,6 +135,7 @@ impl Dispatcher {
                 answers_input: std::sync::atomic::AtomicBool::new(false),
                 store: std::sync::OnceLock::new(),
                 adopting: tokio::sync::Mutex::new(()),
+                children: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -200,17 +207,34 @@ impl Dispatcher {
             workspace: options.workspace.clone(),
             approval_mode: options.approval_mode,
             dialect: options.dialect,
+            depth: 0,
         };
         let id = random_hex(16);
         let durable = self.inner.store.get().map(|_| (SessionRecord::new(recorded), 0, 0));
         self.start_session(id, options, self.inner.registry.clone(), durable)
     }
 
-    /// As [`Dispatcher::open_session`], over another registry: a sub-agent's session, whose
-    /// tools are built one level deeper, lives beside its parent so that the host can answer
-    /// its approvals through this dispatcher.
-    pub fn open_session_on(&self, options: SessionOptions, registry: impl Into<LiveRegistry>) -> String {
-        self.start_session(random_hex(16), options, registry.into(), None)
+    /// As [`Dispatcher::open_session`], over another registry: a sub-agent's session at
+    /// `depth`, whose tools are built one level deeper, lives beside its parent so that the
+    /// host can answer its approvals through this dispatcher. It is durable as its parent is:
+    /// with a session store, a dispatcher that takes it over settles its last round and opens
+    /// it with the tools of its depth.
+    pub fn open_session_on(&self, options: SessionOptions, registry: impl Into<LiveRegistry>, depth: usize) -> String {
+        let recorded = RecordedOptions {
+            workspace: options.workspace.clone(),
+            approval_mode: options.approval_mode,
+            dialect: options.dialect,
+            depth,
+        };
+        let durable = self.inner.store.get().map(|_| (SessionRecord::new(recorded), 0, 0));
+        self.start_session(random_hex(16), options, registry.into(), durable)
+    }
+
+    /// How sub-agent sessions' registries are built (see [`Dispatcher::open_session_on`]), for
+    /// taking one over at its depth; without it a taken-over sub-agent gets this dispatcher's
+    /// own tools (the same when no runner offers `spawn_agent`).
+    pub fn build_children_with(&self, factory: DepthRegistries) {
+        let _ = self.inner.children.set(factory);
     }
 
     /// Starts session `id`'s stages; with `durable` (its record, the record's revision and the
@@ -364,12 +388,12 @@ impl Dispatcher {
             dialect: record.options.dialect,
             policy: None,
         };
-        self.start_session(
-            id.to_string(),
-            options,
-            self.inner.registry.clone(),
-            Some((record, revision, lease)),
-        );
+        // A sub-agent's session gets the tools of its depth, as when it was spawned.
+        let registry = match (record.options.depth, self.inner.children.get()) {
+            (0, _) | (_, None) => self.inner.registry.clone(),
+            (depth, Some(build)) => LiveRegistry::from(build(depth)),
+        };
+        self.start_session(id.to_string(), options, registry, Some((record, revision, lease)));
         Ok(())
     }
 

@@ -387,9 +387,11 @@ impl ApprovalActor {
     }
 
     fn answered(&mut self, answer: Waited, ctx: &mut Context<Self>) {
+        let asked_at_ms = self.asking.as_ref().map_or(0, |a| a.pending.asked_at_ms);
         let Some(Asking { msg, mut ticket, .. }) = self.asking.take() else {
             return;
         };
+        crate::pipeline::stage::approval_waited(asked_at_ms, matches!(answer, Waited::Answered(_)), &mut ticket.trace);
         let host = match answer {
             Waited::Answered(d) => d,
             Waited::Expired(timeout_ms) => {

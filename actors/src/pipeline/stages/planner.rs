@@ -198,6 +198,7 @@ impl PlannerActor {
                 id: call.id.into(),
                 name: call.name.into(),
                 input: Arc::new(serde_json::Value::Object(Default::default())),
+                repair: toolslot::event::RepairMark::None,
             };
             tickets.push(Ticket::refused(head, refusal()));
         }
@@ -259,7 +260,13 @@ fn announce(shared: &SessionShared, names: &mut Vec<Arc<str>>, planned: PlannedC
         thought_signature,
     });
     Ticket {
-        head: CallHead { index, id, name, input },
+        head: CallHead {
+            index,
+            id,
+            name,
+            input,
+            repair,
+        },
         action,
         trace,
     }
@@ -273,6 +280,7 @@ fn lost(index: usize) -> Ticket {
             id: format!("call_{index}").into(),
             name: "".into(),
             input: Arc::new(serde_json::Value::Object(Default::default())),
+            repair: toolslot::event::RepairMark::None,
         },
         ToolError::refused(
             ErrorCategory::Unavailable,

@@ -55,6 +55,7 @@ impl PostProcessorActor {
         // The outcome moves out; the item keeps the call's identity for a failure report.
         let result = std::mem::replace(&mut item.result, Err(ToolError::tool(String::new())));
         let finished = finish(&self.shared, &item.head, item.external, result);
+        crate::pipeline::stage::output_cut(&item.span, &finished);
         let guard = std::mem::take(&mut item.guard);
         self.file(round, &item.head, finished, guard, item.duration_ms);
         true
@@ -74,6 +75,7 @@ impl PostProcessorActor {
             duration_ms,
             external,
             guard,
+            span,
         } = item;
         actix::spawn(async move {
             if diagnose
@@ -92,6 +94,11 @@ impl PostProcessorActor {
             } else {
                 Ok(finish(&shared, &head, external, result))
             };
+            if let Ok(f) = &finished {
+                crate::pipeline::stage::output_cut(&span, f);
+            }
+            // The call's span ends here, with its result finished.
+            drop(span);
             me.do_send(Later {
                 round,
                 head,

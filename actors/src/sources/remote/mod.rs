@@ -8,6 +8,7 @@ pub mod broker;
 mod hub;
 pub mod records;
 pub mod sessions;
+mod trace;
 mod worker;
 mod worker_session;
 

@@ -4,7 +4,10 @@
 //!
 //! A lease is a key (the session id) whose value names its dispatcher; the bucket's entries
 //! live `remote.session_lease_ttl_ms` since their last write, and the holder renews it three
-//! times per period. Another dispatcher may take the session only once the key is gone.
+//! times per period. Another dispatcher may take the session only once the key is gone; a
+//! dispatcher whose name is the lease's (`remote.dispatcher_id`, the same replica started
+//! again) takes it back at once. With signing on, a lease is sealed with the dispatcher's key,
+//! so that a lease naming this dispatcher proves it was written by a holder of that key.
 //! Every write of the record names the revision its writer last saw: a dispatcher that lost
 //! the session (its lease ran out and someone took over, who rewrote the record) finds the
 //! revision changed, and stops acting for the session ("fenced").
@@ -28,6 +31,8 @@ use toolslot::remote::session_record::{RoundRecord, SessionRecord};
 use tracing::Instrument;
 
 use super::broker::{Broker, BrokerError, open_bucket, open_objects};
+
+mod lease;
 
 /// The sessions' records.
 pub const SESSIONS_BUCKET: &str = "toolslot_sessions";
@@ -61,6 +66,8 @@ pub struct SessionStore {
     /// This dispatcher's name in leases.
     me: String,
     lease_ttl: Duration,
+    /// Seals the leases this dispatcher writes and opens those it reads.
+    sealer: toolslot::remote::seal::Sealer,
 }
 
 impl std::fmt::Debug for SessionStore {
@@ -84,58 +91,18 @@ impl SessionStore {
             leases,
             saved,
             saved_max: cfg.session_saved_max,
-            me: format!("dispatcher-{}", toolslot::output::random_hex(6)),
+            me: match cfg.dispatcher_id.trim() {
+                "" => format!("dispatcher-{}", toolslot::output::random_hex(6)),
+                id => id.to_string(),
+            },
             lease_ttl,
+            sealer: broker.sealer.clone(),
         }))
     }
 
     /// This dispatcher's name in leases.
     pub fn me(&self) -> &str {
         &self.me
-    }
-
-    /// Takes (or keeps) the lease on `session`; returns its revision.
-    ///
-    /// # Errors
-    /// [`LeaseError::Held`] when another dispatcher holds it.
-    pub async fn claim(&self, session: &str) -> Result<u64, LeaseError> {
-        match self.leases.create(session, self.me.clone().into()).await {
-            Ok(rev) => return Ok(rev),
-            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
-            Err(e) => return Err(LeaseError::Store(e.to_string())),
-        }
-        let entry = self.leases.entry(session).await.map_err(|e| LeaseError::Store(e.to_string()))?;
-        match entry {
-            Some(e) if e.operation == kv::Operation::Put && e.value.as_ref() != self.me.as_bytes() => Err(LeaseError::Held {
-                session: session.to_string(),
-                holder: String::from_utf8_lossy(&e.value).into_owned(),
-            }),
-            Some(e) => self
-                .leases
-                .update(session, self.me.clone().into(), e.revision)
-                .await
-                .map_err(|_| LeaseError::Held {
-                    session: session.to_string(),
-                    holder: "another dispatcher".into(),
-                }),
-            // Gone between the two reads: take it now, or lose to whoever did.
-            None => self
-                .leases
-                .create(session, self.me.clone().into())
-                .await
-                .map_err(|_| LeaseError::Held {
-                    session: session.to_string(),
-                    holder: "another dispatcher".into(),
-                }),
-        }
-    }
-
-    /// Lets go of a lease taken with [`SessionStore::claim`] (revision `lease`) without having
-    /// written the session's record: another dispatcher may take it at once.
-    pub async fn release(&self, session: &str, lease: u64) {
-        if let Err(e) = self.leases.delete_expect_revision(session, Some(lease)).await {
-            tracing::warn!(session, error = %e, "a lease was left to run out");
-        }
     }
 
     /// The session's record and its revision, if it has one.
@@ -483,7 +450,7 @@ impl Writer {
             let op = tokio::select! {
                 op = rx.recv() => op,
                 _ = renew.tick() => {
-                    match self.store.leases.update(&self.session, self.store.me.clone().into(), self.lease).await {
+                    match self.store.leases.update(&self.session, self.store.lease_value(&self.session), self.lease).await {
                         Ok(rev) => {
                             self.lease = rev;
                             renewed = Instant::now();

@@ -38,7 +38,8 @@ pub(super) async fn execute(lane: &Lane, registry: &Registry, head: CallHead, gr
         started,
         speculative,
     } = launch;
-    let span = crate::pipeline::stage::span!("call", session = %lane.shared.id, index = head.index, tool = %head.name, speculative);
+    let span = super::spans::call(&lane.shared, &head, &trace, speculative, true);
+    let shape = span.clone();
     traced(span, async {
         // A decision that is not on disk did not happen: the call runs only once it is.
         let audit = &lane.shared.audit;
@@ -51,6 +52,8 @@ pub(super) async fn execute(lane: &Lane, registry: &Registry, head: CallHead, gr
         let mut item = execute_inner(lane, round, registry, head, grant, started, speculative).await;
         let ran = item.result.as_ref().map_or_else(|e| e.started, |_| true);
         let withheld = ran && crate::pipeline::hooking::run_post(&lane.shared, &item.head, &mut item.result).await;
+        super::spans::finish(&shape, &lane.shared, &item, ran);
+        item.span = shape.clone();
         if audit.is_on() {
             let outcome = match &item.result {
                 _ if withheld => "withheld",
@@ -68,6 +71,7 @@ pub(super) async fn execute(lane: &Lane, registry: &Registry, head: CallHead, gr
 
 /// A call that does not run: its refusal is recorded as the decision, and is its outcome.
 pub(super) async fn refuse(lane: &Lane, head: CallHead, trace: Trace, error: ToolError) -> PostItem {
+    let span = super::spans::call(&lane.shared, &head, &trace, false, false);
     let audit = &lane.shared.audit;
     if audit.is_on()
         && let Err(e) = audit.append(Record::decision(&head, &trace, false, Some(&error))).await
@@ -75,7 +79,10 @@ pub(super) async fn refuse(lane: &Lane, head: CallHead, trace: Trace, error: Too
         // Nothing runs either way; the refusal keeps its own reason.
         tracing::error!(session = %lane.shared.id, index = head.index, error = %e, "ledger: a refusal could not be recorded");
     }
-    PostItem::not_run(head, error)
+    let mut item = PostItem::not_run(head, error);
+    super::spans::finish(&span, &lane.shared, &item, false);
+    item.span = span;
+    item
 }
 
 /// What the approval gate cleared a call to do (the sandbox enforces it).
@@ -191,6 +198,7 @@ async fn execute_inner(
         duration_ms,
         external,
         guard: (Vec::new(), None),
+        span: tracing::Span::none(),
     }
 }
 

@@ -40,6 +40,7 @@ use crate::pipeline::session::{SessionShared, Stage};
 use crate::pipeline::stage::guarded;
 
 mod execute;
+mod spans;
 use execute::{Launch, execute, grant_of, refuse};
 
 tokio::task_local! {
@@ -60,6 +61,8 @@ struct Lane {
     observers: Vec<Box<dyn ResultObserver>>,
     /// The session's registry generation (see [`Held`]).
     registry: std::sync::Mutex<Arc<Held>>,
+    /// The span of the round whose calls run now, shared by its early calls and its batches.
+    round_span: std::sync::Mutex<Option<(u64, tracing::Span)>>,
 }
 
 /// A registry generation held through a reference count of the session's own: work clones
@@ -95,6 +98,7 @@ impl BatchExecutorActor {
                 post,
                 gate: Arc::new(RwLock::new(())),
                 observers: vec![Box::new(FileReadObserver)],
+                round_span: std::sync::Mutex::new(None),
             }),
             queued: Vec::new(),
             tail: None,
@@ -177,10 +181,32 @@ impl Lane {
         Arc::clone(&held)
     }
 
+    /// The round's span: made by whichever of its early calls and its batches comes first.
+    fn round_span(&self, round: RoundNo) -> tracing::Span {
+        let mut held = self.round_span.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((n, span)) = held.as_ref()
+            && *n == round.0
+        {
+            return span.clone();
+        }
+        let span = spans::round(&self.shared, round);
+        *held = Some((round.0, span.clone()));
+        span
+    }
+
+    /// The round's calls have all run: its span ends when the last work holding it does.
+    fn round_over(&self, round: RoundNo) {
+        let mut held = self.round_span.lock().unwrap_or_else(|p| p.into_inner());
+        if held.as_ref().is_some_and(|(n, _)| *n == round.0) {
+            *held = None;
+        }
+    }
+
     /// Records how calls ended (observers, loop guard), in index order, and sends them on.
     fn hand_on(&self, round: RoundNo, mut items: Vec<PostItem>, end: Option<RoundClose>, closes: bool) {
         for item in &mut items {
             item.guard = self.count(item);
+            spans::guarded(&item.span, &item.guard);
         }
         self.post.do_send(Outcomes { round, items, end, closes });
     }
@@ -216,6 +242,7 @@ async fn early(lane: Arc<Lane>, round: RoundNo, calls: Vec<Ticket>, start_after:
     let mut slot = Some(take_gate(&lane, true).await);
     let started = Instant::now();
     let lane = &lane;
+    let span = lane.round_span(round);
     let group = async {
         let mut running: FuturesOrdered<_> = calls
             .into_iter()
@@ -270,7 +297,7 @@ async fn early(lane: Arc<Lane>, round: RoundNo, calls: Vec<Ticket>, start_after:
             }
         }
     };
-    as_tools(lane, group).await;
+    traced(span, as_tools(lane, group)).await;
 }
 
 /// A round's calls that waited for its end: batch by batch, each batch's outcomes recorded
@@ -284,8 +311,15 @@ async fn round_calls(
     closes: bool,
     after: Option<Baton>,
 ) {
-    let span = crate::pipeline::stage::span!("round", session = %lane.shared.id, round = round.0);
+    // A round without calls (the end of a body after its last call) is no span of its own.
+    let span = if tickets.is_empty() {
+        tracing::Span::none()
+    } else {
+        lane.round_span(round)
+    };
+    let over = Arc::clone(&lane);
     traced(span, round_calls_inner(lane, round, tickets, batches, end, closes, after)).await;
+    over.round_over(round);
 }
 
 async fn round_calls_inner(

@@ -452,7 +452,14 @@ impl RemoteHub {
                 let payload = sealed(&subject);
                 let give_up = Instant::now() + Duration::from_millis(self.cfg.ack_wait_ms);
                 loop {
-                    let publish = PublishMessage::build().payload(payload.clone()).message_id(&job.key);
+                    let mut publish = PublishMessage::build().payload(payload.clone()).message_id(&job.key);
+                    if let Some(headers) = super::trace::headers() {
+                        for (name, values) in headers.iter() {
+                            for value in values {
+                                publish = publish.header(name.clone(), value.clone());
+                            }
+                        }
+                    }
                     let failure = match self.broker.js.send_publish(subject.clone(), publish).await {
                         Ok(ack) => match ack.await {
                             Ok(ack) => {
@@ -479,7 +486,16 @@ impl RemoteHub {
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
             }
-            Some(w) => match self.broker.client.request(direct_subject(w), sealed(&direct_subject(w))).await {
+            Some(w) => match self
+                .broker
+                .client
+                .request_with_headers(
+                    direct_subject(w),
+                    super::trace::headers().unwrap_or_default(),
+                    sealed(&direct_subject(w)),
+                )
+                .await
+            {
                 Ok(reply) if reply.payload.as_ref() == b"started" => {}
                 Ok(reply) => {
                     let why = String::from_utf8_lossy(&reply.payload).into_owned();
@@ -569,7 +585,16 @@ impl RemoteCaller for RemoteHub {
         target: Option<&'a str>,
         progress: Option<RemoteProgress>,
     ) -> BoxFuture<'a, Result<RemoteAnswer, ToolError>> {
-        let span = tracing::info_span!("remote_call", key = %job.key, tool = %job.tool, pool);
+        let span = tracing::info_span!(
+            "remote_call",
+            key = %job.key,
+            tool = %job.tool,
+            pool,
+            "otel.name" = %format_args!("remote_call {}", job.tool),
+            "otel.kind" = "producer",
+            "toolslot.remote.key" = %job.key,
+            "toolslot.remote.pool" = pool,
+        );
         let Some(hub) = self.me.upgrade() else {
             return Box::pin(async {
                 Err(ToolError::refused(

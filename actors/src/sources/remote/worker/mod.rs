@@ -2,13 +2,15 @@
 //!
 //! A worker announces itself (pool, tools, slots, running calls, version) under its id in the
 //! workers bucket, re-announcing three times per `remote.announce_ttl_ms`, and pulls from its
-//! pool's two queues no more calls than it has free slots. Before a tool that may write runs,
-//! the worker claims the call's record with compare-and-set (`started`; a read-only tool starts
-//! while its claim is written, and its result counts only if the claim holds); while it runs, it acknowledges
-//! progress three times per `remote.ack_wait_ms` and checks that its claim still stands; when
-//! it ends, it writes `done` over its own claim and acknowledges the message. A claim that was
-//! overwritten (the dispatcher gave the call up) stops the tool, which kills its process group,
-//! and the late result is dropped. Calls addressed to this worker (the session's background
+//! pool's two queues no more calls than it has free slots; while idle with a free slot it is a
+//! member of its pool's bell group, so a published call wakes one such worker, not the pool.
+//! Before a tool that may write runs, the worker claims the call's record with compare-and-set
+//! (`started`; a read-only tool starts while its claim is written, and its result counts only
+//! if the claim holds); while it runs, it acknowledges progress three times per
+//! `remote.ack_wait_ms` and checks that its claim still stands; when it ends, it writes `done`
+//! over its own claim and acknowledges the message. A claim that was overwritten (the
+//! dispatcher gave the call up) stops the tool, which kills its process group, and the late
+//! result is dropped. Calls addressed to this worker (the session's background
 //! tasks live here) arrive by request on its own subject, outside the slots: they only read a
 //! log or stop a process.
 //!
@@ -25,7 +27,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 use toolslot::config::Config;
 use toolslot::registry::LiveRegistry;
 use toolslot::remote::Routes;
@@ -123,7 +125,6 @@ pub async fn run_worker(config: Arc<Config>, registry: LiveRegistry, options: Wo
     // Subscribed before the first announcement: a call addressed here is never missed.
     let direct = sub(direct_subject(&id)).await?;
     let cancels = sub(cancel_subject(&id)).await?;
-    let bell = sub(format!("toolslot.call.{}.*", options.pool)).await?;
     let worker = Arc::new(Worker {
         id,
         pool: options.pool,
@@ -147,13 +148,11 @@ pub async fn run_worker(config: Arc<Config>, registry: LiveRegistry, options: Wo
     actix::spawn(Arc::clone(&worker).announce_loop(stop.clone()));
     actix::spawn(Arc::clone(&worker).serve_direct(direct));
     actix::spawn(Arc::clone(&worker).serve_cancels(cancels));
-    let ring = Arc::new(Notify::new());
-    actix::spawn(ring_on_publish(bell, Arc::clone(&ring)));
     actix::spawn(async move {
         wait_for_signal().await;
         let _ = stop_tx.send(true);
     });
-    Arc::clone(&worker).pull(queues, ring, stop).await;
+    Arc::clone(&worker).pull(queues, stop).await;
     worker.shut_down().await;
     Ok(())
 }
@@ -177,12 +176,12 @@ async fn wait_for_signal() {
 /// stored (it returns as soon as one is).
 const BELL_WAIT: Duration = Duration::from_millis(5);
 
-/// Wakes the puller whenever a call is published to the pool (the message itself is not used:
-/// calls are taken from the queue, which decides who gets each).
-async fn ring_on_publish(mut bell: async_nats::Subscriber, ring: Arc<Notify>) {
-    while bell.next().await.is_some() {
-        ring.notify_one();
-    }
+/// The bell: the calls published to `pool`'s queues, heard as a queue group, so that the
+/// server hands each publish to one member only (the message itself is not used: calls are
+/// taken from the queue, which decides who gets each). A worker is a member only while it has
+/// a free slot and is idle, so a call wakes one worker that can take it, not the whole pool.
+fn bell_subject(pool: &str) -> (String, String) {
+    (format!("toolslot.call.{pool}.*"), format!("{pool}-bell"))
 }
 
 impl Worker {
@@ -232,8 +231,18 @@ impl Worker {
     }
 
     /// Takes calls from the two queues, never more than the free slots.
-    async fn pull(self: Arc<Self>, queues: [jetstream::consumer::PullConsumer; 2], ring: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+    ///
+    /// The worker joins the pool's bell group only when it found nothing to take with a free
+    /// slot, and leaves it when its slots are full: a call published meanwhile rings a worker
+    /// that can take it, and a worker whose slots are busy is not woken for nothing. Joining
+    /// is followed by one more look at the queues, since a call published before the join
+    /// rang nobody here. A bell lost with its worker (killed, stopped, or full a moment
+    /// after it was rung) delays the call until another worker looks (`remote.worker_poll_ms`)
+    /// or a slot frees; the call stays queued, so nothing is lost.
+    async fn pull(self: Arc<Self>, queues: [jetstream::consumer::PullConsumer; 2], mut stop: watch::Receiver<bool>) {
         let slots = Arc::new(Semaphore::new(self.slots));
+        let (bell_subject, bell_group) = bell_subject(&self.pool);
+        let mut bell: Option<async_nats::Subscriber> = None;
         let poll = Duration::from_millis(self.config.remote.worker_poll_ms.max(1));
         let mut turn = 0usize;
         // Set when the bell rang and the queues still looked empty: the bell can ring before
@@ -280,13 +289,44 @@ impl Worker {
                 return;
             }
             if got == 0 {
-                behind_bell = tokio::select! {
-                    _ = ring.notified() => true,
-                    _ = tokio::time::sleep(poll) => false,
+                let Some(ringing) = bell.as_mut() else {
+                    match self.broker.client.queue_subscribe(bell_subject.clone(), bell_group.clone()).await {
+                        Ok(sub) => {
+                            bell = Some(sub);
+                            // One more look: a call published before the join rang nobody here.
+                            behind_bell = false;
+                            continue;
+                        }
+                        Err(e) => {
+                            tracing::debug!(worker = %self.id, error = %e, "cannot join the bell group; polling");
+                            behind_bell = tokio::select! {
+                                _ = tokio::time::sleep(poll) => false,
+                                _ = stop.changed() => return,
+                            };
+                            continue;
+                        }
+                    }
+                };
+                let rang = tokio::select! {
+                    rang = ringing.next() => Some(rang.is_some()),
+                    _ = tokio::time::sleep(poll) => None,
                     _ = stop.changed() => return,
                 };
+                behind_bell = rang == Some(true);
+                match rang {
+                    Some(true) => tracing::debug!(worker = %self.id, "woken by the bell"),
+                    // The subscription ended: joined again at the next idle pass.
+                    Some(false) => bell = None,
+                    None => {}
+                }
             } else {
                 behind_bell = false;
+                if slots.available_permits() == 0
+                    && let Some(mut full) = bell.take()
+                {
+                    // Busy: a bell heard now would wake nobody who can take its call.
+                    let _ = full.unsubscribe().await;
+                }
             }
         }
     }
@@ -294,6 +334,7 @@ impl Worker {
     /// A call from a queue.
     async fn delivered(self: Arc<Self>, msg: jetstream::Message, slot: OwnedSemaphorePermit) {
         let attempt = msg.info().map_or(1, |i| i.delivered);
+        let parent = super::trace::context_of(msg.headers.as_ref());
         let job = match self.open_job(msg.subject.as_str(), &msg.payload) {
             Ok(j) => j,
             Err(e) => {
@@ -310,11 +351,11 @@ impl Worker {
         if job.read_only {
             // A read-only call has no side effect to guard: it starts while its claim is being
             // written, and its result counts only if the claim holds.
-            self.work(job, Held::Claiming(attempt), Some(msg), Some(slot)).await;
+            self.work(job, Held::Claiming(attempt), Some(msg), Some(slot), parent).await;
             return;
         }
         match self.claim(&job, attempt).await {
-            Claim::Mine(rev) => self.work(job, Held::Claimed(rev), Some(msg), Some(slot)).await,
+            Claim::Mine(rev) => self.work(job, Held::Claimed(rev), Some(msg), Some(slot), parent).await,
             Claim::Taken => {
                 let _ = msg.ack_with(AckKind::Term).await;
             }
@@ -396,8 +437,31 @@ impl Worker {
 
     /// Runs a call to its record; `msg` is its queue message, if it came from one, and `slot`
     /// the slot it holds, freed as soon as the tool has finished.
-    async fn work(self: Arc<Self>, job: Job, held: Held, msg: Option<jetstream::Message>, slot: Option<OwnedSemaphorePermit>) {
-        let span = tracing::info_span!("remote_run", worker = %self.id, key = %job.key, tool = %job.tool, session = %job.session);
+    ///
+    /// `parent` is the dispatcher's call span, from the message's headers: the run's span is its
+    /// child.
+    async fn work(
+        self: Arc<Self>,
+        job: Job,
+        held: Held,
+        msg: Option<jetstream::Message>,
+        slot: Option<OwnedSemaphorePermit>,
+        parent: Option<toolslot::telemetry::TraceContext>,
+    ) {
+        let span = tracing::info_span!(
+            "remote_run",
+            worker = %self.id,
+            key = %job.key,
+            tool = %job.tool,
+            session = %job.session,
+            "otel.name" = %format_args!("remote_run {}", job.tool),
+            "otel.kind" = "consumer",
+            "toolslot.worker.id" = %self.id,
+            "toolslot.remote.key" = %job.key,
+        );
+        if let Some(parent) = &parent {
+            toolslot::telemetry::adopt(&span, parent);
+        }
         async move {
             let (stop_tx, mut stopped) = oneshot::channel();
             lock(&self.running).insert(job.key.clone(), stop_tx);
@@ -491,6 +555,7 @@ impl Worker {
             let this = Arc::clone(&self);
             actix::spawn(async move {
                 let reply = msg.reply.clone();
+                let parent = super::trace::context_of(msg.headers.as_ref());
                 let (answer, run) = match this.open_job(msg.subject.as_str(), &msg.payload) {
                     Err(e) => {
                         tracing::warn!(worker = %this.id, error = %e, "a call addressed here was refused; nothing run");
@@ -506,7 +571,7 @@ impl Worker {
                     let _ = this.broker.client.publish(reply, answer.into()).await;
                 }
                 if let Some((job, held)) = run {
-                    this.work(job, held, None, None).await;
+                    this.work(job, held, None, None, parent).await;
                 }
             });
         }

@@ -1,0 +1,232 @@
+//! What toolslot adds to an MCP call when it stands between a client and the server: the same
+//! MCP client (toolslot's own) calls server-everything's `echo` directly, then through
+//! toolslot (`toolslot mcp` over stdio with server-everything on stdio as its upstream; then
+//! 32 clients at once, directly to server-everything over Streamable HTTP against `/mcp` of
+//! `toolslot serve` whose upstream is that same server), and the percentiles of both are
+//! printed side by side. Every call through toolslot goes through the whole chain (validation, policy, loop
+//! guard, approval in `full-auto`, the external-content envelope); the ledger is off, as a
+//! gateway measured for latency alone.
+//!
+//! Needs `bash scripts/install-test-deps.sh`. Run:
+//! `cargo bench -p toolslot-actors --bench mcp_gateway` (CALLS=N, CLIENTS=N, RATE=calls/s per
+//! client of the open load to change it).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use toolslot::config::McpServerConfig;
+use toolslot::mcp::client::{ConnectOptions, McpClient, connect};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn everything() -> String {
+    repo()
+        .join(".test-deps/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+        .display()
+        .to_string()
+}
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn server(value: serde_json::Value) -> McpServerConfig {
+    serde_json::from_value(value).expect("a server entry")
+}
+
+async fn client(cfg: &McpServerConfig) -> McpClient {
+    let mcp = toolslot::config::Config::builtin().mcp.clone();
+    connect(cfg, ConnectOptions::of(&mcp, Duration::from_secs(30), None))
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", cfg.name))
+}
+
+/// Times `calls` calls of `tool` (each with its own message, so the loop guard sees no
+/// repeat), after a warm-up.
+async fn timed(client: &McpClient, tool: &str, calls: usize, tag: usize) -> Vec<Duration> {
+    paced(client, tool, calls, tag, None).await
+}
+
+/// As [`timed`], one call every `every` when given (an open load below saturation), else each
+/// call as soon as the last one answered (a closed loop: the load the machine can take).
+async fn paced(client: &McpClient, tool: &str, calls: usize, tag: usize, every: Option<Duration>) -> Vec<Duration> {
+    let mut tick = every.map(tokio::time::interval);
+    let call = |i: usize| client.call(tool, json!({"message": format!("m{tag}-{i}")}), Duration::from_secs(30));
+    for i in 0..calls / 10 {
+        call(usize::MAX - i).await.expect("a warm-up call");
+    }
+    let mut took = Vec::with_capacity(calls);
+    for i in 0..calls {
+        if let Some(tick) = tick.as_mut() {
+            tick.tick().await;
+        }
+        let started = Instant::now();
+        let result = call(i).await.expect("a call");
+        took.push(started.elapsed());
+        assert!(result.to_string().contains(&format!("m{tag}-{i}")), "the echo came back: {result}");
+    }
+    took
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+fn report(label: &str, mut direct: Vec<Duration>, mut via: Vec<Duration>) {
+    direct.sort();
+    via.sort();
+    let (d50, v50) = (percentile(&direct, 0.5), percentile(&via, 0.5));
+    println!(
+        "{label}: direct p50 {d50:.3} ms p90 {:.3} p99 {:.3} | through toolslot p50 {v50:.3} ms p90 {:.3} p99 {:.3} | added p50 {:.3} ms ({} calls each, all answered)",
+        percentile(&direct, 0.9),
+        percentile(&direct, 0.99),
+        percentile(&via, 0.9),
+        percentile(&via, 0.99),
+        v50 - d50,
+        direct.len()
+    );
+}
+
+/// A free loopback port.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a port")
+}
+
+/// Waits until something accepts connections on `port`.
+fn await_port(port: u16) {
+    for _ in 0..300 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("nothing listens on {port}");
+}
+
+/// A child process killed when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Every client at once, client `n` tagging its messages `n + tags` (no two runs repeat one).
+async fn many(clients: &[Arc<McpClient>], tool: &str, calls: usize, tags: usize, every: Option<Duration>) -> Vec<Duration> {
+    let mut tasks = Vec::new();
+    for (n, c) in clients.iter().enumerate() {
+        let (c, tool) = (Arc::clone(c), tool.to_string());
+        tasks.push(tokio::spawn(async move { paced(&c, &tool, calls, n + tags, every).await }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("a client"));
+    }
+    all
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing here is filtered.
+    let calls = env_or("CALLS", 2000);
+    let clients = env_or("CLIENTS", 32);
+    let dir = tempfile::tempdir().expect("a folder");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).expect("a workspace");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[approval]\nmode = \"full-auto\"\n[overflow]\ndir = \"{}\"\n[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"everything\"\ncommand = [\"node\", \"{}\", \"stdio\"]\ndefer = false\n",
+            dir.path().join("overflow").display(),
+            everything()
+        ),
+    )
+    .expect("the config");
+    let toolslot = env!("CARGO_BIN_EXE_toolslot");
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
+    // SAFETY: set before any thread of this process reads the environment.
+    unsafe { std::env::set_var("TOOLSLOT_AUDIT__LEDGER_DIR", "") };
+
+    runtime.block_on(async {
+        // One client over stdio.
+        let direct = client(&server(json!({"name": "everything", "command": ["node", everything(), "stdio"]}))).await;
+        let gateway = client(&server(json!({
+            "name": "toolslot",
+            "command": [toolslot, "mcp", "--workspace", ws, "--config", config],
+        })))
+        .await;
+        let d = timed(&direct, "echo", calls, 0).await;
+        let v = timed(&gateway, "everything__echo", calls, 0).await;
+        report("1 client, stdio", d, v);
+        direct.close().await;
+        gateway.close().await;
+
+        // Many clients at once over Streamable HTTP.
+        let port = free_port();
+        let _upstream = Child(
+            std::process::Command::new("node")
+                .args([everything().as_str(), "streamableHttp"])
+                .env("PORT", port.to_string())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("server-everything"),
+        );
+        await_port(port);
+        let serve_port = free_port();
+        let serve_config = dir.path().join("serve.toml");
+        // The same upstream as the direct clients': server-everything over HTTP.
+        let text = format!(
+            "[approval]\nmode = \"full-auto\"\n[overflow]\ndir = \"{}\"\n[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"everything\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ndefer = false\n[server]\nbind = \"127.0.0.1:{serve_port}\"\n",
+            dir.path().join("overflow").display()
+        );
+        std::fs::write(&serve_config, text).expect("the serve config");
+        let _serve = Child(
+            std::process::Command::new(toolslot)
+                .args(["serve", "--config"])
+                .arg(&serve_config)
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("toolslot serve"),
+        );
+        await_port(serve_port);
+        let per_client = (calls / clients).max(20);
+        let mut direct = Vec::new();
+        let mut via = Vec::new();
+        for n in 0..clients {
+            direct.push(Arc::new(
+                client(&server(json!({"name": format!("d{n}"), "url": format!("http://127.0.0.1:{port}/mcp")}))).await,
+            ));
+            via.push(Arc::new(
+                client(&server(json!({
+                    "name": format!("v{n}"),
+                    "url": format!("http://127.0.0.1:{serve_port}/mcp?workspace={}&session={n}", ws.display()),
+                })))
+                .await,
+            ));
+        }
+        let d = timed(&direct[0], "echo", calls / 2, clients).await;
+        let v = timed(&via[0], "everything__echo", calls / 2, clients).await;
+        report("1 client, Streamable HTTP", d, v);
+        // Each client a call every 1/RATE s: 32 connections at once, below what two cores
+        // take, so the difference is what toolslot adds to a call rather than to a queue.
+        let every = Duration::from_secs_f64(1.0 / env_or("RATE", 5) as f64);
+        let d = many(&direct, "echo", per_client, 1000, Some(every)).await;
+        let v = many(&via, "everything__echo", per_client, 1000, Some(every)).await;
+        report(&format!("{clients} clients at once, each a call every {every:?}, Streamable HTTP"), d, v);
+        // As fast as they can: the machine saturated, latency is mostly queueing.
+        let d = many(&direct, "echo", per_client, 2000, None).await;
+        let v = many(&via, "everything__echo", per_client, 2000, None).await;
+        report(&format!("{clients} clients at once, closed loop (saturated), Streamable HTTP"), d, v);
+    });
+}

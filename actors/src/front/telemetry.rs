@@ -1,0 +1,430 @@
+//! OpenTelemetry export for the binary: the `tracing` spans bridged to OTLP/HTTP protobuf, the
+//! duration histograms beside them, and the trace context read and written for the slot.
+//!
+//! Nothing here runs on a pipeline thread but the bridge itself: a finished span goes into
+//! the SDK's bounded queue, and its batch processor's own thread sends batches with a blocking
+//! reqwest client (the tree's reqwest over `toolslot::tls`). A collector that is down or slow
+//! costs a failed export on that thread; a full queue drops spans. Both are counted
+//! ([`Telemetry::stats`], and [`span_counts`] for `/metrics`) and reported when the process
+//! ends. Spans are encoded by `telemetry/otlp.rs` (straight from the SDK's span data, see there why),
+//! metrics by `opentelemetry-otlp`.
+//!
+//! # Where settings come from
+//! 1. A non-empty `telemetry.otlp_endpoint` (or `TOOLSLOT_TELEMETRY__OTLP_ENDPOINT`) turns
+//!    export on, to that base URL.
+//! 2. Otherwise `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` does
+//!    (read as the specification says: the traces one as given, the general one with the
+//!    signal's path added).
+//! 3. `service_name`, then `OTEL_SERVICE_NAME`, then `toolslot`.
+//! 4. `headers`, plus `OTEL_EXPORTER_OTLP_HEADERS` (and `OTEL_EXPORTER_OTLP_TRACES_HEADERS`
+//!    for spans).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Histogram, MeterProvider as _};
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider, SpanData, SpanExporter, SpanProcessor};
+use opentelemetry_sdk::{Resource, trace::Tracer};
+use toolslot::config::TelemetryConfig;
+
+mod otlp;
+use toolslot::telemetry::{TraceContext, names};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::Layer;
+use tracing_subscriber::registry::LookupSpan;
+
+/// Export could not be set up (a configuration the exporter refuses).
+#[derive(Debug, thiserror::Error)]
+#[error("telemetry: {0}")]
+pub struct TelemetryError(String);
+
+/// How many spans went where, since the process started exporting.
+#[derive(Debug, Default)]
+pub struct Stats {
+    ended: AtomicU64,
+    exported: AtomicU64,
+    failed: AtomicU64,
+    last_error: std::sync::Mutex<Option<String>>,
+}
+
+impl Stats {
+    /// Spans handed to the export queue.
+    pub fn ended(&self) -> u64 {
+        self.ended.load(Ordering::Relaxed)
+    }
+    /// Spans the collector accepted.
+    pub fn exported(&self) -> u64 {
+        self.exported.load(Ordering::Relaxed)
+    }
+    /// Spans in export requests that failed (collector down, refused, timed out).
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+}
+
+/// The counts of the export started in this process, for `/metrics`.
+static STATS: std::sync::OnceLock<Arc<Stats>> = std::sync::OnceLock::new();
+
+/// `(exported, failed, undelivered)` span counts when export is on: spans the collector
+/// accepted, spans in requests that failed, and spans ended but neither (still queued, or
+/// dropped by a full queue: the SDK does not tell the two apart while running).
+pub fn span_counts() -> Option<(u64, u64, u64)> {
+    STATS.get().map(|s| {
+        let (exported, failed) = (s.exported(), s.failed());
+        (exported, failed, s.ended().saturating_sub(exported + failed))
+    })
+}
+
+/// Export running: the providers, held until the process ends (dropping it flushes them).
+pub struct Telemetry {
+    tracer: SdkTracerProvider,
+    meter: SdkMeterProvider,
+    stats: Arc<Stats>,
+    endpoint: String,
+    timeout: Duration,
+    capture_content: bool,
+}
+
+/// Where export goes, once the configuration and the environment are read; `None` when
+/// export is off.
+fn endpoint(cfg: &TelemetryConfig) -> Option<Option<String>> {
+    if !cfg.otlp_endpoint.trim().is_empty() {
+        return Some(Some(cfg.otlp_endpoint.trim().trim_end_matches('/').to_string()));
+    }
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
+    // The exporters read these themselves (adding the signal's path to the general one).
+    (set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") || set("OTEL_EXPORTER_OTLP_ENDPOINT")).then_some(None)
+}
+
+impl Telemetry {
+    /// Starts export as `cfg` (and the `OTEL_*` variables) say; `None` when it is off.
+    ///
+    /// # Errors
+    /// [`TelemetryError`] for a protocol other than `http/protobuf`, an unusable header or
+    /// endpoint, or a TLS setup rustls refuses.
+    pub fn start(cfg: &TelemetryConfig) -> Result<Option<Telemetry>, TelemetryError> {
+        Self::start_with(cfg, false)
+    }
+
+    /// [`Telemetry::start`] with `opentelemetry-otlp`'s own span exporter instead of
+    /// toolslot's direct encoder: kept only so `benches/telemetry_cost.rs` can show what the
+    /// encoder saves, side by side in one run.
+    ///
+    /// # Errors
+    /// As [`Telemetry::start`].
+    #[doc(hidden)]
+    pub fn start_with_reference_exporter(cfg: &TelemetryConfig) -> Result<Option<Telemetry>, TelemetryError> {
+        Self::start_with(cfg, true)
+    }
+
+    fn start_with(cfg: &TelemetryConfig, reference: bool) -> Result<Option<Telemetry>, TelemetryError> {
+        let Some(base) = endpoint(cfg) else { return Ok(None) };
+        if cfg.protocol != "http/protobuf" {
+            return Err(TelemetryError(format!(
+                "telemetry.protocol `{}` is not offered (use \"http/protobuf\")",
+                cfg.protocol
+            )));
+        }
+        let mut headers = HashMap::new();
+        for h in &cfg.headers {
+            let Some((k, v)) = h.split_once('=') else {
+                return Err(TelemetryError(format!("telemetry.headers entry `{h}` is not name=value")));
+            };
+            headers.insert(k.trim().to_string(), v.trim().to_string());
+        }
+        let timeout = Duration::from_millis(cfg.export_timeout_ms);
+        let tls = toolslot::tls::public_roots().map_err(|e| TelemetryError(e.to_string()))?;
+        let client = reqwest::blocking::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .timeout(timeout)
+            .build()
+            .map_err(|e| TelemetryError(format!("HTTP client: {e}")))?;
+        let pairs: Vec<(String, String)> = headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let spans = otlp::OtlpSpans::new(client.clone(), base.as_deref(), &pairs).map_err(TelemetryError)?;
+        let reference_spans = if reference {
+            let b = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_http_client(client.clone())
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                .with_timeout(timeout)
+                .with_headers(headers.clone());
+            let b = match &base {
+                Some(u) => b.with_endpoint(format!("{u}/v1/traces")),
+                None => b,
+            };
+            Some(b.build().map_err(|e| TelemetryError(e.to_string()))?)
+        } else {
+            None
+        };
+        let metrics = opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_http_client(client)
+            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+            .with_timeout(timeout)
+            .with_headers(headers);
+        let metrics = match &base {
+            Some(b) => metrics.with_endpoint(format!("{b}/v1/metrics")),
+            None => metrics,
+        };
+        let metrics = metrics.build().map_err(|e| TelemetryError(e.to_string()))?;
+        let service = if !cfg.service_name.is_empty() {
+            cfg.service_name.clone()
+        } else {
+            std::env::var("OTEL_SERVICE_NAME")
+                .ok()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "toolslot".into())
+        };
+        let resource = Resource::builder()
+            .with_service_name(service)
+            .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+            .build();
+        let stats = Arc::new(Stats::default());
+        let _ = STATS.set(Arc::clone(&stats));
+        let batch_config = || {
+            BatchConfigBuilder::default()
+                .with_max_queue_size(cfg.max_queue_size.max(1))
+                .with_max_export_batch_size(cfg.max_export_batch_size.clamp(1, cfg.max_queue_size.max(1)))
+                .with_scheduled_delay(Duration::from_millis(cfg.schedule_delay_ms))
+                .build()
+        };
+        let batch = match reference_spans {
+            Some(inner) => BatchSpanProcessor::builder(Counting {
+                inner,
+                stats: Arc::clone(&stats),
+            })
+            .with_batch_config(batch_config())
+            .build(),
+            None => BatchSpanProcessor::builder(Counting {
+                inner: spans,
+                stats: Arc::clone(&stats),
+            })
+            .with_batch_config(batch_config())
+            .build(),
+        };
+        let ratio = cfg.sampling_ratio.clamp(0.0, 1.0);
+        let tracer = SdkTracerProvider::builder()
+            .with_span_processor(Queued {
+                inner: batch,
+                stats: Arc::clone(&stats),
+            })
+            .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))))
+            .with_resource(resource.clone())
+            .build();
+        let reader = PeriodicReader::builder(metrics)
+            .with_interval(Duration::from_millis(cfg.metrics_interval_ms.max(1)))
+            .build();
+        let meter = SdkMeterProvider::builder().with_reader(reader).with_resource(resource).build();
+        let hook = Hook::new(&meter);
+        toolslot::telemetry::install(Box::new(hook));
+        Ok(Some(Telemetry {
+            tracer,
+            meter,
+            stats,
+            endpoint: base.unwrap_or_else(|| "the OTEL_EXPORTER_OTLP endpoint".into()),
+            timeout,
+            capture_content: cfg.capture_content,
+        }))
+    }
+
+    /// The `tracing` layer that turns toolslot's spans into OpenTelemetry spans. Only the
+    /// spans a trace reader wants go through: rounds, calls and what a call waits on (hooks,
+    /// MCP requests, remote runs, HTTP requests), not the stages' own bookkeeping.
+    pub fn layer<S>(&self) -> impl Layer<S> + Send + Sync + use<S>
+    where
+        S: tracing::Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+    {
+        let tracer: Tracer = self.tracer.tracer("toolslot");
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_tracked_inactivity(false)
+            // Nothing reads OpenTelemetry's own current context (the trace context is read from
+            // the `tracing` span), and activating it on every enter costs each poll of an
+            // instrumented future a context push and pop.
+            .with_context_activation(false)
+            .with_filter(tracing_subscriber::filter::filter_fn(exported))
+    }
+
+    /// Counts of spans queued, exported and failed.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Whether calls' arguments and results go on their spans.
+    pub fn captures_content(&self) -> bool {
+        self.capture_content
+    }
+}
+
+/// Which spans and events go to the collector: toolslot's own, at info (spans) or warn
+/// (events, which become span events), less the stages' bookkeeping spans (whose children
+/// are then parented to the nearest exported span) and the language servers' answers, which
+/// the post-processor asks for outside any call's span and would each start a trace.
+fn exported(meta: &tracing::Metadata<'_>) -> bool {
+    if !meta.target().starts_with("toolslot") {
+        return false;
+    }
+    if meta.is_span() {
+        *meta.level() <= tracing::Level::INFO && !matches!(meta.name(), "submission" | "plan" | "batch" | "durable" | "diagnostics")
+    } else {
+        *meta.level() <= tracing::Level::WARN
+    }
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        // The last batch goes now, bounded: a hung collector delays the exit by one timeout.
+        let _ = self.tracer.shutdown_with_timeout(self.timeout);
+        let _ = self.meter.shutdown_with_timeout(self.timeout);
+        let ended = self.stats.ended();
+        let lost = ended.saturating_sub(self.stats.exported());
+        if lost > 0 {
+            let why = self
+                .stats
+                .last_error
+                .lock()
+                .ok()
+                .and_then(|e| e.clone())
+                .unwrap_or_else(|| "the export queue was full".into());
+            tracing::warn!(
+                target: "telemetry",
+                "telemetry: {lost} of {ended} spans not delivered to {} ({why})",
+                self.endpoint
+            );
+        }
+    }
+}
+
+/// The span exporter, counting what it delivered and what it could not.
+#[derive(Debug)]
+struct Counting<E> {
+    inner: E,
+    stats: Arc<Stats>,
+}
+
+impl<E: SpanExporter> SpanExporter for Counting<E> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let n = batch.len() as u64;
+        let result = self.inner.export(batch).await;
+        match &result {
+            Ok(()) => self.stats.exported.fetch_add(n, Ordering::Relaxed),
+            Err(e) => {
+                if let Ok(mut last) = self.stats.last_error.lock() {
+                    *last = Some(e.to_string());
+                }
+                self.stats.failed.fetch_add(n, Ordering::Relaxed)
+            }
+        };
+        result
+    }
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+/// The batch processor, counting the spans handed to its queue (those it drops when full are
+/// the difference at the end).
+#[derive(Debug)]
+struct Queued<P> {
+    inner: P,
+    stats: Arc<Stats>,
+}
+
+impl<P: SpanProcessor> SpanProcessor for Queued<P> {
+    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &opentelemetry::Context) {
+        self.inner.on_start(span, cx);
+    }
+    fn on_end(&self, span: SpanData) {
+        self.stats.ended.fetch_add(1, Ordering::Relaxed);
+        self.inner.on_end(span);
+    }
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+/// The slot's hook: trace context in and out of `tracing` spans, and the histograms.
+struct Hook {
+    tool: Histogram<f64>,
+    mcp: Histogram<f64>,
+    approval: Histogram<f64>,
+}
+
+impl Hook {
+    fn new(provider: &SdkMeterProvider) -> Self {
+        let meter = provider.meter("toolslot");
+        let histogram = |name: &'static str, about: &'static str| meter.f64_histogram(name).with_unit("s").with_description(about).build();
+        Hook {
+            tool: histogram(names::METRIC_EXECUTE_TOOL_DURATION, "Duration of tool execution."),
+            mcp: histogram(
+                names::METRIC_MCP_CLIENT_DURATION,
+                "Duration of an MCP request as the client sees it.",
+            ),
+            approval: histogram(names::METRIC_APPROVAL_WAIT, "Time a call waited for the host's approval."),
+        }
+    }
+}
+
+impl toolslot::telemetry::Telemetry for Hook {
+    fn current_context(&self) -> Option<TraceContext> {
+        let cx = tracing::Span::current().context();
+        let span = cx.span();
+        let sc = span.span_context();
+        if !sc.is_valid() {
+            return None;
+        }
+        let state = sc.trace_state().header();
+        Some(TraceContext {
+            traceparent: format!("00-{}-{}-{:02x}", sc.trace_id(), sc.span_id(), sc.trace_flags().to_u8()),
+            tracestate: (!state.is_empty()).then_some(state),
+        })
+    }
+
+    fn record(&self, name: &'static str, seconds: f64, attributes: &[(&'static str, &str)]) {
+        let histogram = match name {
+            names::METRIC_EXECUTE_TOOL_DURATION => &self.tool,
+            names::METRIC_MCP_CLIENT_DURATION => &self.mcp,
+            names::METRIC_APPROVAL_WAIT => &self.approval,
+            _ => return,
+        };
+        let attrs: Vec<KeyValue> = attributes.iter().map(|(k, v)| KeyValue::new(*k, v.to_string())).collect();
+        histogram.record(seconds, &attrs);
+    }
+
+    fn adopt(&self, span: &tracing::Span, parent: &TraceContext) {
+        let mut carrier = HashMap::new();
+        carrier.insert("traceparent".to_string(), parent.traceparent.clone());
+        if let Some(state) = &parent.tracestate {
+            carrier.insert("tracestate".to_string(), state.clone());
+        }
+        let cx = TraceContextPropagator::new().extract(&carrier);
+        if cx.span().span_context().is_valid() {
+            // A span already started keeps its parent; the callers adopt before entering.
+            let _ = span.set_parent(cx);
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! `/mcp` of `toolslot serve` as an MCP client sees it: the official MCP Python SDK
+//! (tests/data/mcp_server_client.py) over Streamable HTTP, on the newest revision (`auto`:
+//! 2026-07-28, no connections) and on the handshake (`legacy`: a session per connection,
+//! `Mcp-Session-Id`, ended by `DELETE`), under the server's token.
+
+mod support;
+
+use std::process::Command;
+
+use serde_json::Value;
+use support::*;
+
+/// A server whose workspace root is its own folder, with `notes.txt` in the workspace.
+fn served(config: &str) -> Served {
+    let serve = Serve::new();
+    std::fs::write(serve.workspace().join("notes.txt"), "some notes\n").unwrap();
+    let root = serve.dir().to_path_buf();
+    serve
+        .config(config)
+        .server(&format!("workspace_root = \"{}\"", root.display()))
+        .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
+        .start()
+}
+
+/// The client script against `served` for `scenario` in `mode`, presenting the server's token.
+fn client(served: &Served, scenario: &str, mode: &str) -> Command {
+    let mut cmd = mcp_client(&format!("http://{}", served.addr), &served.workspace, scenario, mode);
+    cmd.env("MCP_TOKEN", TOKEN).env_remove("MCP_SESSION");
+    cmd
+}
+
+/// Runs `scenario` of the client script against `served` in `mode`, and returns what it printed.
+fn run(served: &Served, scenario: &str, mode: &str) -> Value {
+    printed_json(&format!("{scenario} ({mode})"), &client(served, scenario, mode).output().unwrap())
+}
+
+fn text(v: &Value) -> &str {
+    v["text"].as_str().unwrap_or_default()
+}
+
+/// The sessions the server has open.
+fn sessions(served: &Served) -> Vec<Value> {
+    let (status, body) = served.http("GET", "/v1/sessions", b"");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str::<Value>(&body).unwrap()["sessions"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+const DENY_WRITE: &str = "[[policy.rules]]\ntool = \"write_file\"\ndecision = \"deny\"\n";
+
+fn lists_without_denied_tools(mode: &str, protocol: &str) {
+    let s = served(DENY_WRITE);
+    let v = run(&s, "list", mode);
+    assert_eq!(v["protocol"], protocol, "{v}");
+    let tools = v["tools"].as_object().unwrap();
+    assert!(tools.contains_key("read_file"), "{v}");
+    assert!(tools.contains_key("exec_shell"), "{v}");
+    assert!(
+        !tools.contains_key("write_file"),
+        "a tool a rule denies outright is not listed: {v}"
+    );
+    assert_eq!(tools["read_file"]["readOnlyHint"], true, "{v}");
+}
+
+#[test]
+fn the_newest_revision_lists_the_catalog_over_http() {
+    lists_without_denied_tools("auto", "2026-07-28");
+}
+
+#[test]
+fn a_handshake_client_lists_the_catalog_over_http() {
+    lists_without_denied_tools("legacy", "2025-11-25");
+}
+
+#[test]
+fn a_read_only_call_runs_over_http() {
+    let s = served("");
+    for mode in ["auto", "legacy"] {
+        let v = run(&s, "read", mode);
+        assert_eq!(v["is_error"], false, "{mode}: {v}");
+        assert!(text(&v).contains("some notes"), "{mode}: {v}");
+    }
+}
+
+#[test]
+fn without_the_token_nothing_is_served() {
+    let s = served("");
+    let out = client(&s, "read", "legacy").env("MCP_TOKEN", "wrong-token").output().unwrap();
+    assert!(!out.status.success(), "a wrong token is refused");
+    assert!(sessions(&s).is_empty(), "no session was opened");
+    // And a page of another origin cannot post to it.
+    let (status, body) = s.request(
+        "POST",
+        "/mcp",
+        &[
+            ("Host", s.addr.as_str()),
+            ("Authorization", &format!("Bearer {TOKEN}")),
+            ("Origin", "https://evil.example"),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#,
+    );
+    assert_eq!(status, 403, "{body}");
+}
+
+fn approval_over_http(mode: &str, decision: &str, ran: bool) {
+    let s = served("");
+    let marker = s.workspace.join("marker");
+    let v = run(&s, decision, mode);
+    assert_eq!(v["asked"].as_array().map(Vec::len), Some(1), "{mode}: {v}");
+    assert_eq!(v["is_error"], !ran, "{mode}: {v}");
+    assert_eq!(v["marker"], ran, "{mode}: {v}");
+    assert_eq!(marker.exists(), ran, "{mode}");
+}
+
+#[test]
+fn an_approval_answered_over_http_runs_the_call() {
+    approval_over_http("auto", "approve", true);
+    approval_over_http("legacy", "approve", true);
+}
+
+#[test]
+fn a_rejection_over_http_runs_nothing() {
+    approval_over_http("auto", "reject", false);
+    approval_over_http("legacy", "reject", false);
+}
+
+#[test]
+fn an_approval_nobody_answers_over_http_expires() {
+    let s = served("[approval]\ntimeout_ms = 1500\n");
+    for mode in ["auto", "legacy"] {
+        let v = run(&s, "timeout", mode);
+        assert_eq!(v["is_error"], true, "{mode}: {v}");
+        assert_eq!(v["marker"], false, "{mode}: an answer after the deadline runs nothing: {v}");
+        assert!(text(&v).contains("Not approved"), "{mode}: {v}");
+    }
+    assert!(!s.workspace.join("marker").exists());
+}
+
+#[test]
+fn a_handshake_session_ends_with_its_connection() {
+    let s = served("");
+    let v = run(&s, "read", "legacy");
+    assert_eq!(v["is_error"], false, "{v}");
+    // The client's DELETE ended the MCP session, and toolslot's with it.
+    let mut open = sessions(&s);
+    for _ in 0..50 {
+        if open.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        open = sessions(&s);
+    }
+    assert_eq!(open, Vec::<Value>::new(), "the session was closed");
+}
+
+#[test]
+fn calls_of_the_newest_revision_share_one_session_per_workspace_and_token() {
+    let s = served("");
+    run(&s, "read", "auto");
+    run(&s, "read", "auto");
+    let open = sessions(&s);
+    assert_eq!(open.len(), 1, "{open:?}");
+    // A client that names a session of its own gets one.
+    let out = client(&s, "read", "auto").env("MCP_SESSION", "agent-2").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(sessions(&s).len(), 2);
+}
+
+#[test]
+fn a_workspace_missing_or_outside_the_root_is_a_clear_error() {
+    let s = served("");
+    for mode in ["auto", "legacy"] {
+        let v = run(&s, "noworkspace", mode);
+        assert!(
+            v["outside"].as_str().unwrap().contains("outside server.workspace_root"),
+            "{mode}: {v}"
+        );
+    }
+    // Without a root, an endpoint that names no workspace is refused, saying how to name one.
+    let bare = Serve::new().env("TOOLSLOT_AUDIT__LEDGER_DIR", "").start();
+    for mode in ["auto", "legacy"] {
+        let v = run(&bare, "noworkspace", mode);
+        assert!(v["none"].as_str().unwrap().contains("/mcp?workspace="), "{mode}: {v}");
+    }
+}
+
+#[test]
+fn many_clients_at_once_each_get_their_answer() {
+    let s = served("");
+    for i in 0..4 {
+        std::fs::write(s.workspace.join(format!("notes{i}.txt")), "some notes\n").unwrap();
+    }
+    for mode in ["auto", "legacy"] {
+        let v = run(&s, "two", mode);
+        let results = v["results"].as_array().unwrap();
+        assert_eq!(results.len(), 4, "{mode}: {v}");
+        for r in results {
+            assert_eq!(r["is_error"], false, "{mode}: {v}");
+            assert!(r["text"].as_str().unwrap().contains("some notes"), "{mode}: {v}");
+        }
+    }
+}
+
+#[test]
+fn cancelling_a_call_over_http_kills_its_command() {
+    let s = served("");
+    for mode in ["legacy", "auto"] {
+        let v = run(&s, "cancel", mode);
+        assert_eq!(v["started"], true, "{mode}: {v}");
+        assert_eq!(v["cancelled"], true, "{mode}: {v}");
+        assert_eq!(
+            v["alive_after"],
+            serde_json::json!([]),
+            "{mode}: the command's processes are gone: {v}"
+        );
+        assert_eq!(v["marker"], false, "{mode}: {v}");
+        assert_eq!(v["next_call_ok"], true, "{mode}: the session takes the next call: {v}");
+    }
+}
+
+/// server-everything, from npm, in front of which toolslot stands.
+fn everything() -> String {
+    format!(
+        "[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"everything\"\ncommand = [\"node\", \"{}\", \"stdio\"]\ndefer = false\n",
+        deps()
+            .join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+            .display()
+    )
+}
+
+#[test]
+fn an_upstream_tool_is_listed_governed_and_reports_progress() {
+    let s = served(&everything());
+    for mode in ["auto", "legacy"] {
+        let v = run(&s, "progress", mode);
+        assert_eq!(v["listed"], true, "{mode}: {v}");
+        assert_eq!(v["is_error"], false, "{mode}: {v}");
+        let progress = v["progress"].as_array().unwrap();
+        assert!(progress.len() >= 2, "{mode}: progress reaches the client: {v}");
+        assert!(text(&v).contains("<external_content"), "{mode}: upstream text is enveloped: {v}");
+    }
+}
+
+#[test]
+fn a_question_of_an_mcp_client_waits_in_the_console_too_and_the_first_answer_wins() {
+    let s = served("[approval]\ntimeout_ms = 30000\n");
+    // A client that cannot show forms: the question waits for someone else.
+    let asking = client(&s, "unasked", "legacy")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pending = Value::Null;
+    for _ in 0..200 {
+        let (status, body) = s.http("GET", "/v1/approvals/pending", b"");
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        if let Some(first) = v["pending"].as_array().and_then(|p| p.first()) {
+            pending = first.clone();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(pending["tool"], "exec_shell", "the question shows at the server: {pending}");
+    assert_eq!(pending["input"]["command"], "touch marker", "{pending}");
+    let path = format!(
+        "/v1/sessions/{}/approvals/{}",
+        pending["session_id"].as_str().unwrap(),
+        pending["index"]
+    );
+    let body = serde_json::json!({"decision": "approve", "request": pending["request"]}).to_string();
+    let (status, answer) = s.http("POST", &path, body.as_bytes());
+    assert_eq!(status, 204, "{answer}");
+    let v = printed_json("unasked (legacy)", &asking.wait_with_output().unwrap());
+    assert_eq!(v["is_error"], false, "approved at the server, the call ran: {v}");
+    assert_eq!(v["marker"], true, "{v}");
+    // A second answer finds the question gone and changes nothing.
+    let (status, _) = s.http("POST", &path, body.as_bytes());
+    assert_eq!(status, 404);
+}

@@ -1,0 +1,134 @@
+//! What OpenTelemetry export costs a round: `round_noop_x8` (8 no-op calls through the full
+//! pipeline, as in `actor_roundtrip`) and `round_sleep1ms_x8` (8 calls of a 1 ms tool) with no
+//! subscriber, with the binary's log layer and export off, and with export on to a local
+//! OTLP/HTTP endpoint that accepts and discards (through toolslot's span encoder, and through
+//! `opentelemetry-otlp`'s exporter for comparison), side by side in one run.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Instant;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::json;
+use toolslot::event::PipelineEvent;
+use toolslot_actors::front::telemetry::Telemetry;
+use toolslot_actors::{Dispatcher, RoundInput, SessionOptions};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::SubscriberExt;
+
+/// An OTLP/HTTP endpoint that reads each request whole and answers 200 (keep-alive).
+fn discard() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut conn = conn;
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n");
+                }
+            });
+        }
+    });
+    url
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::config(&dir.path().join("overflow"), 0);
+    let registry = support::registry(&config);
+    let system = actix_rt::System::new();
+    let dispatcher = system.block_on(async { Dispatcher::new(Arc::clone(&config), Arc::clone(&registry)) });
+    let session = dispatcher.open_session(SessionOptions {
+        workspace: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    });
+    let k = 8;
+    let workloads = [
+        ("noop", support::round("noop", k, |i| json!({"i": i}))),
+        ("sleep1ms", support::round("sleep1ms", k, |i| json!({"i": i}))),
+    ];
+    let round = |b: &mut criterion::Bencher, body: &Vec<u8>| {
+        b.iter_custom(|iters| {
+            system.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let input = RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body.clone())])));
+                    let mut rx = dispatcher.submit_round(&session, input).unwrap();
+                    let mut n = 0;
+                    while let Some(e) = rx.recv().await {
+                        if let PipelineEvent::RoundComplete { results, .. } = e {
+                            n = results.len();
+                        }
+                    }
+                    assert_eq!(n, k);
+                }
+                start.elapsed()
+            })
+        })
+    };
+    // What the binary installs with export off: the log layer at its default filter. The
+    // pipeline runs on this thread (`workers = 0`), so a scoped subscriber is the one it sees.
+    let log = || {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::sink)
+            .with_filter(tracing_subscriber::EnvFilter::new("warn"))
+    };
+    for (tool, body) in &workloads {
+        let mut g = c.benchmark_group(format!("round_{tool}_x8"));
+        g.bench_function("no_subscriber", |b| round(b, body));
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(log()), || {
+            g.bench_function("export_off", |b| round(b, body))
+        });
+        g.finish();
+    }
+    // Started only now: it installs the slot's hook (the histograms) for the whole process.
+    let mut cfg = config.telemetry.clone();
+    cfg.otlp_endpoint = discard();
+    let telemetry = Telemetry::start(&cfg).unwrap().unwrap();
+    // The same, with `opentelemetry-otlp`'s span exporter (what export used before toolslot
+    // encoded spans itself): the "before" column.
+    let reference = Telemetry::start_with_reference_exporter(&cfg).unwrap().unwrap();
+    for (tool, body) in &workloads {
+        let mut g = c.benchmark_group(format!("round_{tool}_x8"));
+        for (name, t) in [("export_on_reference_exporter", &reference), ("export_on", &telemetry)] {
+            let exporting = tracing_subscriber::registry().with(log()).with(Some(t.layer()));
+            tracing::subscriber::with_default(exporting, || g.bench_function(name, |b| round(b, body)));
+        }
+        g.finish();
+    }
+    for (name, t) in [("reference exporter", &reference), ("toolslot's encoder", &telemetry)] {
+        let s = t.stats();
+        eprintln!(
+            "{name}: spans {} ended, {} exported, {} failed",
+            s.ended(),
+            s.exported(),
+            s.failed()
+        );
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

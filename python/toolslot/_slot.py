@@ -1,0 +1,284 @@
+"""``Slot`` and ``Session``: the embedded runtime, as a Python agent service holds it."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from . import _native
+from ._chunks import Chunks, feed_async, feed_blocking
+from ._events import ApprovalRequired, Event, RoundComplete, Subagent, event_from_json
+from ._schema import description_of, schema_of
+
+Decision = str
+"""``approve``, ``approve_for_session``, ``approve_for_project``, ``reject`` or ``reject_for_session``."""
+
+_NOTHING, _EVENT, _CALL, _END = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class PythonTool:
+    """A function registered with ``@slot.tool``."""
+
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    capabilities: Tuple[str, ...]
+    schema: Dict[str, Any]
+    description: str
+
+
+def _text(value: Any) -> str:
+    """What a tool returned, as the text the model reads."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=str)
+
+
+def _failure(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+class Slot:
+    """The toolslot runtime embedded in this process: its tools, its config, its sessions.
+
+    ``config`` is a path to a TOML file or a dict of the same tables; both overlay the built-in
+    defaults, and ``TOOLSLOT_*`` variables overlay both, as for the ``toolslot`` binary.
+    Raises ``ConfigError`` when the config does not load.
+    """
+
+    def __init__(self, config: Union[str, "os.PathLike[str]", Dict[str, Any], None] = None) -> None:
+        if isinstance(config, dict):
+            self._native = _native.NativeSlot(config_json=json.dumps(config))
+        elif config is None:
+            self._native = _native.NativeSlot()
+        else:
+            self._native = _native.NativeSlot(path=os.fspath(config))
+        self._tools: Dict[str, PythonTool] = {}
+
+    def open_session(
+        self,
+        workspace: Union[str, "os.PathLike[str]", None] = None,
+        approval_mode: Optional[str] = None,
+        dialect: Optional[str] = None,
+    ) -> "Session":
+        """Opens a session on ``workspace`` (default: the current folder) in ``approval_mode``
+        (``read-only``, ``ask``, ``auto-edit``, ``full-auto``; default: the config's).
+        ``dialect`` fixes the provider format of its rounds (default: detected)."""
+        ws = os.fspath(workspace) if workspace is not None else None
+        sid = self._native.open_session(ws, approval_mode, dialect)
+        return Session(self, sid, approval_mode or self._native.default_mode())
+
+    def catalog(self, format: str = "anthropic") -> List[Dict[str, Any]]:
+        """The tools as the provider's request lists them: ``anthropic`` or ``openai``."""
+        return json.loads(self._native.catalog(format))
+
+    def metadata(self) -> List[Dict[str, Any]]:
+        """Every tool's metadata: ``name``, ``read_only``, ``parallel_safe``,
+        ``static_approval`` (``auto``, ``suggest``, ``required``, ``refused``), …"""
+        return json.loads(self._native.metadata())
+
+    def tool(
+        self,
+        fn: Optional[Callable[..., Any]] = None,
+        *,
+        name: Optional[str] = None,
+        description: Optional[str] = None,
+        capabilities: Optional[Sequence[str]] = None,
+        schema: Optional[Dict[str, Any]] = None,
+    ) -> Any:
+        """Registers a function (sync or async) as a tool, governed as a built-in is.
+
+        ``capabilities`` (``read_only``, ``writes_files``, ``executes_code``, ``network``,
+        ``interactive``, ``requires_approval``) decide approval and parallelism; without them
+        the tool is ``requires_approval``, since what was not declared is unknown. The schema
+        comes from the type hints unless given. An exception the function raises becomes the
+        call's ``tool_error`` result. Raises ``ConfigError`` for a taken name, a bad schema or
+        an unknown capability.
+        """
+
+        def register(f: Callable[..., Any]) -> Callable[..., Any]:
+            caps = tuple(capabilities) if capabilities is not None else ("requires_approval",)
+            tool = PythonTool(
+                name=name or f.__name__,
+                fn=f,
+                is_async=inspect.iscoroutinefunction(f),
+                capabilities=caps,
+                schema=schema if schema is not None else schema_of(f),
+                description=description or description_of(f),
+            )
+            self._native.add_tool(tool.name, tool.description, json.dumps(tool.schema), list(caps))
+            self._tools[tool.name] = tool
+            return f
+
+        return register(fn) if fn is not None else register
+
+    @property
+    def tools(self) -> Dict[str, PythonTool]:
+        """The Python tools registered so far, by name."""
+        return dict(self._tools)
+
+    def close(self) -> None:
+        """Stops the runtime: sessions closed (ledgers sealed), MCP servers stopped."""
+        self._native.close()
+
+    def __enter__(self) -> "Slot":
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
+
+class Session:
+    """A conversation's session: its rounds, approvals and catalog."""
+
+    def __init__(self, slot: Slot, session_id: str, approval_mode: str) -> None:
+        self._slot = slot
+        self.id = session_id
+        self.approval_mode = approval_mode
+        """The session's approval mode."""
+
+    @property
+    def slot(self) -> Slot:
+        """The slot the session belongs to."""
+        return self._slot
+
+    def tools(self, format: str = "anthropic") -> List[Dict[str, Any]]:
+        """What this session's model sees now (``anthropic`` or ``openai``)."""
+        return json.loads(self._slot._native.catalog(format, self.id))
+
+    @staticmethod
+    def _event(payload: Tuple[str, str, Any]) -> Event:
+        return event_from_json(*payload)
+
+    def _tool(self, call: Any) -> Tuple[PythonTool, Optional[Dict[str, Any]]]:
+        tool = self._slot._tools[call.name]
+        try:
+            return tool, json.loads(call.input_json)
+        except ValueError as e:
+            call.finish_err(_failure(e))
+            return tool, None
+
+    def _run_sync(self, call: Any) -> None:
+        tool, args = self._tool(call)
+        if args is None:
+            return
+        try:
+            out = asyncio.run(tool.fn(**args)) if tool.is_async else tool.fn(**args)
+        except Exception as e:
+            call.finish_err(_failure(e))
+        else:
+            call.finish_ok(_text(out))
+
+    async def _run_async(self, call: Any) -> None:
+        tool, args = self._tool(call)
+        if args is None:
+            return
+        try:
+            out = (await tool.fn(**args)) if tool.is_async else tool.fn(**args)
+        except Exception as e:
+            call.finish_err(_failure(e))
+        else:
+            call.finish_ok(_text(out))
+
+    def submit_blocking(self, chunks: Chunks, dialect: Optional[str] = None) -> Iterator[Event]:
+        """Runs a round of the provider's raw response bytes (bytes, or an iterable of them),
+        yielding its events as they happen; waits with the GIL released. Python tools run
+        on this thread, between events."""
+        rnd = self._slot._native.submit(self.id, dialect)
+        feed_blocking(rnd, chunks)
+        try:
+            while True:
+                kind, item = rnd.next()
+                if kind == _END:
+                    return
+                if kind == _CALL:
+                    self._run_sync(item)
+                else:
+                    yield self._event(item)
+        finally:
+            rnd.finish()
+
+    async def submit(self, chunks: Chunks, dialect: Optional[str] = None) -> AsyncIterator[Event]:
+        """Runs a round of the provider's raw response (bytes, an iterable or an async iterable
+        of them), yielding its events as they happen. Async Python tools run as tasks of this
+        event loop; sync ones run on it between events."""
+        loop = asyncio.get_running_loop()
+        rnd = self._slot._native.submit(self.id, dialect)
+        feeder = loop.create_task(feed_async(rnd, chunks))
+        running: set = set()
+        # The round's pipe gets a byte whenever it has something to read: the loop watches it,
+        # so waiting costs no thread.
+        woken = asyncio.Event()
+        fd = rnd.wake_fd()
+
+        def wake() -> None:
+            rnd.drain_wake()
+            woken.set()
+
+        loop.add_reader(fd, wake)
+        try:
+            while True:
+                batch = rnd.ready()
+                if not batch:
+                    woken.clear()
+                    # Looked at again after clearing: what came between is not missed.
+                    batch = rnd.ready()
+                    if not batch:
+                        await woken.wait()
+                        continue
+                for kind, item in batch:
+                    if kind == _END:
+                        return
+                    if kind == _CALL:
+                        if not self._slot._tools[item.name].is_async:
+                            # A sync tool runs here at once: a task would only add a turn of
+                            # the loop before it.
+                            self._run_sync(item)
+                            continue
+                        task = loop.create_task(self._run_async(item))
+                        running.add(task)
+                        task.add_done_callback(running.discard)
+                    elif kind == _EVENT:
+                        yield self._event(item)
+        finally:
+            loop.remove_reader(fd)
+            rnd.finish()
+            if not feeder.done():
+                feeder.cancel()
+
+    def _target(self, request: Union[ApprovalRequired, Subagent, int]) -> Tuple[str, int, Optional[int]]:
+        if isinstance(request, Subagent) and isinstance(request.event, ApprovalRequired):
+            return request.session, request.event.index, request.event.request
+        if isinstance(request, ApprovalRequired):
+            return self.id, request.index, request.request
+        if isinstance(request, int):
+            return self.id, request, None
+        raise TypeError("answer an approval_required event (or a subagent event holding one), or a call index")
+
+    def answer_blocking(self, request: Union[ApprovalRequired, Subagent, int], decision: Decision) -> None:
+        """Answers an approval request. Raises ``SessionError`` when nothing waits for it."""
+        session, index, number = self._target(request)
+        self._slot._native.answer(session, index, decision, number)
+
+    async def answer(self, request: Union[ApprovalRequired, Subagent, int], decision: Decision) -> None:
+        """As ``answer_blocking``, without holding up the event loop."""
+        session, index, number = self._target(request)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._slot._native.answer, session, index, decision, number)
+
+    def close(self) -> None:
+        """Closes the session: a running round is cancelled, its ledger sealed."""
+        self._slot._native.close_session(self.id)
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()

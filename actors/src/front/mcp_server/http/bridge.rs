@@ -38,6 +38,9 @@ pub fn endpoint(sessions: Arc<HttpSessions>, config: &Config) -> McpEndpoint {
     let http = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .with_max_request_body_bytes(config.server.max_json_bytes)
+        // A call whose only message is its answer is answered as one JSON body rather than an
+        // SSE stream of one event; one that reports progress or asks first still streams.
+        .with_json_response(true)
         // actix learns that a client left only when a write to it fails: the keep-alive
         // comment is that write, so a client that cancels by hanging up (2026-07-28 has no
         // cancel notification) has its call cancelled within `server.stream_keepalive_ms`.

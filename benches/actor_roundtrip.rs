@@ -13,7 +13,7 @@ use toolslot::event::PipelineEvent;
 use toolslot::output::OverflowStore;
 use toolslot::plan::loop_guard::LoopGuard;
 use toolslot::session::SessionMemory;
-use toolslot_actors::{Dispatcher, RoundInput, SessionOptions};
+use toolslot_actors::{Dispatcher, SessionOptions};
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
@@ -79,23 +79,7 @@ fn bench(c: &mut Criterion) {
             })
         });
         g.bench_function("actors", |b| {
-            b.iter_custom(|iters| {
-                system.block_on(async {
-                    let start = Instant::now();
-                    for _ in 0..iters {
-                        let input = RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body.clone())])));
-                        let mut rx = dispatcher.submit_round(&session, input).unwrap();
-                        let mut n = 0;
-                        while let Some(e) = rx.recv().await {
-                            if let PipelineEvent::RoundComplete { results, .. } = e {
-                                n = results.len();
-                            }
-                        }
-                        assert_eq!(n, k);
-                    }
-                    start.elapsed()
-                })
-            })
+            b.iter_custom(|iters| system.block_on(support::actor_rounds(&dispatcher, &session, &body, k, iters)))
         });
         g.finish();
     }

@@ -9,13 +9,11 @@ mod support;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::Arc;
-use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
-use toolslot::event::PipelineEvent;
 use toolslot_actors::front::telemetry::Telemetry;
-use toolslot_actors::{Dispatcher, RoundInput, SessionOptions};
+use toolslot_actors::{Dispatcher, SessionOptions};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -71,23 +69,7 @@ fn bench(c: &mut Criterion) {
         ("sleep1ms", support::round("sleep1ms", k, |i| json!({"i": i}))),
     ];
     let round = |b: &mut criterion::Bencher, body: &Vec<u8>| {
-        b.iter_custom(|iters| {
-            system.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    let input = RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body.clone())])));
-                    let mut rx = dispatcher.submit_round(&session, input).unwrap();
-                    let mut n = 0;
-                    while let Some(e) = rx.recv().await {
-                        if let PipelineEvent::RoundComplete { results, .. } = e {
-                            n = results.len();
-                        }
-                    }
-                    assert_eq!(n, k);
-                }
-                start.elapsed()
-            })
-        })
+        b.iter_custom(|iters| system.block_on(support::actor_rounds(&dispatcher, &session, body, k, iters)))
     };
     // What the binary installs with export off: the log layer at its default filter. The
     // pipeline runs on this thread (`workers = 0`), so a scoped subscriber is the one it sees.

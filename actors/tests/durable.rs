@@ -55,6 +55,11 @@ fn free_addr() -> String {
     format!("127.0.0.1:{}", free_port())
 }
 
+/// Posts `body` as a round of session `id` at `addr`: the status and the answer stream.
+fn post_round(addr: &str, id: &str, body: &[u8]) -> (u16, String) {
+    http(addr, "POST", &format!("/v1/sessions/{id}/rounds"), body)
+}
+
 fn open(addr: &str, ws: &Path, mode: &str) -> String {
     Client::new(addr).session_as(ws, mode)
 }
@@ -91,7 +96,7 @@ fn serve_killed_mid_round_leaves_one_result_per_call_and_runs_nothing_twice() {
     // A file read before the kill may be edited after it (an edit needs a read first).
     std::fs::write(ws.join("notes.txt"), "old text\n").unwrap();
     let read = sse(&[("read_file", json!({"path": "notes.txt"}))]);
-    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), read.as_bytes());
+    let (status, text) = post_round(&addr, &id, read.as_bytes());
     assert_eq!(status, 200, "{text}");
     let marker = ws.join("marker");
     let later = ws.join("later");
@@ -104,7 +109,7 @@ fn serve_killed_mid_round_leaves_one_result_per_call_and_runs_nothing_twice() {
     ]);
     let posting = {
         let (addr, id) = (addr.clone(), id.clone());
-        std::thread::spawn(move || http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes()))
+        std::thread::spawn(move || post_round(&addr, &id, round.as_bytes()))
     };
     wait_until(30, "the writing call to start", || lines(&marker).len() == 1);
     first.proc.kill();
@@ -151,7 +156,7 @@ fn serve_killed_mid_round_leaves_one_result_per_call_and_runs_nothing_twice() {
         shell("echo again"),
         ("edit_file", json!({"path": "notes.txt", "search": "old", "replace": "new"})),
     ]);
-    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), edit.as_bytes());
+    let (status, text) = post_round(&addr, &id, edit.as_bytes());
     assert_eq!(status, 200, "{text}");
     let done = events(&text).pop().unwrap();
     assert!(done["results"][0]["content"].as_str().unwrap().contains("again"), "{done}");
@@ -177,7 +182,7 @@ fn a_remembered_approval_survives_a_restart() {
     let round = sse(&[shell(&command)]);
     let posting = {
         let (addr, id, round) = (addr.clone(), id.clone(), round.clone());
-        std::thread::spawn(move || http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes()))
+        std::thread::spawn(move || post_round(&addr, &id, round.as_bytes()))
     };
     let answer = json!({"decision": "approve_for_session"}).to_string();
     wait_until(30, "the approval request", || {
@@ -195,7 +200,7 @@ fn a_remembered_approval_survives_a_restart() {
     let (status, text) = http(&addr, "GET", &format!("/v1/sessions/{id}/approvals/remembered"), b"");
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("exec_shell"), "the remembered approval is listed: {text}");
-    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes());
+    let (status, text) = post_round(&addr, &id, round.as_bytes());
     assert_eq!(status, 200, "{text}");
     let evs = events(&text);
     assert!(
@@ -209,7 +214,7 @@ fn a_remembered_approval_survives_a_restart() {
     );
     assert_eq!(lines(&marker).len(), 2, "{evs:?}");
     // The loop guard's counts came along too: this is the third identical call of the session.
-    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes());
+    let (status, text) = post_round(&addr, &id, round.as_bytes());
     assert_eq!(status, 200, "{text}");
     let done = events(&text).pop().unwrap();
     assert_eq!(meta(&done["results"][0])["error"], "loop_blocked", "{done}");
@@ -226,17 +231,12 @@ fn a_dispatcher_without_the_lease_cannot_act_for_the_session() {
     let id = open(&addr_a, &ws, "full-auto");
     let marker = ws.join("marker");
     let write = sse(&[shell(&format!("echo by-b >> {}", marker.display()))]);
-    let (status, text) = http(
-        &addr_a,
-        "POST",
-        &format!("/v1/sessions/{id}/rounds"),
-        sse(&[shell("echo a")]).as_bytes(),
-    );
+    let (status, text) = post_round(&addr_a, &id, sse(&[shell("echo a")]).as_bytes());
     assert_eq!(status, 200, "{text}");
 
     // While A holds the lease (renewed), B refuses the session, and runs nothing.
     for _ in 0..3 {
-        let (status, text) = http(&addr_b, "POST", &format!("/v1/sessions/{id}/rounds"), write.as_bytes());
+        let (status, text) = post_round(&addr_b, &id, write.as_bytes());
         assert_eq!(status, 409, "{text}");
         assert!(text.contains("held by dispatcher"), "{text}");
         let (status, _) = http(&addr_b, "GET", &format!("/v1/sessions/{id}/rounds/last"), b"");
@@ -253,7 +253,7 @@ fn a_dispatcher_without_the_lease_cannot_act_for_the_session() {
     signal(a.proc.pid(), libc::SIGCONT);
     let stale_marker = ws.join("stale");
     let stale = sse(&[shell(&format!("echo by-a >> {}", stale_marker.display()))]);
-    let (status, text) = http(&addr_a, "POST", &format!("/v1/sessions/{id}/rounds"), stale.as_bytes());
+    let (status, text) = post_round(&addr_a, &id, stale.as_bytes());
     if status == 200 {
         let done = events(&text).pop().unwrap();
         let m = error_meta(done["results"][0]["content"].as_str().unwrap());
@@ -265,10 +265,10 @@ fn a_dispatcher_without_the_lease_cannot_act_for_the_session() {
     }
     assert!(!stale_marker.exists(), "a stale dispatcher ran a call");
     // And afterwards A refuses the session outright.
-    let (status, text) = http(&addr_a, "POST", &format!("/v1/sessions/{id}/rounds"), stale.as_bytes());
+    let (status, text) = post_round(&addr_a, &id, stale.as_bytes());
     assert_eq!(status, 409, "{text}");
     // B holds it and runs it.
-    let (status, text) = http(&addr_b, "POST", &format!("/v1/sessions/{id}/rounds"), write.as_bytes());
+    let (status, text) = post_round(&addr_b, &id, write.as_bytes());
     assert_eq!(status, 200, "{text}");
     assert_eq!(lines(&marker), vec!["by-b".to_string()]);
     assert!(!stale_marker.exists());
@@ -301,12 +301,7 @@ fn a_dispatcher_started_again_under_its_name_takes_its_sessions_back_at_once() {
     let config_a = named_config(&setup, &addr_a, "a", "api-1");
     let mut a = Served::at(&config_a, &addr_a);
     let id = open(&addr_a, &ws, "full-auto");
-    let (status, text) = http(
-        &addr_a,
-        "POST",
-        &format!("/v1/sessions/{id}/rounds"),
-        sse(&[shell("echo a")]).as_bytes(),
-    );
+    let (status, text) = post_round(&addr_a, &id, sse(&[shell("echo a")]).as_bytes());
     assert_eq!(status, 200, "{text}");
     a.proc.kill();
 
@@ -326,11 +321,11 @@ fn a_dispatcher_started_again_under_its_name_takes_its_sessions_back_at_once() {
     assert_eq!(last["round"], 1, "{last}");
     let marker = ws.join("marker");
     let write = sse(&[shell(&format!("echo again >> {}", marker.display()))]);
-    let (status, text) = http(&addr_a, "POST", &format!("/v1/sessions/{id}/rounds"), write.as_bytes());
+    let (status, text) = post_round(&addr_a, &id, write.as_bytes());
     assert_eq!(status, 200, "{text}");
     assert_eq!(lines(&marker), vec!["again".to_string()]);
     // The other one still waits, and ran nothing.
-    let (status, text) = http(&addr_b, "POST", &format!("/v1/sessions/{id}/rounds"), write.as_bytes());
+    let (status, text) = post_round(&addr_b, &id, write.as_bytes());
     assert_eq!(status, 409, "{text}");
     assert_eq!(lines(&marker).len(), 1);
 }
@@ -359,12 +354,7 @@ fn with_signing_only_a_lease_sealed_with_the_dispatcher_key_is_taken_back_at_onc
     std::fs::write(&config, text).unwrap();
     let mut a = Served::at(&config, &addr);
     let id = open(&addr, &ws, "full-auto");
-    let (status, text) = http(
-        &addr,
-        "POST",
-        &format!("/v1/sessions/{id}/rounds"),
-        sse(&[shell("echo a")]).as_bytes(),
-    );
+    let (status, text) = post_round(&addr, &id, sse(&[shell("echo a")]).as_bytes());
     assert_eq!(status, 200, "{text}");
     a.proc.kill();
     // Signed by its key: taken back at once.
@@ -467,12 +457,7 @@ fn a_session_is_never_taken_over_into_a_workspace_outside_the_new_root() {
     let addr_a = free_addr();
     let mut a = with_root("a", &addr_a, &root_a);
     let id = open(&addr_a, &ws, "full-auto");
-    let (status, text) = http(
-        &addr_a,
-        "POST",
-        &format!("/v1/sessions/{id}/rounds"),
-        sse(&[shell("echo a")]).as_bytes(),
-    );
+    let (status, text) = post_round(&addr_a, &id, sse(&[shell("echo a")]).as_bytes());
     assert_eq!(status, 200, "{text}");
     a.proc.kill();
 
@@ -481,7 +466,7 @@ fn a_session_is_never_taken_over_into_a_workspace_outside_the_new_root() {
     let addr_b = free_addr();
     let b = with_root("b", &addr_b, &root_b);
     // Refused whether or not A's lease has run out: B may never run this session.
-    let (status, text) = http(&addr_b, "POST", &format!("/v1/sessions/{id}/rounds"), write.as_bytes());
+    let (status, text) = post_round(&addr_b, &id, write.as_bytes());
     assert_eq!(status, 403, "{text}");
     assert!(
         text.contains("not taken over") && text.contains("outside server.workspace_root"),
@@ -496,7 +481,7 @@ fn a_session_is_never_taken_over_into_a_workspace_outside_the_new_root() {
     // B never took the lease: C, under A's root, takes the session over and runs it.
     let addr_c = free_addr();
     let _c = with_root("c", &addr_c, &root_a);
-    let (status, text) = http(&addr_c, "POST", &format!("/v1/sessions/{id}/rounds"), write.as_bytes());
+    let (status, text) = post_round(&addr_c, &id, write.as_bytes());
     assert_eq!(status, 200, "{text}");
     assert_eq!(lines(&marker), vec!["by-b".to_string()]);
 }
@@ -518,7 +503,7 @@ fn without_nats_the_last_round_is_kept_in_memory() {
     let (status, text) = http(&addr, "GET", "/v1/sessions/0123abcd/rounds/last", b"");
     assert_eq!(status, 404, "{text}");
     let round = sse(&[shell("echo one"), shell("echo two")]);
-    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), round.as_bytes());
+    let (status, text) = post_round(&addr, &id, round.as_bytes());
     assert_eq!(status, 200, "{text}");
     let mut done = events(&text).pop().unwrap();
     let last = last_round(&addr, &id, 5);
@@ -539,12 +524,7 @@ fn a_saved_output_reads_back_on_the_dispatcher_that_took_the_session_over() {
     let addr = free_addr();
     let mut first = setup.serve(&addr, "a");
     let id = open(&addr, &ws, "full-auto");
-    let (status, text) = http(
-        &addr,
-        "POST",
-        &format!("/v1/sessions/{id}/rounds"),
-        sse(&[shell("seq 1 200000")]).as_bytes(),
-    );
+    let (status, text) = post_round(&addr, &id, sse(&[shell("seq 1 200000")]).as_bytes());
     assert_eq!(status, 200, "{text}");
     let done = events(&text).pop().unwrap();
     let content = done["results"][0]["content"].as_str().unwrap().to_string();
@@ -576,7 +556,7 @@ fn a_saved_output_reads_back_on_the_dispatcher_that_took_the_session_over() {
         ),
         ("retrieve_tool_result", json!({"ref": "1-2-3", "mode": "tail"})),
     ]);
-    let (status, text) = http(&addr, "POST", &format!("/v1/sessions/{id}/rounds"), read.as_bytes());
+    let (status, text) = post_round(&addr, &id, read.as_bytes());
     assert_eq!(status, 200, "{text}");
     let done = events(&text).pop().unwrap();
     let r = &done["results"][0];

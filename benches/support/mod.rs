@@ -249,3 +249,21 @@ pub async fn direct_round(
         None => results,
     }
 }
+
+/// Times `iters` rounds of `body` through the actor pipeline (session `session` of
+/// `dispatcher`), each read to its `round_complete`, which must hold `calls` results.
+pub async fn actor_rounds(dispatcher: &toolslot_actors::Dispatcher, session: &str, body: &[u8], calls: usize, iters: u64) -> Duration {
+    let start = std::time::Instant::now();
+    for _ in 0..iters {
+        let input = toolslot_actors::RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body.to_vec())])));
+        let mut rx = dispatcher.submit_round(session, input).unwrap();
+        let mut n = 0;
+        while let Some(e) = rx.recv().await {
+            if let PipelineEvent::RoundComplete { results, .. } = e {
+                n = results.len();
+            }
+        }
+        assert_eq!(n, calls);
+    }
+    start.elapsed()
+}

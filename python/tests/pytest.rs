@@ -2,7 +2,7 @@
 //! this build made, so the README's `cargo test` runs them too; any pytest failure fails it.
 //!
 //! The module is not built a second time: `cargo test` has built `lib_native.so` for this
-//! crate already, and it is linked into the package folder as `_native.abi3.so` (what
+//! crate already (beside this test in `deps/`, the library being an rlib too), and it is linked into the package folder as `_native.abi3.so` (what
 //! `maturin develop` would copy there). pytest imports the package from the checkout.
 
 use std::path::{Path, PathBuf};
@@ -48,7 +48,9 @@ fn pytest_passes() {
         "{} is missing: run scripts/install-test-deps.sh first (it installs pytest and the frameworks the adapters are tested against)",
         python.display()
     );
-    let module = artifacts().join("lib_native.so");
+    // The one this `cargo test` built, beside this test binary; `target/<profile>/lib_native.so`
+    // is only refreshed by `cargo build` and may be older than the code under test.
+    let module = artifacts().join("deps/lib_native.so");
     assert!(module.exists(), "{} was not built", module.display());
     let link = repo().join("python/toolslot/_native.abi3.so");
     let _ = std::fs::remove_file(&link);

@@ -1,8 +1,8 @@
 //! OpenTelemetry export for the binary: the `tracing` spans bridged to OTLP/HTTP protobuf, the
 //! duration histograms beside them, and the trace context read and written for the slot.
 //!
-//! Nothing here runs on a pipeline thread but the bridge itself: a finished span goes into
-//! the SDK's bounded queue, and its batch processor's own thread sends batches with a blocking
+//! Nothing here runs on a pipeline thread but the layer itself (`telemetry/layer.rs`, toolslot's
+//! own, see there why): a finished span goes into the SDK's bounded queue, and its batch processor's own thread sends batches with a blocking
 //! reqwest client (the tree's reqwest over `toolslot::tls`). A collector that is down or slow
 //! costs a failed export on that thread; a full queue drops spans. Both are counted
 //! ([`Telemetry::stats`], and [`span_counts`] for `/metrics`) and reported when the process
@@ -36,6 +36,7 @@ use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, Sampler, 
 use opentelemetry_sdk::{Resource, trace::Tracer};
 use toolslot::config::TelemetryConfig;
 
+mod layer;
 mod otlp;
 use toolslot::telemetry::{TraceContext, names};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -86,7 +87,11 @@ pub fn span_counts() -> Option<(u64, u64, u64)> {
 
 /// Export running: the providers, held until the process ends (dropping it flushes them).
 pub struct Telemetry {
-    tracer: SdkTracerProvider,
+    /// The batch processor the layer ends spans into.
+    spans: layer::Sink,
+    /// Only for the reference pipeline (`tracing-opentelemetry` and the SDK's tracer).
+    tracer: Option<SdkTracerProvider>,
+    ratio: f64,
     meter: SdkMeterProvider,
     stats: Arc<Stats>,
     endpoint: String,
@@ -115,9 +120,10 @@ impl Telemetry {
         Self::start_with(cfg, false)
     }
 
-    /// [`Telemetry::start`] with `opentelemetry-otlp`'s own span exporter instead of
-    /// toolslot's direct encoder: kept only so `benches/telemetry_cost.rs` can show what the
-    /// encoder saves, side by side in one run.
+    /// [`Telemetry::start`] with the pipeline export used before toolslot's own layer and
+    /// encoder: `tracing-opentelemetry`, the SDK's tracer and `opentelemetry-otlp`'s span
+    /// exporter. Kept only so `benches/telemetry_cost.rs` can show what they save, side by
+    /// side in one run.
     ///
     /// # Errors
     /// As [`Telemetry::start`].
@@ -197,29 +203,39 @@ impl Telemetry {
                 .with_scheduled_delay(Duration::from_millis(cfg.schedule_delay_ms))
                 .build()
         };
-        let batch = match reference_spans {
-            Some(inner) => BatchSpanProcessor::builder(Counting {
-                inner,
-                stats: Arc::clone(&stats),
-            })
-            .with_batch_config(batch_config())
-            .build(),
-            None => BatchSpanProcessor::builder(Counting {
-                inner: spans,
-                stats: Arc::clone(&stats),
-            })
-            .with_batch_config(batch_config())
-            .build(),
-        };
         let ratio = cfg.sampling_ratio.clamp(0.0, 1.0);
-        let tracer = SdkTracerProvider::builder()
-            .with_span_processor(Queued {
-                inner: batch,
-                stats: Arc::clone(&stats),
-            })
-            .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))))
-            .with_resource(resource.clone())
-            .build();
+        let (sink, tracer): (layer::Sink, _) = match reference_spans {
+            Some(inner) => {
+                let batch = BatchSpanProcessor::builder(Counting {
+                    inner,
+                    stats: Arc::clone(&stats),
+                })
+                .with_batch_config(batch_config())
+                .build();
+                let tracer = SdkTracerProvider::builder()
+                    .with_span_processor(Queued {
+                        inner: batch,
+                        stats: Arc::clone(&stats),
+                    })
+                    .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))))
+                    .with_resource(resource.clone())
+                    .build();
+                (Arc::new(opentelemetry_sdk::trace::SimpleSpanProcessor::new(NoSpans)), Some(tracer))
+            }
+            None => {
+                let mut queued = Queued {
+                    inner: BatchSpanProcessor::builder(Counting {
+                        inner: spans,
+                        stats: Arc::clone(&stats),
+                    })
+                    .with_batch_config(batch_config())
+                    .build(),
+                    stats: Arc::clone(&stats),
+                };
+                queued.set_resource(&resource);
+                (Arc::new(queued), None)
+            }
+        };
         let reader = PeriodicReader::builder(metrics)
             .with_interval(Duration::from_millis(cfg.metrics_interval_ms.max(1)))
             .build();
@@ -227,7 +243,9 @@ impl Telemetry {
         let hook = Hook::new(&meter);
         toolslot::telemetry::install(Box::new(hook));
         Ok(Some(Telemetry {
+            spans: sink,
             tracer,
+            ratio,
             meter,
             stats,
             endpoint: base.unwrap_or_else(|| "the OTEL_EXPORTER_OTLP endpoint".into()),
@@ -243,18 +261,21 @@ impl Telemetry {
     where
         S: tracing::Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
     {
-        let tracer: Tracer = self.tracer.tracer("toolslot");
-        tracing_opentelemetry::layer()
-            .with_tracer(tracer)
-            .with_location(false)
-            .with_threads(false)
-            .with_target(false)
-            .with_tracked_inactivity(false)
-            // Nothing reads OpenTelemetry's own current context (the trace context is read from
-            // the `tracing` span), and activating it on every enter costs each poll of an
-            // instrumented future a context push and pop.
-            .with_context_activation(false)
-            .with_filter(tracing_subscriber::filter::filter_fn(exported))
+        let own = self
+            .tracer
+            .is_none()
+            .then(|| layer::SpanLayer::new(Arc::clone(&self.spans), self.ratio));
+        let reference = self.tracer.as_ref().map(|provider| {
+            let tracer: Tracer = provider.tracer("toolslot");
+            tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_location(false)
+                .with_threads(false)
+                .with_target(false)
+                .with_tracked_inactivity(false)
+                .with_context_activation(false)
+        });
+        Layer::and_then(own, reference).with_filter(tracing_subscriber::filter::filter_fn(exported))
     }
 
     /// Counts of spans queued, exported and failed.
@@ -286,7 +307,10 @@ fn exported(meta: &tracing::Metadata<'_>) -> bool {
 impl Drop for Telemetry {
     fn drop(&mut self) {
         // The last batch goes now, bounded: a hung collector delays the exit by one timeout.
-        let _ = self.tracer.shutdown_with_timeout(self.timeout);
+        let _ = self.spans.shutdown_with_timeout(self.timeout);
+        if let Some(tracer) = &self.tracer {
+            let _ = tracer.shutdown_with_timeout(self.timeout);
+        }
         let _ = self.meter.shutdown_with_timeout(self.timeout);
         let ended = self.stats.ended();
         let lost = ended.saturating_sub(self.stats.exported());
@@ -391,9 +415,11 @@ impl Hook {
 
 impl toolslot::telemetry::Telemetry for Hook {
     fn current_context(&self) -> Option<TraceContext> {
-        let cx = tracing::Span::current().context();
-        let span = cx.span();
-        let sc = span.span_context();
+        let sc = match layer::context_of_current() {
+            Some(sc) => sc,
+            // The reference pipeline's (the bench's "before" column).
+            None => tracing::Span::current().context().span().span_context().clone(),
+        };
         if !sc.is_valid() {
             return None;
         }
@@ -422,9 +448,21 @@ impl toolslot::telemetry::Telemetry for Hook {
             carrier.insert("tracestate".to_string(), state.clone());
         }
         let cx = TraceContextPropagator::new().extract(&carrier);
-        if cx.span().span_context().is_valid() {
-            // A span already started keeps its parent; the callers adopt before entering.
+        let remote = cx.span().span_context().clone();
+        // A span already entered keeps what its children inherited; the callers adopt before
+        // entering.
+        if remote.is_valid() && !layer::adopt(span, &remote) {
             let _ = span.set_parent(cx);
         }
+    }
+}
+
+/// The reference pipeline's stand-in for the layer's processor, which it never calls.
+#[derive(Debug)]
+struct NoSpans;
+
+impl SpanExporter for NoSpans {
+    async fn export(&self, _batch: Vec<SpanData>) -> OTelSdkResult {
+        Ok(())
     }
 }

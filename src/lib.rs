@@ -24,6 +24,7 @@ pub mod config;
 pub mod event;
 pub mod extension;
 pub mod forgery;
+pub mod hex;
 pub mod hooks;
 pub mod ledger;
 pub mod lsp;

@@ -28,7 +28,8 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::canonical::canonical_json;
+use crate::canonical::{canonical_json, canonical_map};
+use crate::hex::hex;
 
 pub use seal::{Head, LedgerKey, Seal, head_path, read_head};
 pub use verify::{Verified, VerifyError, verify};
@@ -223,7 +224,9 @@ impl Ledger {
         let key = self.seal.key();
         record.insert("key_id".into(), json!(key.id()));
         record.insert("prev".into(), json!(self.prev));
-        let mac = key.mac(mac_message(&Value::Object(record.clone())).as_bytes());
+        // The MAC is over the record as it is now, without `mac` (what `mac_message` makes of
+        // the finished one), without copying it to take `mac` out.
+        let mac = key.mac(canonical_map(&record).as_bytes());
         record.insert("mac".into(), json!(mac));
         let record = Value::Object(record);
         let mut line = canonical_json(&record);
@@ -275,10 +278,6 @@ pub(crate) fn mac_message(record: &Value) -> String {
         map.remove("mac");
     }
     canonical_json(&without)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Now, in RFC 3339 (UTC, milliseconds).

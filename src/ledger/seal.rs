@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use hmac::{KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 
-use super::{LedgerError, hex};
+use super::LedgerError;
+use crate::hex::hex;
 
 /// HMAC-SHA-256, the ledger's MAC.
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;

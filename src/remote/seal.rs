@@ -53,6 +53,7 @@ use std::sync::Arc;
 use sha2::Digest;
 
 use crate::config::RemoteConfig;
+use crate::hex::hex;
 
 /// What opens a signed message's first line.
 const PREFIX: &[u8] = b"toolslot-signed ed25519 ";
@@ -419,10 +420,6 @@ impl Sealer {
 /// The SHA-256 of `bytes` as `sha256:<hex>`: how a record names the content it points to.
 pub fn digest(bytes: &[u8]) -> String {
     format!("sha256:{}", hex(&sha2::Sha256::digest(bytes)))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {

@@ -192,6 +192,35 @@ def test_python_tools_run_on_the_loop_in_async_rounds(workspace):
     slot.close()
 
 
+def test_a_blocking_sync_tool_leaves_the_loop_free(workspace):
+    slot = toolslot.Slot(QUIET)
+    released = threading.Event()
+    threads = []
+
+    @slot.tool(capabilities=["read_only"], blocking=True)
+    def wait_for_the_loop() -> str:
+        threads.append(threading.get_ident())
+        # Set by a task of the loop: if this ran on the loop, nothing could set it.
+        return "released" if released.wait(timeout=5) else "the loop was blocked"
+
+    async def release_soon():
+        await asyncio.sleep(0.05)
+        released.set()
+
+    async def run():
+        session = slot.open_session(workspace=workspace)
+        setter = asyncio.get_running_loop().create_task(release_soon())
+        events = [e async for e in session.submit(chat_stream([("wait_for_the_loop", {})]))]
+        await setter
+        return events
+
+    events = asyncio.run(run())
+    assert [r.content for r in events[-1].results] == ["released"]
+    assert threads and threads[0] != threading.get_ident()
+    assert slot.tools["wait_for_the_loop"].blocking
+    slot.close()
+
+
 def test_a_taken_name_or_an_unknown_capability_is_a_config_error(slot):
     with pytest.raises(toolslot.ConfigError, match="read_file.*taken"):
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import os
@@ -30,6 +31,7 @@ class PythonTool:
     capabilities: Tuple[str, ...]
     schema: Dict[str, Any]
     description: str
+    blocking: bool = False
 
 
 def _text(value: Any) -> str:
@@ -92,6 +94,7 @@ class Slot:
         description: Optional[str] = None,
         capabilities: Optional[Sequence[str]] = None,
         schema: Optional[Dict[str, Any]] = None,
+        blocking: bool = False,
     ) -> Any:
         """Registers a function (sync or async) as a tool, governed as a built-in is.
 
@@ -101,6 +104,12 @@ class Slot:
         comes from the type hints unless given. An exception the function raises becomes the
         call's ``tool_error`` result. Raises ``ConfigError`` for a taken name, a bad schema or
         an unknown capability.
+
+        ``blocking=True`` says a sync function waits (on the network, a disk, a lock): in an
+        asyncio round (``submit``) it then runs on the loop's default executor, so the loop
+        serves its other tasks meanwhile and such calls of a batch overlap; otherwise a sync
+        function runs on the loop between events (cheapest for quick work). In
+        ``submit_blocking`` every tool runs on the calling thread either way.
         """
 
         def register(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -112,6 +121,7 @@ class Slot:
                 capabilities=caps,
                 schema=schema if schema is not None else schema_of(f),
                 description=description or description_of(f),
+                blocking=blocking and not inspect.iscoroutinefunction(f),
             )
             self._native.add_tool(tool.name, tool.description, json.dumps(tool.schema), list(caps))
             self._tools[tool.name] = tool
@@ -181,7 +191,12 @@ class Session:
         if args is None:
             return
         try:
-            out = (await tool.fn(**args)) if tool.is_async else tool.fn(**args)
+            if tool.is_async:
+                out = await tool.fn(**args)
+            elif tool.blocking:
+                out = await asyncio.get_running_loop().run_in_executor(None, functools.partial(tool.fn, **args))
+            else:
+                out = tool.fn(**args)
         except Exception as e:
             call.finish_err(_failure(e))
         else:
@@ -208,7 +223,8 @@ class Session:
     async def submit(self, chunks: Chunks, dialect: Optional[str] = None) -> AsyncIterator[Event]:
         """Runs a round of the provider's raw response (bytes, an iterable or an async iterable
         of them), yielding its events as they happen. Async Python tools run as tasks of this
-        event loop; sync ones run on it between events."""
+        event loop; sync ones run on it between events, or on its default executor when
+        registered with ``blocking=True``."""
         loop = asyncio.get_running_loop()
         rnd = self._slot._native.submit(self.id, dialect)
         feeder = loop.create_task(feed_async(rnd, chunks))
@@ -237,7 +253,8 @@ class Session:
                     if kind == _END:
                         return
                     if kind == _CALL:
-                        if not self._slot._tools[item.name].is_async:
+                        tool = self._slot._tools[item.name]
+                        if not tool.is_async and not tool.blocking:
                             # A sync tool runs here at once: a task would only add a turn of
                             # the loop before it.
                             self._run_sync(item)

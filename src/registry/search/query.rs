@@ -318,10 +318,23 @@ pub(super) fn expand(query: &str, known: impl Fn(&str) -> bool, correct: impl Fn
                 add(stem(w), QUESTION_WEIGHT, Some(slot));
             }
         }
+        // Told to remember ("remember that the API key rotates"), not asked what is
+        // remembered (a question opens with its own word): the request is to store.
+        Some(w) if STORE_WORDS.contains(&w) => {
+            for w in ["add", "create", "save", "store"] {
+                add(stem(w), STORE_WEIGHT, Some(slot));
+            }
+        }
         _ => {}
     }
     q
 }
+
+/// Imperatives of keeping something for later; opening a request, they ask to store it.
+const STORE_WORDS: &[&str] = &["remember", "memorize", "memorise"];
+
+// As much as a question's reading: it says what the request does, not which tool does it.
+const STORE_WEIGHT: f64 = 0.3;
 
 /// Words whose meaning their neighbours decide, read as what they mean here (one pass, each
 /// word judged among the words as written):

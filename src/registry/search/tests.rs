@@ -287,3 +287,18 @@ fn a_short_description_is_not_rewarded_for_saying_little() {
     assert!(short > 0.0 && full > 0.0, "{scores:?}");
     assert!(short / full < 1.4, "the short description scores {:.2}× the full one", short / full);
 }
+
+#[test]
+fn told_to_remember_is_a_request_to_store_and_asked_is_one_to_read() {
+    // Three tools of one memory server, alike but in what they do; only the delete tool's
+    // words hold "remember" itself.
+    let memory: &[(&str, &str)] = &[
+        ("delete_notes", "Delete remembered notes from the memory"),
+        ("add_notes", "Add notes to the memory"),
+        ("read_notes", "Read the notes in the memory"),
+    ];
+    let told = top(memory, "remember my favourite editor is vim");
+    assert_eq!(told.first().map(String::as_str), Some("add_notes"), "{told:?}");
+    let asked = top(memory, "do you remember my favourite editor");
+    assert_eq!(asked.first().map(String::as_str), Some("read_notes"), "{asked:?}");
+}

@@ -13,20 +13,13 @@ use toolslot::event::PipelineEvent;
 use toolslot::output::OverflowStore;
 use toolslot::plan::loop_guard::LoopGuard;
 use toolslot::session::SessionMemory;
-use toolslot_actors::{Dispatcher, SessionOptions};
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     // Both sides on one thread: the direct path runs in the bench's task, the pipeline on the
     // bench thread's arbiter (`workers = 0`).
-    let config = support::config(&dir.path().join("overflow"), 0);
-    let registry = support::registry(&config);
     let system = actix_rt::System::new();
-    let dispatcher = system.block_on(async { Dispatcher::new(Arc::clone(&config), Arc::clone(&registry)) });
-    let session = dispatcher.open_session(SessionOptions {
-        workspace: Some(dir.path().to_path_buf()),
-        ..Default::default()
-    });
+    let (config, registry, dispatcher, session) = support::one_thread_pipeline(dir.path(), &system);
     let memory = Arc::new(SessionMemory::new(
         "direct".into(),
         Arc::clone(&registry),

@@ -8,12 +8,10 @@ mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use toolslot_actors::front::telemetry::Telemetry;
-use toolslot_actors::{Dispatcher, SessionOptions};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -55,14 +53,8 @@ fn discard() -> String {
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let config = support::config(&dir.path().join("overflow"), 0);
-    let registry = support::registry(&config);
     let system = actix_rt::System::new();
-    let dispatcher = system.block_on(async { Dispatcher::new(Arc::clone(&config), Arc::clone(&registry)) });
-    let session = dispatcher.open_session(SessionOptions {
-        workspace: Some(dir.path().to_path_buf()),
-        ..Default::default()
-    });
+    let (config, _, dispatcher, session) = support::one_thread_pipeline(dir.path(), &system);
     let k = 8;
     let workloads = [
         ("noop", support::round("noop", k, |i| json!({"i": i}))),

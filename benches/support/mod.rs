@@ -250,6 +250,22 @@ pub async fn direct_round(
     }
 }
 
+/// The pipeline on this thread (`execution.workers = 0`): the configuration and registry of
+/// [`config`] and [`registry`] over `dir`, a dispatcher on `system`, and one session in `dir`.
+pub fn one_thread_pipeline(
+    dir: &std::path::Path,
+    system: &actix_rt::SystemRunner,
+) -> (Arc<Config>, Arc<Registry>, toolslot_actors::Dispatcher, String) {
+    let config = config(&dir.join("overflow"), 0);
+    let registry = registry(&config);
+    let dispatcher = system.block_on(async { toolslot_actors::Dispatcher::new(Arc::clone(&config), Arc::clone(&registry)) });
+    let session = dispatcher.open_session(toolslot_actors::SessionOptions {
+        workspace: Some(dir.to_path_buf()),
+        ..Default::default()
+    });
+    (config, registry, dispatcher, session)
+}
+
 /// Times `iters` rounds of `body` through the actor pipeline (session `session` of
 /// `dispatcher`), each read to its `round_complete`, which must hold `calls` results.
 pub async fn actor_rounds(dispatcher: &toolslot_actors::Dispatcher, session: &str, body: &[u8], calls: usize, iters: u64) -> Duration {

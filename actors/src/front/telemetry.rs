@@ -87,16 +87,20 @@ pub fn span_counts() -> Option<(u64, u64, u64)> {
 
 /// Export running: the providers, held until the process ends (dropping it flushes them).
 pub struct Telemetry {
-    /// The batch processor the layer ends spans into.
-    spans: layer::Sink,
-    /// Only for the reference pipeline (`tracing-opentelemetry` and the SDK's tracer).
-    tracer: Option<SdkTracerProvider>,
-    ratio: f64,
+    /// Where spans go.
+    spans: Spans,
     meter: SdkMeterProvider,
     stats: Arc<Stats>,
     endpoint: String,
     timeout: Duration,
     capture_content: bool,
+}
+
+/// The span pipeline: toolslot's layer into the batch processor (with the sampling ratio), or
+/// the earlier one the bench compares against (`tracing-opentelemetry` and the SDK's tracer).
+enum Spans {
+    Own(layer::Sink, f64),
+    Reference(SdkTracerProvider),
 }
 
 /// Where export goes, once the configuration and the environment are read; `None` when
@@ -204,7 +208,7 @@ impl Telemetry {
                 .build()
         };
         let ratio = cfg.sampling_ratio.clamp(0.0, 1.0);
-        let (sink, tracer): (layer::Sink, _) = match reference_spans {
+        let spans = match reference_spans {
             Some(inner) => {
                 let batch = BatchSpanProcessor::builder(Counting {
                     inner,
@@ -220,7 +224,7 @@ impl Telemetry {
                     .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))))
                     .with_resource(resource.clone())
                     .build();
-                (Arc::new(opentelemetry_sdk::trace::SimpleSpanProcessor::new(NoSpans)), Some(tracer))
+                Spans::Reference(tracer)
             }
             None => {
                 let mut queued = Queued {
@@ -233,7 +237,7 @@ impl Telemetry {
                     stats: Arc::clone(&stats),
                 };
                 queued.set_resource(&resource);
-                (Arc::new(queued), None)
+                Spans::Own(Arc::new(queued), ratio)
             }
         };
         let reader = PeriodicReader::builder(metrics)
@@ -243,9 +247,7 @@ impl Telemetry {
         let hook = Hook::new(&meter);
         toolslot::telemetry::install(Box::new(hook));
         Ok(Some(Telemetry {
-            spans: sink,
-            tracer,
-            ratio,
+            spans,
             meter,
             stats,
             endpoint: base.unwrap_or_else(|| "the OTEL_EXPORTER_OTLP endpoint".into()),
@@ -261,11 +263,11 @@ impl Telemetry {
     where
         S: tracing::Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
     {
-        let own = self
-            .tracer
-            .is_none()
-            .then(|| layer::SpanLayer::new(Arc::clone(&self.spans), self.ratio));
-        let reference = self.tracer.as_ref().map(|provider| {
+        let (own, reference) = match &self.spans {
+            Spans::Own(sink, ratio) => (Some(layer::SpanLayer::new(Arc::clone(sink), *ratio)), None),
+            Spans::Reference(provider) => (None, Some(provider)),
+        };
+        let reference = reference.map(|provider| {
             let tracer: Tracer = provider.tracer("toolslot");
             tracing_opentelemetry::layer()
                 .with_tracer(tracer)
@@ -307,10 +309,10 @@ fn exported(meta: &tracing::Metadata<'_>) -> bool {
 impl Drop for Telemetry {
     fn drop(&mut self) {
         // The last batch goes now, bounded: a hung collector delays the exit by one timeout.
-        let _ = self.spans.shutdown_with_timeout(self.timeout);
-        if let Some(tracer) = &self.tracer {
-            let _ = tracer.shutdown_with_timeout(self.timeout);
-        }
+        let _ = match &self.spans {
+            Spans::Own(sink, _) => sink.shutdown_with_timeout(self.timeout),
+            Spans::Reference(tracer) => tracer.shutdown_with_timeout(self.timeout),
+        };
         let _ = self.meter.shutdown_with_timeout(self.timeout);
         let ended = self.stats.ended();
         let lost = ended.saturating_sub(self.stats.exported());
@@ -454,15 +456,5 @@ impl toolslot::telemetry::Telemetry for Hook {
         if remote.is_valid() && !layer::adopt(span, &remote) {
             let _ = span.set_parent(cx);
         }
-    }
-}
-
-/// The reference pipeline's stand-in for the layer's processor, which it never calls.
-#[derive(Debug)]
-struct NoSpans;
-
-impl SpanExporter for NoSpans {
-    async fn export(&self, _batch: Vec<SpanData>) -> OTelSdkResult {
-        Ok(())
     }
 }

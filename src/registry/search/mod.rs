@@ -422,7 +422,8 @@ const COVERAGE_EXPONENT: f64 = 1.0;
 /// stock price", the server's prefix left out as in the index), its title, its description.
 fn model_text(name: &str, title: Option<&str>, description: &str) -> String {
     let local = name.split_once("__").map_or(name, |(_, l)| l);
-    let mut text = raw_tokens_keeping_all(local).join(" ");
+    // Stop words kept: they are English to the model.
+    let mut text = words::split_words(local).join(" ");
     for part in [title.unwrap_or(""), description] {
         let part = part.trim();
         if !part.is_empty() {
@@ -431,29 +432,6 @@ fn model_text(name: &str, title: Option<&str>, description: &str) -> String {
         }
     }
     text
-}
-
-/// A name's words, split on `_`, `-` and camelCase, stop words kept (they are English to
-/// the model).
-fn raw_tokens_keeping_all(name: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut prev: Option<char> = None;
-    for c in name.chars() {
-        if c.is_alphanumeric() {
-            if prev.is_some_and(|p| p.is_lowercase() && c.is_uppercase()) && !cur.is_empty() {
-                words.push(std::mem::take(&mut cur));
-            }
-            cur.extend(c.to_lowercase());
-        } else if !cur.is_empty() {
-            words.push(std::mem::take(&mut cur));
-        }
-        prev = Some(c);
-    }
-    if !cur.is_empty() {
-        words.push(cur);
-    }
-    words
 }
 
 /// The first sentence of a description (at most 160 characters): what a match shows.

@@ -37,6 +37,14 @@ pub(super) fn tokenize(text: &str) -> Vec<String> {
 
 /// [`tokenize`] without the stemming: the words as written.
 pub(super) fn raw_tokens(text: &str) -> Vec<String> {
+    split_words(text)
+        .into_iter()
+        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+        .collect()
+}
+
+/// `text` split on non-alphanumerics and camelCase and lowercased, stop words kept.
+pub(super) fn split_words(text: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut prev: Option<char> = None;
@@ -55,7 +63,7 @@ pub(super) fn raw_tokens(text: &str) -> Vec<String> {
     if !cur.is_empty() {
         words.push(cur);
     }
-    words.into_iter().filter(|w| !STOP_WORDS.contains(&w.as_str())).collect()
+    words
 }
 
 /// A crude suffix stripper: enough that "listing", "lists" and "listed" meet "list".

@@ -290,16 +290,17 @@ impl Visit for EventFields {
     }
 }
 
-/// Runs `f` on the [`Open`] of `span` or its nearest ancestor that has one, through the
-/// registry under the current dispatcher (`None` where there is none, or no such span).
-fn with_open<T>(span: &tracing::Span, f: impl FnOnce(&mut Open) -> T) -> Option<T> {
+/// Runs `f` on the [`Open`] of `span` (or, with `or_ancestor`, of its nearest ancestor that
+/// has one), through the registry under the current dispatcher; `None` where there is none.
+fn with_open<T>(span: &tracing::Span, or_ancestor: bool, f: impl FnOnce(&mut Open) -> T) -> Option<T> {
     let mut out = None;
     span.with_subscriber(|(id, dispatch)| {
         let Some(registry) = dispatch.downcast_ref::<Registry>() else {
             return;
         };
         let Some(data) = registry.span(id) else { return };
-        for s in data.scope() {
+        let levels = if or_ancestor { usize::MAX } else { 1 };
+        for s in data.scope().take(levels) {
             let mut ext = s.extensions_mut();
             if let Some(open) = ext.get_mut::<Open>() {
                 out = Some(f(open));
@@ -313,21 +314,14 @@ fn with_open<T>(span: &tracing::Span, f: impl FnOnce(&mut Open) -> T) -> Option<
 /// The trace context of the current span (the nearest one this layer keeps), with its
 /// sampled flag; `None` when there is none.
 pub(super) fn context_of_current() -> Option<SpanContext> {
-    with_open(&tracing::Span::current(), |o| o.cx.clone())
+    with_open(&tracing::Span::current(), true, |o| o.cx.clone())
 }
 
 /// Makes `parent` (a context from another process) the parent of `span`, which takes its
 /// trace id and sampling decision. Returns whether `span` is one this layer keeps; a span
 /// entered since keeps what its children already inherited, so callers adopt first.
 pub(super) fn adopt(span: &tracing::Span, parent: &SpanContext) -> bool {
-    let mut kept = false;
-    span.with_subscriber(|(id, dispatch)| {
-        let Some(registry) = dispatch.downcast_ref::<Registry>() else {
-            return;
-        };
-        let Some(data) = registry.span(id) else { return };
-        let mut ext = data.extensions_mut();
-        let Some(open) = ext.get_mut::<Open>() else { return };
+    with_open(span, false, |open| {
         open.cx = SpanContext::new(
             parent.trace_id(),
             open.cx.span_id(),
@@ -337,9 +331,8 @@ pub(super) fn adopt(span: &tracing::Span, parent: &SpanContext) -> bool {
         );
         open.parent = parent.span_id();
         open.parent_remote = parent.is_remote();
-        kept = true;
-    });
-    kept
+    })
+    .is_some()
 }
 
 #[cfg(test)]

@@ -365,6 +365,7 @@ fn serve_makes_a_round_a_child_of_the_hosts_traceparent() {
     });
     assert!(counted, "the spans exported are counted: {last}");
     assert!(last.contains("toolslot_telemetry_spans_failed_total 0"), "{last}");
+    assert!(last.contains("toolslot_telemetry_spans_dropped_total 0"), "{last}");
     assert!(last.contains("toolslot_telemetry_spans_undelivered "), "{last}");
 }
 

@@ -2,12 +2,13 @@
 //! duration histograms beside them, and the trace context read and written for the slot.
 //!
 //! Nothing here runs on a pipeline thread but the layer itself (`telemetry/layer.rs`, toolslot's
-//! own, see there why): a finished span goes into the SDK's bounded queue, and its batch processor's own thread sends batches with a blocking
-//! reqwest client (the tree's reqwest over `toolslot::tls`). A collector that is down or slow
-//! costs a failed export on that thread; a full queue drops spans. Both are counted
-//! ([`Telemetry::stats`], and [`span_counts`] for `/metrics`) and reported when the process
-//! ends. Spans are encoded by `telemetry/otlp.rs` (straight from the SDK's span data, see there why),
-//! metrics by `opentelemetry-otlp`.
+//! own, see there why) and a push per histogram sample: a finished span (`telemetry/record.rs`)
+//! and a sample go into a bounded queue (`telemetry/batch.rs`), whose own thread records the
+//! samples into the SDK's histograms and sends batches of spans with a blocking reqwest client (the
+//! tree's reqwest over `toolslot::tls`). A collector that is down or slow costs a failed export
+//! on that thread; a full queue drops spans. Both are counted ([`Telemetry::stats`], and
+//! [`span_counts`] for `/metrics`) and reported when the process ends. Spans are encoded by
+//! `telemetry/otlp.rs`, metrics by `opentelemetry-otlp`.
 //!
 //! # Where settings come from
 //! 1. A non-empty `telemetry.otlp_endpoint` (or `TOOLSLOT_TELEMETRY__OTLP_ENDPOINT`) turns
@@ -36,8 +37,10 @@ use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, Sampler, 
 use opentelemetry_sdk::{Resource, trace::Tracer};
 use toolslot::config::TelemetryConfig;
 
+mod batch;
 mod layer;
 mod otlp;
+mod record;
 use toolslot::telemetry::{TraceContext, names};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::Layer;
@@ -54,6 +57,7 @@ pub struct Stats {
     ended: AtomicU64,
     exported: AtomicU64,
     failed: AtomicU64,
+    dropped: AtomicU64,
     last_error: std::sync::Mutex<Option<String>>,
 }
 
@@ -70,18 +74,22 @@ impl Stats {
     pub fn failed(&self) -> u64 {
         self.failed.load(Ordering::Relaxed)
     }
+    /// Spans dropped because the export queue was full (or export had stopped).
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
 }
 
 /// The counts of the export started in this process, for `/metrics`.
 static STATS: std::sync::OnceLock<Arc<Stats>> = std::sync::OnceLock::new();
 
-/// `(exported, failed, undelivered)` span counts when export is on: spans the collector
-/// accepted, spans in requests that failed, and spans ended but neither (still queued, or
-/// dropped by a full queue: the SDK does not tell the two apart while running).
-pub fn span_counts() -> Option<(u64, u64, u64)> {
+/// `(exported, failed, dropped, queued)` span counts when export is on: spans the collector
+/// accepted, spans in requests that failed, spans dropped because the queue was full, and
+/// spans ended but none of these yet (waiting in the queue or being sent).
+pub fn span_counts() -> Option<(u64, u64, u64, u64)> {
     STATS.get().map(|s| {
-        let (exported, failed) = (s.exported(), s.failed());
-        (exported, failed, s.ended().saturating_sub(exported + failed))
+        let (exported, failed, dropped) = (s.exported(), s.failed(), s.dropped());
+        (exported, failed, dropped, s.ended().saturating_sub(exported + failed + dropped))
     })
 }
 
@@ -99,8 +107,17 @@ pub struct Telemetry {
 /// The span pipeline: toolslot's layer into the batch processor (with the sampling ratio), or
 /// the earlier one the bench compares against (`tracing-opentelemetry` and the SDK's tracer).
 enum Spans {
-    Own(layer::Sink, f64),
+    Own(Arc<batch::Batcher>, f64),
     Reference(SdkTracerProvider),
+}
+
+impl layer::SpanSink for batch::Batcher {
+    fn end(&self, span: record::SpanRecord) {
+        self.push(span);
+    }
+    fn blank(&self) -> record::SpanRecord {
+        batch::Batcher::blank(self)
+    }
 }
 
 /// Where export goes, once the configuration and the environment are read; `None` when
@@ -159,7 +176,6 @@ impl Telemetry {
             .build()
             .map_err(|e| TelemetryError(format!("HTTP client: {e}")))?;
         let pairs: Vec<(String, String)> = headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let spans = otlp::OtlpSpans::new(client.clone(), base.as_deref(), &pairs).map_err(TelemetryError)?;
         let reference_spans = if reference {
             let b = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
@@ -177,7 +193,7 @@ impl Telemetry {
         };
         let metrics = opentelemetry_otlp::MetricExporter::builder()
             .with_http()
-            .with_http_client(client)
+            .with_http_client(client.clone())
             .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
             .with_timeout(timeout)
             .with_headers(headers);
@@ -200,6 +216,7 @@ impl Telemetry {
             .build();
         let stats = Arc::new(Stats::default());
         let _ = STATS.set(Arc::clone(&stats));
+        let spans = otlp::OtlpSpans::new(client, base.as_deref(), &pairs, &resource).map_err(TelemetryError)?;
         let batch_config = || {
             BatchConfigBuilder::default()
                 .with_max_queue_size(cfg.max_queue_size.max(1))
@@ -208,6 +225,14 @@ impl Telemetry {
                 .build()
         };
         let ratio = cfg.sampling_ratio.clamp(0.0, 1.0);
+        let reader = PeriodicReader::builder(metrics)
+            .with_interval(Duration::from_millis(cfg.metrics_interval_ms.max(1)))
+            .build();
+        let meter = SdkMeterProvider::builder()
+            .with_reader(reader)
+            .with_resource(resource.clone())
+            .build();
+        let histograms = Histograms::new(&meter);
         let spans = match reference_spans {
             Some(inner) => {
                 let batch = BatchSpanProcessor::builder(Counting {
@@ -222,30 +247,30 @@ impl Telemetry {
                         stats: Arc::clone(&stats),
                     })
                     .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))))
-                    .with_resource(resource.clone())
+                    .with_resource(resource)
                     .build();
                 Spans::Reference(tracer)
             }
             None => {
-                let mut queued = Queued {
-                    inner: BatchSpanProcessor::builder(Counting {
-                        inner: spans,
-                        stats: Arc::clone(&stats),
-                    })
-                    .with_batch_config(batch_config())
-                    .build(),
-                    stats: Arc::clone(&stats),
+                let limits = batch::Limits {
+                    max_queue: cfg.max_queue_size,
+                    batch: cfg.max_export_batch_size,
+                    delay: Duration::from_millis(cfg.schedule_delay_ms),
                 };
-                queued.set_resource(&resource);
-                Spans::Own(Arc::new(queued), ratio)
+                let exporting = Exporting {
+                    spans,
+                    histograms: histograms.clone(),
+                };
+                let batcher = batch::Batcher::start(exporting, limits, Arc::clone(&stats))
+                    .map_err(|e| TelemetryError(format!("export thread: {e}")))?;
+                Spans::Own(Arc::new(batcher), ratio)
             }
         };
-        let reader = PeriodicReader::builder(metrics)
-            .with_interval(Duration::from_millis(cfg.metrics_interval_ms.max(1)))
-            .build();
-        let meter = SdkMeterProvider::builder().with_reader(reader).with_resource(resource).build();
-        let hook = Hook::new(&meter);
-        toolslot::telemetry::install(Box::new(hook));
+        let queue = match &spans {
+            Spans::Own(batcher, _) => Some(Arc::clone(batcher)),
+            Spans::Reference(_) => None,
+        };
+        toolslot::telemetry::install(Box::new(Hook { histograms, queue }));
         Ok(Some(Telemetry {
             spans,
             meter,
@@ -264,7 +289,7 @@ impl Telemetry {
         S: tracing::Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
     {
         let (own, reference) = match &self.spans {
-            Spans::Own(sink, ratio) => (Some(layer::SpanLayer::new(Arc::clone(sink), *ratio)), None),
+            Spans::Own(batcher, ratio) => (Some(layer::SpanLayer::new(Arc::clone(batcher) as layer::Sink, *ratio)), None),
             Spans::Reference(provider) => (None, Some(provider)),
         };
         let reference = reference.map(|provider| {
@@ -309,10 +334,10 @@ fn exported(meta: &tracing::Metadata<'_>) -> bool {
 impl Drop for Telemetry {
     fn drop(&mut self) {
         // The last batch goes now, bounded: a hung collector delays the exit by one timeout.
-        let _ = match &self.spans {
-            Spans::Own(sink, _) => sink.shutdown_with_timeout(self.timeout),
-            Spans::Reference(tracer) => tracer.shutdown_with_timeout(self.timeout),
-        };
+        match &self.spans {
+            Spans::Own(batcher, _) => batcher.shutdown(self.timeout),
+            Spans::Reference(tracer) => drop(tracer.shutdown_with_timeout(self.timeout)),
+        }
         let _ = self.meter.shutdown_with_timeout(self.timeout);
         let ended = self.stats.ended();
         let lost = ended.saturating_sub(self.stats.exported());
@@ -393,18 +418,19 @@ impl<P: SpanProcessor> SpanProcessor for Queued<P> {
     }
 }
 
-/// The slot's hook: trace context in and out of `tracing` spans, and the histograms.
-struct Hook {
+/// The duration histograms of the conventions, and approval wait.
+#[derive(Clone)]
+struct Histograms {
     tool: Histogram<f64>,
     mcp: Histogram<f64>,
     approval: Histogram<f64>,
 }
 
-impl Hook {
+impl Histograms {
     fn new(provider: &SdkMeterProvider) -> Self {
         let meter = provider.meter("toolslot");
         let histogram = |name: &'static str, about: &'static str| meter.f64_histogram(name).with_unit("s").with_description(about).build();
-        Hook {
+        Histograms {
             tool: histogram(names::METRIC_EXECUTE_TOOL_DURATION, "Duration of tool execution."),
             mcp: histogram(
                 names::METRIC_MCP_CLIENT_DURATION,
@@ -413,6 +439,43 @@ impl Hook {
             approval: histogram(names::METRIC_APPROVAL_WAIT, "Time a call waited for the host's approval."),
         }
     }
+
+    fn record<'a>(&self, name: &str, seconds: f64, attributes: impl Iterator<Item = (&'static str, &'a str)>) {
+        let histogram = match name {
+            names::METRIC_EXECUTE_TOOL_DURATION => &self.tool,
+            names::METRIC_MCP_CLIENT_DURATION => &self.mcp,
+            names::METRIC_APPROVAL_WAIT => &self.approval,
+            _ => return,
+        };
+        let attrs: Vec<KeyValue> = attributes.map(|(k, v)| KeyValue::new(k, v.to_string())).collect();
+        histogram.record(seconds, &attrs);
+    }
+}
+
+/// What the export thread does with a batch: spans to the collector, samples into the
+/// histograms.
+struct Exporting {
+    spans: otlp::OtlpSpans,
+    histograms: Histograms,
+}
+
+impl batch::Export for Exporting {
+    fn export(&mut self, batch: &[record::SpanRecord]) -> Result<(), String> {
+        self.spans.export(batch)
+    }
+    fn record(&mut self, samples: &[record::Sample]) {
+        for s in samples {
+            self.histograms.record(s.metric, s.seconds, s.attributes());
+        }
+    }
+}
+
+/// The slot's hook: trace context in and out of `tracing` spans, and the histograms' samples
+/// (queued for the export thread with toolslot's own pipeline, recorded at once with the
+/// reference one).
+struct Hook {
+    histograms: Histograms,
+    queue: Option<Arc<batch::Batcher>>,
 }
 
 impl toolslot::telemetry::Telemetry for Hook {
@@ -433,14 +496,10 @@ impl toolslot::telemetry::Telemetry for Hook {
     }
 
     fn record(&self, name: &'static str, seconds: f64, attributes: &[(&'static str, &str)]) {
-        let histogram = match name {
-            names::METRIC_EXECUTE_TOOL_DURATION => &self.tool,
-            names::METRIC_MCP_CLIENT_DURATION => &self.mcp,
-            names::METRIC_APPROVAL_WAIT => &self.approval,
-            _ => return,
-        };
-        let attrs: Vec<KeyValue> = attributes.iter().map(|(k, v)| KeyValue::new(*k, v.to_string())).collect();
-        histogram.record(seconds, &attrs);
+        match &self.queue {
+            Some(queue) => queue.sample(record::Sample::new(name, seconds, attributes)),
+            None => self.histograms.record(name, seconds, attributes.iter().copied()),
+        }
     }
 
     fn adopt(&self, span: &tracing::Span, parent: &TraceContext) {

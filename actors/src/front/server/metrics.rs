@@ -161,12 +161,13 @@ impl Metrics {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .render("toolslot_approval_wait_seconds", &mut out);
-        if let Some((exported, failed, undelivered)) = crate::front::telemetry::span_counts() {
+        if let Some((exported, failed, dropped, queued)) = crate::front::telemetry::span_counts() {
             let _ = writeln!(
                 out,
                 "# TYPE toolslot_telemetry_spans_exported_total counter\ntoolslot_telemetry_spans_exported_total {exported}\n\
                  # TYPE toolslot_telemetry_spans_failed_total counter\ntoolslot_telemetry_spans_failed_total {failed}\n\
-                 # TYPE toolslot_telemetry_spans_undelivered gauge\ntoolslot_telemetry_spans_undelivered {undelivered}"
+                 # TYPE toolslot_telemetry_spans_dropped_total counter\ntoolslot_telemetry_spans_dropped_total {dropped}\n\
+                 # TYPE toolslot_telemetry_spans_undelivered gauge\ntoolslot_telemetry_spans_undelivered {queued}"
             );
         }
         out

@@ -1,4 +1,4 @@
-//! The span exporter: OTLP/HTTP protobuf, encoded straight from the SDK's span data.
+//! The span exporter: OTLP/HTTP protobuf, encoded straight from toolslot's span records.
 //!
 //! Why not `opentelemetry-otlp`'s span exporter: it first converts every span into the
 //! generated protobuf types (a `String` per attribute key and value, a `Vec` per id), then
@@ -10,14 +10,14 @@
 //! sends with the reference `opentelemetry-proto` package. Metrics, a few requests a minute,
 //! keep `opentelemetry-otlp`'s exporter.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use opentelemetry::trace::{SpanId, SpanKind, Status};
-use opentelemetry::{Array, KeyValue, Value};
+use opentelemetry::{Array, Value};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+
+use super::record::{Attr, SpanRecord, StatusRecord, Val};
+
+/// The instrumentation scope every span of toolslot's is reported under.
+const SCOPE: &str = "toolslot";
 
 /// Posts batches of spans to one `/v1/traces` URL.
 #[derive(Debug)]
@@ -33,7 +33,12 @@ impl OtlpSpans {
     /// `base` is the configured base URL; `None` reads the `OTEL_EXPORTER_OTLP_*` variables
     /// as the specification says (the traces endpoint as given, the general one with
     /// `/v1/traces` added). `headers` are the configured ones; the variables' are added.
-    pub(super) fn new(client: reqwest::blocking::Client, base: Option<&str>, headers: &[(String, String)]) -> Result<Self, String> {
+    pub(super) fn new(
+        client: reqwest::blocking::Client,
+        base: Option<&str>,
+        headers: &[(String, String)],
+        resource: &Resource,
+    ) -> Result<Self, String> {
         let var = |name: &str| std::env::var(name).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         let url = match base {
             Some(b) => format!("{b}/v1/traces"),
@@ -60,11 +65,15 @@ impl OtlpSpans {
             let value = HeaderValue::from_str(&v).map_err(|_| format!("the value of header `{k}` is not valid"))?;
             map.insert(name, value);
         }
+        let mut encoded = Vec::new();
+        for (k, v) in resource.iter() {
+            key_value(&mut encoded, 1, k.as_str(), v);
+        }
         Ok(OtlpSpans {
             client,
             url,
             headers: map,
-            resource: Vec::new(),
+            resource: encoded,
         })
     }
 }
@@ -88,163 +97,152 @@ fn percent_decoded(v: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-impl SpanExporter for OtlpSpans {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+impl OtlpSpans {
+    /// Sends `batch`; the error says why it was not delivered.
+    pub(super) fn export(&mut self, batch: &[SpanRecord]) -> Result<(), String> {
         if batch.is_empty() {
             return Ok(());
         }
-        let body = encode_request(&self.resource, &batch);
-        drop(batch);
+        let body = encode_request(&self.resource, batch);
         let answer = self
             .client
             .post(&self.url)
             .headers(self.headers.clone())
             .body(body)
             .send()
-            .map_err(|e| OTelSdkError::InternalFailure(format!("export to {}: {e}", self.url)))?;
+            .map_err(|e| format!("export to {}: {e}", self.url))?;
         let status = answer.status();
         // The body is read so the connection can be reused.
         let _ = answer.bytes();
         if status.is_success() {
             Ok(())
         } else {
-            Err(OTelSdkError::InternalFailure(format!("export to {}: HTTP {status}", self.url)))
+            Err(format!("export to {}: HTTP {status}", self.url))
         }
-    }
-
-    fn shutdown_with_timeout(&self, _timeout: Duration) -> OTelSdkResult {
-        Ok(())
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        let mut buf = Vec::new();
-        for (k, v) in resource.iter() {
-            key_value(&mut buf, 1, k.as_str(), v);
-        }
-        self.resource = buf;
     }
 }
 
-/// An `ExportTraceServiceRequest` of one `ResourceSpans`, with one `ScopeSpans` per run of
-/// spans from the same instrumentation scope.
-pub(super) fn encode_request(resource: &[u8], batch: &[SpanData]) -> Vec<u8> {
-    let mut scopes = Vec::with_capacity(batch.len() * 256);
-    let mut spans = Vec::with_capacity(batch.len() * 256);
+/// An `ExportTraceServiceRequest` of one `ResourceSpans` holding one `ScopeSpans`.
+///
+/// Each span is written once into a scratch buffer and copied once into the body, after room
+/// left for the envelope, whose lengths are known only then; the envelope is written into that
+/// room and the body handed on from where it starts, so the spans are not copied again.
+pub(super) fn encode_request(resource: &[u8], batch: &[SpanRecord]) -> bytes::Bytes {
+    // InstrumentationScope: name 1.
+    let mut scope = Vec::with_capacity(16);
+    str_field(&mut scope, 1, SCOPE);
+    // Room for: ResourceSpans' tag and length, its resource field, ScopeSpans' tag and
+    // length, its scope field (a varint takes at most 10 bytes).
+    let room = 11 + 11 + resource.len() + 11 + 11 + scope.len();
+    let mut body = Vec::with_capacity(room + batch.len() * 384);
+    body.resize(room, 0);
     let mut one = Vec::with_capacity(512);
-    let mut scope = Vec::with_capacity(64);
-    let mut i = 0;
-    while i < batch.len() {
-        let first = &batch[i].instrumentation_scope;
-        spans.clear();
-        while i < batch.len() && batch[i].instrumentation_scope == *first {
-            one.clear();
-            span(&mut one, &batch[i]);
-            bytes_field(&mut spans, 2, &one);
-            i += 1;
-        }
-        // InstrumentationScope: name 1, version 2.
-        scope.clear();
-        str_field(&mut scope, 1, first.name());
-        if let Some(v) = first.version() {
-            str_field(&mut scope, 2, v);
-        }
-        // ScopeSpans: scope 1, spans 2, schema_url 3.
-        let mut len = 1 + varint_len(scope.len() as u64) + scope.len() + spans.len();
-        if let Some(url) = first.schema_url() {
-            len += 1 + varint_len(url.len() as u64) + url.len();
-        }
-        tag(&mut scopes, 2, 2);
-        varint(&mut scopes, len as u64);
-        bytes_field(&mut scopes, 1, &scope);
-        scopes.extend_from_slice(&spans);
-        if let Some(url) = first.schema_url() {
-            str_field(&mut scopes, 3, url);
-        }
+    for s in batch {
+        one.clear();
+        span(&mut one, s);
+        bytes_field(&mut body, 2, &one);
     }
+    let spans_len = body.len() - room;
+    // ScopeSpans: scope 1, spans 2.
+    let ss_len = 1 + varint_len(scope.len() as u64) + scope.len() + spans_len;
     // ResourceSpans: resource 1, scope_spans 2.
-    let rs_len = 1 + varint_len(resource.len() as u64) + resource.len() + scopes.len();
-    let mut out = Vec::with_capacity(rs_len + 16);
-    tag(&mut out, 1, 2);
-    varint(&mut out, rs_len as u64);
-    bytes_field(&mut out, 1, resource);
-    out.extend_from_slice(&scopes);
-    out
+    let rs_len = 1 + varint_len(resource.len() as u64) + resource.len() + 1 + varint_len(ss_len as u64) + ss_len;
+    let mut head = Vec::with_capacity(room);
+    tag(&mut head, 1, 2);
+    varint(&mut head, rs_len as u64);
+    bytes_field(&mut head, 1, resource);
+    tag(&mut head, 2, 2);
+    varint(&mut head, ss_len as u64);
+    bytes_field(&mut head, 1, &scope);
+    let start = room - head.len();
+    body[start..room].copy_from_slice(&head);
+    bytes::Bytes::from(body).slice(start..)
 }
 
 /// A `Span` message's fields.
-fn span(buf: &mut Vec<u8>, s: &SpanData) {
-    let cx = &s.span_context;
-    bytes_field(buf, 1, &cx.trace_id().to_bytes());
-    bytes_field(buf, 2, &cx.span_id().to_bytes());
-    let state = cx.trace_state().header();
-    if !state.is_empty() {
-        str_field(buf, 3, &state);
+fn span(buf: &mut Vec<u8>, s: &SpanRecord) {
+    bytes_field(buf, 1, &s.trace_id);
+    bytes_field(buf, 2, &s.span_id);
+    if let Some(state) = &s.trace_state {
+        str_field(buf, 3, state);
     }
-    if s.parent_span_id != SpanId::INVALID {
-        bytes_field(buf, 4, &s.parent_span_id.to_bytes());
+    if s.parent_id != [0; 8] {
+        bytes_field(buf, 4, &s.parent_id);
     }
-    str_field(buf, 5, &s.name);
-    let kind = match s.span_kind {
-        SpanKind::Internal => 1,
-        SpanKind::Server => 2,
-        SpanKind::Client => 3,
-        SpanKind::Producer => 4,
-        SpanKind::Consumer => 5,
-    };
+    str_field(buf, 5, s.str(&s.name));
     tag(buf, 6, 0);
-    varint(buf, kind);
-    fixed64_field(buf, 7, nanos(s.start_time));
-    fixed64_field(buf, 8, nanos(s.end_time));
-    for kv in &s.attributes {
-        attribute(buf, 9, kv);
+    varint(buf, s.kind as u64);
+    fixed64_field(buf, 7, s.start_ns);
+    fixed64_field(buf, 8, s.end_ns);
+    for a in &s.attributes {
+        attribute(buf, 9, a, s);
     }
-    uint_field(buf, 10, s.dropped_attributes_count.into());
     let mut nested = Vec::new();
-    for e in s.events.iter() {
+    for e in &s.events {
         nested.clear();
-        fixed64_field(&mut nested, 1, nanos(e.timestamp));
-        str_field(&mut nested, 2, &e.name);
-        for kv in &e.attributes {
-            attribute(&mut nested, 3, kv);
+        fixed64_field(&mut nested, 1, e.time_ns);
+        str_field(&mut nested, 2, s.str(&e.name));
+        for a in &e.attributes {
+            attribute(&mut nested, 3, a, s);
         }
-        uint_field(&mut nested, 4, e.dropped_attributes_count.into());
         bytes_field(buf, 11, &nested);
     }
-    uint_field(buf, 12, s.events.dropped_count.into());
-    for l in s.links.iter() {
-        nested.clear();
-        bytes_field(&mut nested, 1, &l.span_context.trace_id().to_bytes());
-        bytes_field(&mut nested, 2, &l.span_context.span_id().to_bytes());
-        let state = l.span_context.trace_state().header();
-        if !state.is_empty() {
-            str_field(&mut nested, 3, &state);
-        }
-        for kv in &l.attributes {
-            attribute(&mut nested, 4, kv);
-        }
-        uint_field(&mut nested, 5, l.dropped_attributes_count.into());
-        fixed32_field(
-            &mut nested,
-            6,
-            flags(l.span_context.is_remote(), l.span_context.trace_flags().to_u8()),
-        );
-        bytes_field(buf, 13, &nested);
-    }
-    uint_field(buf, 14, s.links.dropped_count.into());
     // Status: message 2, code 3 (unset 0, ok 1, error 2).
-    nested.clear();
     match &s.status {
-        Status::Unset => {}
-        Status::Ok => uint_field(&mut nested, 3, 1),
-        Status::Error { description } => {
+        StatusRecord::Unset => bytes_field(buf, 15, &[]),
+        StatusRecord::Ok => bytes_field(buf, 15, &[3 << 3, 1]),
+        StatusRecord::Error(description) => {
+            nested.clear();
             if !description.is_empty() {
                 str_field(&mut nested, 2, description);
             }
             uint_field(&mut nested, 3, 2);
+            bytes_field(buf, 15, &nested);
         }
     }
-    bytes_field(buf, 15, &nested);
-    fixed32_field(buf, 16, flags(s.parent_span_is_remote, cx.trace_flags().to_u8()));
+    fixed32_field(buf, 16, flags(s.parent_remote, s.flags));
+}
+
+/// A span attribute as a `KeyValue` (key 1, value 2): an `AnyValue` of one scalar, measured
+/// without a scratch buffer.
+fn attribute(buf: &mut Vec<u8>, field: u32, a: &Attr, s: &SpanRecord) {
+    let mut scalar = [0u8; 10];
+    let (any_tag, payload): (u32, &[u8]) = match &a.value {
+        Val::Str(t) => (1 << 3 | 2, s.str(t).as_bytes()),
+        Val::Bool(b) => {
+            scalar[0] = u8::from(*b);
+            (2 << 3, &scalar[..1])
+        }
+        Val::I64(i) => {
+            let mut v = *i as u64;
+            let mut n = 0;
+            while v >= 0x80 {
+                scalar[n] = (v as u8) | 0x80;
+                v >>= 7;
+                n += 1;
+            }
+            scalar[n] = v as u8;
+            (3 << 3, &scalar[..=n])
+        }
+        Val::F64(f) => {
+            scalar[..8].copy_from_slice(&f.to_le_bytes());
+            (4 << 3 | 1, &scalar[..8])
+        }
+    };
+    let length_prefix = if any_tag & 7 == 2 { varint_len(payload.len() as u64) } else { 0 };
+    let any_len = 1 + length_prefix + payload.len();
+    let key = a.key;
+    let len = 1 + varint_len(key.len() as u64) + key.len() + 1 + varint_len(any_len as u64) + any_len;
+    tag(buf, field, 2);
+    varint(buf, len as u64);
+    str_field(buf, 1, key);
+    tag(buf, 2, 2);
+    varint(buf, any_len as u64);
+    buf.push(any_tag as u8);
+    if length_prefix > 0 {
+        varint(buf, payload.len() as u64);
+    }
+    buf.extend_from_slice(payload);
 }
 
 /// `SpanFlags`: the trace flags, and whether the parent is remote (known: 0x100, is: 0x200).
@@ -252,16 +250,7 @@ fn flags(remote: bool, trace_flags: u8) -> u32 {
     u32::from(trace_flags) | 0x100 | if remote { 0x200 } else { 0 }
 }
 
-fn nanos(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-}
-
-fn attribute(buf: &mut Vec<u8>, field: u32, kv: &KeyValue) {
-    key_value(buf, field, kv.key.as_str(), &kv.value);
-}
-
-/// A `KeyValue` (key 1, value 2) as field `field`. Scalars are measured without a scratch
-/// buffer: they are nearly every attribute.
+/// A resource's `KeyValue` (key 1, value 2) as field `field`.
 fn key_value(buf: &mut Vec<u8>, field: u32, key: &str, value: &Value) {
     let mut any = Vec::new();
     let any: &[u8] = match value {
@@ -382,6 +371,56 @@ mod tests {
             let mut b = Vec::new();
             varint(&mut b, v);
             assert_eq!(b.len(), varint_len(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn attributes_are_framed_as_nested_messages_would_be() {
+        use super::super::record::{Attr, SpanRecord, Val};
+        let mut span = SpanRecord::blank("s");
+        let long = "x".repeat(300);
+        let t = span.keep(&long);
+        let short = span.keep("read_file");
+        let cases = [
+            (Val::Str(short), {
+                let mut any = Vec::new();
+                str_field(&mut any, 1, "read_file");
+                any
+            }),
+            (Val::Str(t), {
+                let mut any = Vec::new();
+                str_field(&mut any, 1, &long);
+                any
+            }),
+            (Val::Bool(true), vec![2 << 3, 1]),
+            (Val::I64(-1), {
+                let mut any = vec![3 << 3];
+                varint(&mut any, u64::MAX);
+                any
+            }),
+            (Val::F64(0.5), {
+                let mut any = vec![4 << 3 | 1];
+                any.extend_from_slice(&0.5f64.to_le_bytes());
+                any
+            }),
+        ];
+        for (value, any) in cases {
+            let mut kv = Vec::new();
+            str_field(&mut kv, 1, "gen_ai.tool.name");
+            bytes_field(&mut kv, 2, &any);
+            let mut want = Vec::new();
+            bytes_field(&mut want, 9, &kv);
+            let mut got = Vec::new();
+            attribute(
+                &mut got,
+                9,
+                &Attr {
+                    key: "gen_ai.tool.name",
+                    value: value.clone(),
+                },
+                &span,
+            );
+            assert_eq!(got, want, "{value:?}");
         }
     }
 

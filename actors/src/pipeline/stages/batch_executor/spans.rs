@@ -37,7 +37,7 @@ pub(super) fn call(shared: &SessionShared, head: &CallHead, trace: &Trace, specu
     let capture = shared.config.telemetry.capture_content;
     crate::pipeline::stage::span!(
         "call",
-        "otel.name" = format!("{} {}", names::EXECUTE_TOOL, head.name),
+        "otel.name" = %format_args!("{} {}", names::EXECUTE_TOOL, head.name),
         "gen_ai.operation.name" = names::EXECUTE_TOOL,
         "gen_ai.tool.name" = &*head.name,
         "gen_ai.tool.call.id" = &*head.id,

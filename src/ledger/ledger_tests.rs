@@ -359,3 +359,58 @@ fn an_unwritable_ledger_is_an_error() {
     let err = Ledger::open(&place.ledgers, "s", place.seal()).unwrap_err();
     assert!(err.to_string().contains("not a JSON record"), "{err}");
 }
+
+#[test]
+fn parallel_writers_share_syncs_and_each_returns_only_once_its_record_is_sealed() {
+    let place = Place::new();
+    let ledger = std::sync::Arc::new(std::sync::Mutex::new(place.open("p")));
+    let heads = Seal::heads_dir(&place.key_file);
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let ledger = std::sync::Arc::clone(&ledger);
+            let heads = heads.clone();
+            std::thread::spawn(move || {
+                let input = json!({"command": "true"});
+                for _ in 0..25 {
+                    let (seq, sealer) = {
+                        let mut l = ledger.lock().unwrap();
+                        let (_, seq) = l.append_written(&entry(&input, Kind::Decision, "allow")).unwrap();
+                        (seq, l.sealer())
+                    };
+                    sealer.seal_through(seq).unwrap();
+                    let sealed = read_head(&heads, "p").unwrap().unwrap().records;
+                    assert!(sealed >= seq, "record {seq} returned before its head ({sealed})");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let path = ledger.lock().unwrap().path().to_path_buf();
+    let v = place.verify(&path).unwrap();
+    assert_eq!((v.records, v.unsealed), (200, 0));
+}
+
+#[test]
+fn a_head_torn_by_a_crash_leaves_the_one_before_and_the_ledger_verifies() {
+    let place = Place::new();
+    let input = json!({});
+    let mut ledger = place.open("t");
+    for _ in 0..3 {
+        ledger.append(&entry(&input, Kind::Decision, "allow")).unwrap();
+    }
+    let heads = Seal::heads_dir(&place.key_file);
+    let path = head_path(&heads, "t");
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Record 3's head went over the second slot; the machine stopped half way through it.
+    let half = bytes.len() / 2;
+    bytes[half..half + 30].fill(0);
+    std::fs::write(&path, &bytes).unwrap();
+    let v = place.verify(ledger.path()).unwrap();
+    assert_eq!((v.records, v.unsealed), (3, 1), "one record past the head before it");
+    // Both slots spoiled is no head at all.
+    bytes[..30].fill(0);
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(place.verify(ledger.path()).is_err());
+}

@@ -11,14 +11,17 @@
 //! `mac` is HMAC-SHA-256 (hex) under the key (`audit.key_file`, see [`Seal`]) of the record's
 //! canonical JSON (keys sorted, no spaces) without `mac`; `prev` is the previous record's MAC
 //! ([`GENESIS`] for the first), so the MAC covers it; `key_id` names the key; `seq` counts from
-//! one. After each record the session's [`Head`] (how many records, the last MAC) is rewritten
-//! beside the key.
+//! one. After each record the session's [`Head`] (how many records, the last MAC) is written
+//! beside the key. Records written at once by a session's parallel calls share one sync and one
+//! head ([`Sealer`]).
 //!
 //! Ledgers written before keys (each record with a plain SHA-256 `hash` instead of `mac`) are
 //! still read by [`verify`], which says they are unkeyed: anyone who can write such a file can
 //! recompute its chain, so it proves nothing about its content or its tail.
 
+mod head;
 mod seal;
+mod sealer;
 mod verify;
 
 use std::io::Write;
@@ -32,6 +35,7 @@ use crate::canonical::{canonical_json, canonical_map};
 use crate::hex::hex;
 
 pub use seal::{Head, LedgerKey, Seal, head_path, read_head};
+pub use sealer::Sealer;
 pub use verify::{Verified, VerifyError, verify};
 
 /// The `prev` of a ledger's first record.
@@ -105,14 +109,13 @@ pub struct LedgerError {
 #[derive(Debug)]
 pub struct Ledger {
     path: PathBuf,
-    /// The file's name without `.jsonl`, which is also its head's.
-    name: String,
     file: std::fs::File,
     session: String,
     seq: u64,
     prev: String,
     closed: bool,
     seal: Seal,
+    sealer: std::sync::Arc<Sealer>,
 }
 
 impl Ledger {
@@ -152,15 +155,18 @@ impl Ledger {
             options.mode(0o600);
         }
         let file = options.open(&path).map_err(|e| err(e.to_string()))?;
+        let own = file.try_clone().map_err(|e| err(e.to_string()))?;
+        // The file's name without `.jsonl` is also its head's.
+        let sealer = Sealer::new(own, path.clone(), seal.heads().to_path_buf(), name, end.records);
         Ok(Self {
             path,
-            name,
             file,
             session: session.to_string(),
             seq: end.records,
             prev: end.last_mac,
             closed: end.closed,
             seal,
+            sealer: std::sync::Arc::new(sealer),
         })
     }
 
@@ -178,9 +184,21 @@ impl Ledger {
     /// returns.
     ///
     /// # Errors
-    /// [`LedgerError`] when it is not on disk (the chain is left as it was), or its head is not
-    /// (the record is, and the next record's head seals it).
+    /// [`LedgerError`] when it is not on disk (the chain is left as it was when it could not
+    /// be written), or its head is not (the record is, and the next record's head seals it).
     pub fn append(&mut self, entry: &Entry<'_>) -> Result<Value, LedgerError> {
+        let (record, seq) = self.append_written(entry)?;
+        self.sealer.seal_through(seq)?;
+        Ok(record)
+    }
+
+    /// Appends `entry` as the next record, written but not yet synced: the caller makes it
+    /// durable with [`Sealer::seal_through`] on its number (after letting other writers of this
+    /// ledger append theirs, so one sync serves them all).
+    ///
+    /// # Errors
+    /// [`LedgerError`] when it could not be written (the chain is left as it was).
+    pub fn append_written(&mut self, entry: &Entry<'_>) -> Result<(Value, u64), LedgerError> {
         let mut record = self.opening(entry.kind);
         record.insert("call_id".into(), json!(entry.call_id));
         record.insert("index".into(), json!(entry.index));
@@ -205,8 +223,23 @@ impl Ledger {
     /// # Errors
     /// As [`Ledger::append`].
     pub fn close(&mut self) -> Result<Value, LedgerError> {
+        let (record, seq) = self.close_written()?;
+        self.sealer.seal_through(seq)?;
+        Ok(record)
+    }
+
+    /// The closing record, written but not yet synced (see [`Ledger::append_written`]).
+    ///
+    /// # Errors
+    /// As [`Ledger::append_written`].
+    pub fn close_written(&mut self) -> Result<(Value, u64), LedgerError> {
         let record = self.opening(Kind::Close);
         self.write(record, true)
+    }
+
+    /// What makes this ledger's written records durable, for use outside a lock on it.
+    pub fn sealer(&self) -> std::sync::Arc<Sealer> {
+        std::sync::Arc::clone(&self.sealer)
     }
 
     /// What every record starts with.
@@ -219,8 +252,8 @@ impl Ledger {
         record
     }
 
-    /// Chains `record` (its key id, `prev` and `mac`), writes it, syncs it, then seals the head.
-    fn write(&mut self, mut record: Map<String, Value>, closing: bool) -> Result<Value, LedgerError> {
+    /// Chains `record` (its key id, `prev` and `mac`) and writes it; returns it with its number.
+    fn write(&mut self, mut record: Map<String, Value>, closing: bool) -> Result<(Value, u64), LedgerError> {
         let key = self.seal.key();
         record.insert("key_id".into(), json!(key.id()));
         record.insert("prev".into(), json!(self.prev));
@@ -231,11 +264,7 @@ impl Ledger {
         let record = Value::Object(record);
         let mut line = canonical_json(&record);
         line.push('\n');
-        let written = self
-            .file
-            .write_all(line.as_bytes())
-            .and_then(|()| self.file.flush())
-            .and_then(|()| self.file.sync_data());
+        let written = self.file.write_all(line.as_bytes()).and_then(|()| self.file.flush());
         written.map_err(|e| LedgerError {
             path: self.path.clone(),
             reason: e.to_string(),
@@ -243,15 +272,14 @@ impl Ledger {
         self.seq += 1;
         self.prev = mac;
         self.closed |= closing;
-        let head = Head {
+        self.sealer.written(Head {
             session: self.session.clone(),
             records: self.seq,
             mac: self.prev.clone(),
             closed: self.closed,
             key_id: key.id().to_string(),
-        };
-        self.seal.write_head(&self.name, &head)?;
-        Ok(record)
+        });
+        Ok((record, self.seq))
     }
 }
 

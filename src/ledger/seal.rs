@@ -10,8 +10,8 @@
 //! A MAC chain alone does not show that records were cut from its end: every prefix of a chain
 //! is a chain. So each session's head (`<key's folder>/heads/<ledger's name>.json`: the session,
 //! how many records its ledger holds, the last one's MAC, and whether the session closed) is
-//! rewritten, atomically, after every record; a ledger that ends before its head, or an emptied
-//! or deleted one, is found by [`super::verify`].
+//! written and synced after every record (in place, `head.rs`); a ledger that ends before its
+//! head, or an emptied or deleted one, is found by [`super::verify`].
 //!
 //! What neither protects against: whoever can read the key can forge any chain, and whoever can
 //! write the heads can cut the tail back to a head of their choosing (one they copied, or one
@@ -209,20 +209,6 @@ impl Seal {
     pub fn heads(&self) -> &Path {
         &self.heads
     }
-
-    /// Writes the head of the ledger named `name`, atomically (a reader sees the old head or the
-    /// new one, never part of one) and synced.
-    pub(crate) fn write_head(&self, name: &str, head: &Head) -> Result<(), LedgerError> {
-        let path = head_path(&self.heads, name);
-        let text = serde_json::to_string(head).map_err(|e| LedgerError {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        write_atomic(&self.heads, &path, text.as_bytes()).map_err(|e| LedgerError {
-            path,
-            reason: format!("its head cannot be written: {e}"),
-        })
-    }
 }
 
 /// Where the head of the ledger named `name` (its file's name without `.jsonl`) is kept.
@@ -246,7 +232,7 @@ pub fn read_head(heads: &Path, name: &str) -> Result<Option<Head>, LedgerError> 
             });
         }
     };
-    serde_json::from_str(&text).map(Some).map_err(|e| LedgerError {
+    super::head::parse(text.as_bytes()).map(Some).map_err(|e| LedgerError {
         path,
         reason: format!("not a ledger head: {e}"),
     })
@@ -276,7 +262,7 @@ fn create_key(path: &Path) -> std::io::Result<()> {
 }
 
 /// Writes `bytes` to `path` in `dir` atomically: a synced file of its own, renamed over it.
-fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     create_private_dir(dir)?;
     let tmp = temp_beside(path);
     let written = (|| {

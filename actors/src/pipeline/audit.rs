@@ -1,6 +1,8 @@
 //! A session's audit ledger (`audit.ledger_dir`): the slot's keyed, sealed [`Ledger`], opened on
 //! the session's first record and written on the blocking pool, so that the fsync every record
-//! waits for never stalls the other sessions of the thread.
+//! waits for never stalls the other sessions of the thread. A record is written under the
+//! ledger's lock and sealed after it ([`toolslot::ledger::Sealer`]): the records of a round's
+//! parallel calls, written at once, share one sync.
 //!
 //! The executor writes a call's decision before the call runs (a write that fails refuses the
 //! call) and its outcome once it ended, before the result is handed on. When the session closes
@@ -199,7 +201,11 @@ impl Audit {
         if open.is_none() && !Ledger::file_in(dir, &self.session).exists() {
             return Ok(());
         }
-        self.ledger(&mut open, dir)?.close().map(|_| ())
+        let ledger = self.ledger(&mut open, dir)?;
+        let (_, seq) = ledger.close_written()?;
+        let sealer = ledger.sealer();
+        drop(open);
+        sealer.seal_through(seq)
     }
 
     fn append_now(&self, record: Record) -> Result<(), LedgerError> {
@@ -228,7 +234,11 @@ impl Audit {
             outcome: record.outcome,
             detail: record.detail.as_deref(),
         };
-        ledger.append(&entry).map(|_| ())
+        let (_, seq) = ledger.append_written(&entry)?;
+        let sealer = ledger.sealer();
+        // Others append while this one syncs, and their records ride on its sync.
+        drop(open);
+        sealer.seal_through(seq)
     }
 }
 

@@ -1,0 +1,90 @@
+//! Making written records durable: the ledger file's sync, then its head, for every record
+//! written so far at once (a group commit).
+//!
+//! Why: a record must be on disk, and sealed by its head, before the call it allows runs. A
+//! sync per record costs far more than writing it (BENCHMARKS.md, "The ledger record"), and a
+//! session's parallel calls write their records at the same moment. So a writer appends its
+//! record under the ledger's lock and lets it go; then, under this one's, it finds its record
+//! already sealed by another writer's sync, or syncs everything written so far and writes the
+//! head of the newest record. Every record is still on disk and sealed before its writer
+//! returns; only the syncs are shared.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use super::LedgerError;
+use super::head::HeadFile;
+use super::seal::Head;
+
+/// One ledger's sync and head, shared by its writers.
+#[derive(Debug)]
+pub struct Sealer {
+    io: Mutex<Io>,
+    /// The head of the newest record written (set under the ledger's lock, after the write).
+    latest: Mutex<Option<Head>>,
+}
+
+#[derive(Debug)]
+struct Io {
+    /// The ledger file (its own descriptor, so syncing needs no lock on the ledger).
+    file: File,
+    path: PathBuf,
+    heads: PathBuf,
+    name: String,
+    /// Opened at the first seal.
+    head: Option<HeadFile>,
+    /// Records on disk and sealed.
+    sealed: u64,
+}
+
+impl Sealer {
+    pub(super) fn new(file: File, path: PathBuf, heads: PathBuf, name: String, sealed: u64) -> Sealer {
+        Sealer {
+            io: Mutex::new(Io {
+                file,
+                path,
+                heads,
+                name,
+                head: None,
+                sealed,
+            }),
+            latest: Mutex::new(None),
+        }
+    }
+
+    /// Notes the head of a record just written.
+    pub(super) fn written(&self, head: Head) {
+        *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(head);
+    }
+
+    /// Returns once record `seq` (and every one before it) is on disk and sealed by the head.
+    ///
+    /// # Errors
+    /// [`LedgerError`] when the ledger could not be synced (the record may not be on disk) or
+    /// its head not written (the record is; the next seal covers it).
+    pub fn seal_through(&self, seq: u64) -> Result<(), LedgerError> {
+        let mut io = self.io.lock().unwrap_or_else(|p| p.into_inner());
+        if io.sealed >= seq {
+            return Ok(());
+        }
+        // Taken before the sync: every record it counts was written before, so the sync holds it.
+        let Some(head) = self.latest.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+            return Ok(());
+        };
+        io.file.sync_data().map_err(|e| LedgerError {
+            path: io.path.clone(),
+            reason: e.to_string(),
+        })?;
+        let written = match &mut io.head {
+            Some(file) => file.write(&head),
+            None => HeadFile::create(&io.heads, &io.name, &head).map(|file| io.head = Some(file)),
+        };
+        written.map_err(|e| LedgerError {
+            path: super::head_path(&io.heads, &io.name),
+            reason: format!("its head cannot be written: {e}"),
+        })?;
+        io.sealed = head.records;
+        Ok(())
+    }
+}

@@ -51,14 +51,27 @@ async fn timed(client: &McpClient, tool: &str, calls: usize, tag: usize) -> Vec<
     paced(client, tool, calls, tag, None).await
 }
 
-/// As [`timed`], one call every `every` when given (an open load below saturation), else each
-/// call as soon as the last one answered (a closed loop: the load the machine can take).
-async fn paced(client: &McpClient, tool: &str, calls: usize, tag: usize, every: Option<Duration>) -> Vec<Duration> {
-    let mut tick = every.map(tokio::time::interval);
+/// When a paced client calls: every `every`, its first call `phase` after the warm-up.
+#[derive(Clone, Copy)]
+struct Pace {
+    every: Duration,
+    phase: Duration,
+}
+
+/// As [`timed`], one call every `pace.every` when given (an open load below saturation), else
+/// each call as soon as the last one answered (a closed loop: the load the machine can take).
+async fn paced(client: &McpClient, tool: &str, calls: usize, tag: usize, pace: Option<Pace>) -> Vec<Duration> {
     let call = |i: usize| client.call(tool, json!({"message": format!("m{tag}-{i}")}), Duration::from_secs(30));
     for i in 0..calls / 10 {
         call(usize::MAX - i).await.expect("a warm-up call");
     }
+    // Made after the warm-up, and late ticks delayed rather than caught up in a burst, so the
+    // load is the pace asked for.
+    let mut tick = pace.map(|p| {
+        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + p.phase, p.every);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    });
     let mut took = Vec::with_capacity(calls);
     for i in 0..calls {
         if let Some(tick) = tick.as_mut() {
@@ -122,11 +135,18 @@ impl Drop for Child {
 }
 
 /// Every client at once, client `n` tagging its messages `n + tags` (no two runs repeat one).
-async fn many(clients: &[Arc<McpClient>], tool: &str, calls: usize, tags: usize, every: Option<Duration>) -> Vec<Duration> {
+/// Paced clients call in step (`spread` false: every client's call in the same instant, a
+/// burst of 32 each period) or spread over the period (independent clients, as users are).
+async fn many(clients: &[Arc<McpClient>], tool: &str, calls: usize, tags: usize, every: Option<Duration>, spread: bool) -> Vec<Duration> {
     let mut tasks = Vec::new();
+    let count = clients.len().max(1) as u32;
     for (n, c) in clients.iter().enumerate() {
         let (c, tool) = (Arc::clone(c), tool.to_string());
-        tasks.push(tokio::spawn(async move { paced(&c, &tool, calls, n + tags, every).await }));
+        let pace = every.map(|every| Pace {
+            every,
+            phase: if spread { every * n as u32 / count } else { Duration::ZERO },
+        });
+        tasks.push(tokio::spawn(async move { paced(&c, &tool, calls, n + tags, pace).await }));
     }
     let mut all = Vec::new();
     for t in tasks {
@@ -221,12 +241,16 @@ fn main() {
         // Each client a call every 1/RATE s: 32 connections at once, below what two cores
         // take, so the difference is what toolslot adds to a call rather than to a queue.
         let every = Duration::from_secs_f64(1.0 / env_or("RATE", 5) as f64);
-        let d = many(&direct, "echo", per_client, 1000, Some(every)).await;
-        let v = many(&via, "everything__echo", per_client, 1000, Some(every)).await;
-        report(&format!("{clients} clients at once, each a call every {every:?}, Streamable HTTP"), d, v);
+        let d = many(&direct, "echo", per_client, 1000, Some(every), true).await;
+        let v = many(&via, "everything__echo", per_client, 1000, Some(every), true).await;
+        report(&format!("{clients} clients at once, each a call every {every:?}, spread, Streamable HTTP"), d, v);
+        // The worst case of the same load: every client's call in the same instant.
+        let d = many(&direct, "echo", per_client, 3000, Some(every), false).await;
+        let v = many(&via, "everything__echo", per_client, 3000, Some(every), false).await;
+        report(&format!("{clients} clients at once, each a call every {every:?}, in step (bursts of {clients}), Streamable HTTP"), d, v);
         // As fast as they can: the machine saturated, latency is mostly queueing.
-        let d = many(&direct, "echo", per_client, 2000, None).await;
-        let v = many(&via, "everything__echo", per_client, 2000, None).await;
+        let d = many(&direct, "echo", per_client, 2000, None, false).await;
+        let v = many(&via, "everything__echo", per_client, 2000, None, false).await;
         report(&format!("{clients} clients at once, closed loop (saturated), Streamable HTTP"), d, v);
     });
 }

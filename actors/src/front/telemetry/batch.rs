@@ -221,7 +221,7 @@ fn run(shared: &Shared, mut exporter: impl Export) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::record::{Kind, StatusRecord, Text};
+    use super::super::record::StatusRecord;
     use super::*;
 
     struct Collect(Arc<Mutex<Vec<usize>>>, bool);
@@ -234,22 +234,9 @@ mod tests {
     }
 
     fn span() -> SpanRecord {
-        SpanRecord {
-            trace_id: [1; 16],
-            span_id: [2; 8],
-            parent_id: [0; 8],
-            parent_remote: false,
-            flags: 1,
-            trace_state: None,
-            name: Text::Static("s"),
-            kind: Kind::Internal,
-            start_ns: 0,
-            end_ns: 1,
-            attributes: Vec::new(),
-            events: Vec::new(),
-            status: StatusRecord::Unset,
-            text: String::new(),
-        }
+        let mut s = SpanRecord::blank("s");
+        s.flags = 1;
+        s
     }
 
     fn limits(max_queue: usize, batch: usize) -> Limits {

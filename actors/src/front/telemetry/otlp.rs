@@ -229,9 +229,15 @@ fn attribute(buf: &mut Vec<u8>, field: u32, a: &Attr, s: &SpanRecord) {
             (4 << 3 | 1, &scalar[..8])
         }
     };
+    scalar_key_value(buf, field, a.key, any_tag, payload);
+}
+
+/// A `KeyValue` (key 1, value 2) whose `AnyValue` is one field, `any_tag` (its number and wire
+/// type) with `payload` (length-prefixed for the length-delimited wire type), measured
+/// without a scratch buffer.
+fn scalar_key_value(buf: &mut Vec<u8>, field: u32, key: &str, any_tag: u32, payload: &[u8]) {
     let length_prefix = if any_tag & 7 == 2 { varint_len(payload.len() as u64) } else { 0 };
     let any_len = 1 + length_prefix + payload.len();
-    let key = a.key;
     let len = 1 + varint_len(key.len() as u64) + key.len() + 1 + varint_len(any_len as u64) + any_len;
     tag(buf, field, 2);
     varint(buf, len as u64);
@@ -255,15 +261,7 @@ fn key_value(buf: &mut Vec<u8>, field: u32, key: &str, value: &Value) {
     let mut any = Vec::new();
     let any: &[u8] = match value {
         Value::String(s) => {
-            let s = s.as_str();
-            let any_len = 1 + varint_len(s.len() as u64) + s.len();
-            let len = 1 + varint_len(key.len() as u64) + key.len() + 1 + varint_len(any_len as u64) + any_len;
-            tag(buf, field, 2);
-            varint(buf, len as u64);
-            str_field(buf, 1, key);
-            tag(buf, 2, 2);
-            varint(buf, any_len as u64);
-            str_field(buf, 1, s);
+            scalar_key_value(buf, field, key, 1 << 3 | 2, s.as_str().as_bytes());
             return;
         }
         other => {

@@ -3,10 +3,11 @@
 //! Why in place: rewriting the head as a new file renamed over the old one costs, per record,
 //! a file creation, a sync of the file, the rename and a sync of the folder, which was most
 //! of what a ledger record cost (BENCHMARKS.md, "The ledger record"). The file holds two
-//! slots of one fixed size; the head sealing record `n` is written over slot `n % 2` and
-//! synced (one `fdatasync`). A write torn by a crash spoils only the slot it was writing: the
-//! reader takes the other, which seals one record less, the state a crash between a record
-//! and its head always left and which [`super::verify`] accepts (one record past the head).
+//! slots of one fixed size, written in turn (each write over the slot that does not hold the
+//! newest head) and synced (one `fdatasync`). A write torn by a crash spoils only the slot it
+//! was writing: the reader takes the other, the head before, the state a crash between records
+//! and their head always left and which [`super::verify`] accepts (records past the head,
+//! reported unsealed).
 //!
 //! A head written by earlier versions (one JSON document) is still read, and the first head
 //! a ledger seals after it is opened is written whole to a new file renamed into place, as
@@ -26,6 +27,8 @@ pub(crate) struct HeadFile {
     file: File,
     path: PathBuf,
     slot: usize,
+    /// The slot the next head goes to: never the one holding the newest.
+    next: usize,
 }
 
 impl HeadFile {
@@ -41,10 +44,10 @@ impl HeadFile {
         both.extend_from_slice(&one);
         super::seal::write_atomic(heads, &path, &both)?;
         let file = std::fs::OpenOptions::new().write(true).open(&path)?;
-        Ok(HeadFile { file, path, slot })
+        Ok(HeadFile { file, path, slot, next: 0 })
     }
 
-    /// Writes `head` over the slot its record count picks, and syncs it.
+    /// Writes `head` over the slot that does not hold the newest head, and syncs it.
     pub(crate) fn write(&mut self, head: &Head) -> std::io::Result<()> {
         if slot_size(head) > self.slot {
             // Only a head longer than any this session's could be (never, as sized): lay out
@@ -55,9 +58,10 @@ impl HeadFile {
             return Ok(());
         }
         let bytes = slot_bytes(head, self.slot)?;
-        let at = (head.records % 2) as usize * self.slot;
-        write_at(&self.file, &bytes, at as u64)?;
-        self.file.sync_data()
+        write_at(&self.file, &bytes, (self.next * self.slot) as u64)?;
+        self.file.sync_data()?;
+        self.next = 1 - self.next;
+        Ok(())
     }
 }
 
@@ -157,9 +161,27 @@ mod tests {
         file.write(&head(3)).unwrap();
         let path = head_path(dir.path(), "s-1");
         let mut bytes = std::fs::read(&path).unwrap();
-        // Record 4's head was being written over slot 0 when the machine stopped.
+        // The next head was being written over slot 0 (head 2's) when the machine stopped.
         bytes[..40].copy_from_slice(&[b'x'; 40]);
         assert_eq!(parse(&bytes).unwrap(), head(3));
+    }
+
+    #[test]
+    fn a_head_sealing_several_records_at_once_never_goes_over_the_newest() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut file = HeadFile::create(dir.path(), "s-1", &head(1)).unwrap();
+        file.write(&head(2)).unwrap();
+        file.write(&head(3)).unwrap();
+        // Records 4 to 7 sealed by one head: had the slot been picked by the count, 7 would
+        // have gone over 3, and a torn write would have left 2.
+        file.write(&head(7)).unwrap();
+        let path = head_path(dir.path(), "s-1");
+        let mut bytes = std::fs::read(&path).unwrap();
+        assert_eq!(parse(&bytes).unwrap(), head(7));
+        let half = bytes.len() / 2;
+        bytes[..40].copy_from_slice(&[b'x'; 40]);
+        assert_eq!(parse(&bytes).unwrap(), head(3), "the slot not written holds the head before");
+        assert!(half > 40);
     }
 
     #[test]

@@ -249,10 +249,11 @@ fn a_record_written_just_before_a_crash_verifies_unsealed() {
     let mut again = place.open("s");
     again.append(&entry(&input, Kind::Decision, "deny")).unwrap();
     assert_eq!(place.verify(again.path()).unwrap().unsealed, 0);
-    // Two records past the head are not a crash.
+    // Two records past the head: a group of records whose head a crash interrupted.
     std::fs::write(head_path(&heads, "s"), &sealed_one).unwrap();
-    assert_eq!(place.verify(again.path()).unwrap_err(), VerifyError::PastHead { seq: 3, sealed: 1 });
-    // Nor is a ledger of several records with no head at all.
+    let v = place.verify(again.path()).unwrap();
+    assert_eq!((v.records, v.unsealed), (3, 2));
+    // A ledger of several records with no head at all is not a crash: a head is made first.
     std::fs::remove_file(head_path(&heads, "s")).unwrap();
     assert!(matches!(place.verify(again.path()), Err(VerifyError::NoHead { records: 3, .. })));
 }
@@ -403,14 +404,36 @@ fn a_head_torn_by_a_crash_leaves_the_one_before_and_the_ledger_verifies() {
     let heads = Seal::heads_dir(&place.key_file);
     let path = head_path(&heads, "t");
     let mut bytes = std::fs::read(&path).unwrap();
-    // Record 3's head went over the second slot; the machine stopped half way through it.
+    // The head is laid out at open (sealing none) and then written in turn: record 1's into
+    // the first slot, 2's the second, 3's the first again, where the machine stopped half way.
     let half = bytes.len() / 2;
-    bytes[half..half + 30].fill(0);
+    bytes[..30].fill(0);
     std::fs::write(&path, &bytes).unwrap();
     let v = place.verify(ledger.path()).unwrap();
     assert_eq!((v.records, v.unsealed), (3, 1), "one record past the head before it");
     // Both slots spoiled is no head at all.
-    bytes[..30].fill(0);
+    bytes[half..half + 30].fill(0);
     std::fs::write(&path, &bytes).unwrap();
     assert!(place.verify(ledger.path()).is_err());
+}
+
+#[test]
+fn a_new_ledger_has_its_head_before_its_first_record() {
+    let place = Place::new();
+    let input = json!({});
+    let mut ledger = place.open("n");
+    let heads = Seal::heads_dir(&place.key_file);
+    assert_eq!(read_head(&heads, "n").unwrap().map(|h| h.records), Some(0));
+    // A crash after a group of records was written and synced, before its head.
+    for _ in 0..3 {
+        ledger.append_written(&entry(&input, Kind::Decision, "allow")).unwrap();
+    }
+    std::fs::File::open(ledger.path()).unwrap().sync_all().unwrap();
+    drop(ledger);
+    let v = place.verify(&Ledger::file_in(&place.ledgers, "n")).unwrap();
+    assert_eq!((v.records, v.unsealed), (3, 3));
+    // Written on after the restart, the group is sealed with the next record.
+    let mut again = place.open("n");
+    again.append(&entry(&input, Kind::Decision, "deny")).unwrap();
+    assert_eq!(place.verify(again.path()).unwrap().unsealed, 0);
 }

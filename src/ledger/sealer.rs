@@ -7,7 +7,8 @@
 //! record under the ledger's lock and lets it go; then, under this one's, it finds its record
 //! already sealed by another writer's sync, or syncs everything written so far and writes the
 //! head of the newest record. Every record is still on disk and sealed before its writer
-//! returns; only the syncs are shared.
+//! returns; only the syncs are shared. A crash between a group's sync and its head leaves the
+//! group's records past the head, which `verify` reports as unsealed (their MACs hold).
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -32,21 +33,22 @@ struct Io {
     path: PathBuf,
     heads: PathBuf,
     name: String,
-    /// Opened at the first seal.
+    /// Laid out when the ledger was opened without a head, else at the first seal.
     head: Option<HeadFile>,
     /// Records on disk and sealed.
     sealed: u64,
 }
 
 impl Sealer {
-    pub(super) fn new(file: File, path: PathBuf, heads: PathBuf, name: String, sealed: u64) -> Sealer {
+    /// `head` is the head file when it is already laid out in slots by this process.
+    pub(super) fn new(file: File, path: PathBuf, heads: PathBuf, name: String, sealed: u64, head: Option<HeadFile>) -> Sealer {
         Sealer {
             io: Mutex::new(Io {
                 file,
                 path,
                 heads,
                 name,
-                head: None,
+                head,
                 sealed,
             }),
             latest: Mutex::new(None),

@@ -17,8 +17,9 @@ pub struct Verified {
     /// Whether a closing record is among them: the session closed. A session still open
     /// verifies against its head so far.
     pub closed: bool,
-    /// Records past the sealed head (0 or 1): one written just before a crash, whose head was
-    /// not yet. Its MAC holds, so it was written with the key.
+    /// Records past the sealed head: written just before a crash (a session's parallel calls
+    /// write theirs together and seal them with one head), whose head was not yet. Their MACs
+    /// hold, so they were written with the key; nothing below the head was removed.
     pub unsealed: u64,
     /// The id of the key the records are MACed under.
     pub key_id: String,
@@ -71,14 +72,6 @@ pub enum VerifyError {
         /// How many records the head seals.
         sealed: u64,
     },
-    /// More than one record past the sealed head.
-    #[error("record {seq} is past the sealed head ({sealed} records): it was never sealed")]
-    PastHead {
-        /// The first record that cannot be there.
-        seq: u64,
-        /// How many records the head seals.
-        sealed: u64,
-    },
     /// A keyed ledger whose head is missing: its tail cannot be checked.
     #[error("no sealed head for this ledger in {heads}: nothing proves where its {records} records end")]
     NoHead {
@@ -101,7 +94,7 @@ impl VerifyError {
     /// The record the failure is at, when it is at one.
     pub fn seq(&self) -> Option<u64> {
         match self {
-            Self::Broken { seq, .. } | Self::Truncated { seq, .. } | Self::PastHead { seq, .. } => Some(*seq),
+            Self::Broken { seq, .. } | Self::Truncated { seq, .. } => Some(*seq),
             _ => None,
         }
     }
@@ -125,8 +118,8 @@ pub(super) struct End {
 /// Checks the ledger at `path` under the key `key_file` (`audit.key_file`) and the head kept
 /// beside it: every record's `seq` follows the previous one's (from 1), its `prev` is the previous
 /// record's MAC, its `mac` is the key's MAC of its content, and it belongs to the session the
-/// file is named for; then the ledger ends where its head says (one record more is allowed: one
-/// written just before a crash, whose head was not yet).
+/// file is named for; then the ledger ends where its head says, or later (records written just
+/// before a crash, whose head was not yet: reported unsealed).
 ///
 /// # Errors
 /// [`VerifyError::Broken`] at the first record that does not hold (changed, removed, inserted,
@@ -227,13 +220,13 @@ fn against(text: &str, name: &str, seal: &Seal, head: Option<&Head>) -> Result<E
             });
         }
     }
-    if chain.records > sealed + 1 || (head.is_none() && chain.records > 1) {
-        return Err(match head {
-            Some(_) => VerifyError::PastHead { seq: sealed + 2, sealed },
-            None => VerifyError::NoHead {
-                records: chain.records,
-                heads: seal.heads().display().to_string(),
-            },
+    // Records past a head are what a crash between their sync and their head leaves (their
+    // MACs hold). A ledger of several records without any head is not: its head is made
+    // before its first record, so the head was deleted, and nothing shows where it ended.
+    if head.is_none() && chain.records > 1 {
+        return Err(VerifyError::NoHead {
+            records: chain.records,
+            heads: seal.heads().display().to_string(),
         });
     }
     Ok(End {

@@ -72,7 +72,12 @@ impl Sealer {
         }
         // Taken before the sync: every record it counts was written before, so the sync holds it.
         let Some(head) = self.latest.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
-            return Ok(());
+            // A record numbered past the sealed end was written, so a head was noted; never
+            // claim a record durable without one.
+            return Err(LedgerError {
+                path: io.path.clone(),
+                reason: format!("record {seq} was never written"),
+            });
         };
         io.file.sync_data().map_err(|e| LedgerError {
             path: io.path.clone(),

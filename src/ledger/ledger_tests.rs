@@ -437,3 +437,11 @@ fn a_new_ledger_has_its_head_before_its_first_record() {
     again.append(&entry(&input, Kind::Decision, "deny")).unwrap();
     assert_eq!(place.verify(again.path()).unwrap().unsealed, 0);
 }
+
+#[test]
+fn sealing_a_record_never_written_is_an_error() {
+    let place = Place::new();
+    let ledger = place.open("never");
+    let err = ledger.sealer().seal_through(5).unwrap_err();
+    assert!(err.to_string().contains("record 5 was never written"), "{err}");
+}

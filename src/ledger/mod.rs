@@ -159,21 +159,20 @@ impl Ledger {
         // A ledger gets its head before its first record: a crash in the middle of its first
         // group of records then leaves them past a head (unsealed), never a ledger without one,
         // which `verify` reads as a deleted head.
-        let head = match read_head(seal.heads(), &name)? {
-            Some(_) => None,
-            None => {
-                let first = Head {
-                    session: session.to_string(),
-                    records: end.records,
-                    mac: end.last_mac.clone(),
-                    closed: end.closed,
-                    key_id: seal.key().id().to_string(),
-                };
-                Some(head::HeadFile::create(seal.heads(), &name, &first).map_err(|e| LedgerError {
-                    path: head_path(seal.heads(), &name),
-                    reason: format!("its head cannot be written: {e}"),
-                })?)
-            }
+        let head = if end.headed {
+            None
+        } else {
+            let first = Head {
+                session: session.to_string(),
+                records: end.records,
+                mac: end.last_mac.clone(),
+                closed: end.closed,
+                key_id: seal.key().id().to_string(),
+            };
+            Some(head::HeadFile::create(seal.heads(), &name, &first).map_err(|e| LedgerError {
+                path: head_path(seal.heads(), &name),
+                reason: format!("its head cannot be written: {e}"),
+            })?)
         };
         // The file's name without `.jsonl` is also its head's.
         let sealer = Sealer::new(own, path.clone(), seal.heads().to_path_buf(), name, end.records, head);

@@ -113,6 +113,8 @@ pub(super) struct End {
     pub session: Option<String>,
     /// How many are past the head.
     pub unsealed: u64,
+    /// Whether it has a head at all.
+    pub headed: bool,
 }
 
 /// Checks the ledger at `path` under the key `key_file` (`audit.key_file`) and the head kept
@@ -235,6 +237,7 @@ fn against(text: &str, name: &str, seal: &Seal, head: Option<&Head>) -> Result<E
         closed: chain.closed,
         session: chain.session,
         unsealed: chain.records - sealed,
+        headed: head.is_some(),
     })
 }
 

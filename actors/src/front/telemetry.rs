@@ -111,15 +111,6 @@ enum Spans {
     Reference(SdkTracerProvider),
 }
 
-impl layer::SpanSink for batch::Batcher {
-    fn end(&self, span: record::SpanRecord) {
-        self.push(span);
-    }
-    fn blank(&self) -> record::SpanRecord {
-        batch::Batcher::blank(self)
-    }
-}
-
 /// Where export goes, once the configuration and the environment are read; `None` when
 /// export is off.
 fn endpoint(cfg: &TelemetryConfig) -> Option<Option<String>> {
@@ -216,7 +207,6 @@ impl Telemetry {
             .build();
         let stats = Arc::new(Stats::default());
         let _ = STATS.set(Arc::clone(&stats));
-        let spans = otlp::OtlpSpans::new(client, base.as_deref(), &pairs, &resource).map_err(TelemetryError)?;
         let batch_config = || {
             BatchConfigBuilder::default()
                 .with_max_queue_size(cfg.max_queue_size.max(1))
@@ -252,6 +242,7 @@ impl Telemetry {
                 Spans::Reference(tracer)
             }
             None => {
+                let spans = otlp::OtlpSpans::new(client, base.as_deref(), &pairs, &resource).map_err(TelemetryError)?;
                 let limits = batch::Limits {
                     max_queue: cfg.max_queue_size,
                     batch: cfg.max_export_batch_size,

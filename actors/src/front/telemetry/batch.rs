@@ -14,6 +14,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::Stats;
+use super::layer::SpanSink;
 use super::record::{Sample, SpanRecord};
 
 /// What sends a batch: the OTLP encoder and its HTTP client; and what records samples.
@@ -46,8 +47,6 @@ struct Queue {
     /// An emptied vector handed back by the export thread.
     spare: Vec<SpanRecord>,
     closing: bool,
-    /// An export is under way (the thread holds a batch).
-    exporting: bool,
 }
 
 struct Shared {
@@ -86,7 +85,6 @@ impl Batcher {
                 spare: Vec::with_capacity(limits.batch),
                 free: Vec::new(),
                 closing: false,
-                exporting: false,
             }),
             wake: Condvar::new(),
             limits,
@@ -153,6 +151,15 @@ impl Batcher {
     }
 }
 
+impl SpanSink for Batcher {
+    fn end(&self, span: SpanRecord) {
+        self.push(span);
+    }
+    fn blank(&self) -> SpanRecord {
+        Batcher::blank(self)
+    }
+}
+
 /// The export thread: a batch when one is full, the queue when the delay passed, everything
 /// when closing.
 fn run(shared: &Shared, mut exporter: impl Export) {
@@ -181,7 +188,6 @@ fn run(shared: &Shared, mut exporter: impl Export) {
         } else {
             batch.extend(q.spans.drain(..limits.batch));
         }
-        q.exporting = true;
         drop(q);
         exporter.record(&samples);
         drop(samples);
@@ -206,14 +212,12 @@ fn run(shared: &Shared, mut exporter: impl Export) {
         if batch.len() > q.free.len() {
             std::mem::swap(&mut batch, &mut q.free);
         }
-        q.exporting = false;
-        let spare_is_smaller = q.spare.capacity() < batch.capacity();
         drop(q);
         // The smaller list's records are freed here, outside the lock; its vector is kept
         // as the next batch's when it is the roomier.
         batch.clear();
         q = shared.lock();
-        if spare_is_smaller && q.spare.capacity() < batch.capacity() {
+        if q.spare.capacity() < batch.capacity() {
             q.spare = batch;
         }
     }
@@ -285,12 +289,13 @@ mod tests {
         b.shutdown(Duration::from_secs(10));
     }
 
-    /// Holds each export until the test lets it go.
-    struct Gate(std::sync::mpsc::Receiver<()>);
+    /// Says when an export starts, and holds it until the test lets it go.
+    struct Gate(std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>);
 
     impl Export for Gate {
         fn export(&mut self, _: &[SpanRecord]) -> Result<(), String> {
-            let _ = self.0.recv();
+            let _ = self.0.send(());
+            let _ = self.1.recv();
             Ok(())
         }
     }
@@ -298,13 +303,12 @@ mod tests {
     #[test]
     fn a_full_queue_drops_and_counts_while_the_collector_is_slow() {
         let (go, gate) = std::sync::mpsc::channel();
+        let (started, starts) = std::sync::mpsc::channel();
         let stats = Arc::new(Stats::default());
-        let b = Batcher::start(Gate(gate), limits(2, 1), Arc::clone(&stats)).unwrap();
+        let b = Batcher::start(Gate(started, gate), limits(2, 1), Arc::clone(&stats)).unwrap();
         b.push(span());
         // The thread takes that one and waits in the export.
-        while !b.shared.lock().exporting {
-            std::thread::yield_now();
-        }
+        starts.recv().unwrap();
         b.push(span());
         b.push(span());
         b.push(span());

@@ -1,7 +1,8 @@
 //! What OpenTelemetry export costs a round: `round_noop_x8` (8 no-op calls through the full
 //! pipeline, as in `actor_roundtrip`) and `round_sleep1ms_x8` (8 calls of a 1 ms tool) with no
 //! subscriber, with the binary's log layer and export off, and with export on to a local
-//! OTLP/HTTP endpoint that accepts and discards (through toolslot's span encoder, and through
+//! OTLP/HTTP endpoint that accepts and discards (through toolslot's span encoder behind one
+//! filter, as the binary installs it; behind two per-layer filters; and through
 //! `opentelemetry-otlp`'s exporter for comparison), side by side in one run.
 
 mod support;
@@ -11,7 +12,7 @@ use std::net::TcpListener;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
-use toolslot_actors::front::telemetry::Telemetry;
+use toolslot_actors::front::telemetry::{LogStyle, Telemetry, subscriber};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -63,19 +64,13 @@ fn bench(c: &mut Criterion) {
     let round = |b: &mut criterion::Bencher, body: &Vec<u8>| {
         b.iter_custom(|iters| system.block_on(support::actor_rounds(&dispatcher, &session, body, k, iters)))
     };
-    // What the binary installs with export off: the log layer at its default filter. The
-    // pipeline runs on this thread (`workers = 0`), so a scoped subscriber is the one it sees.
-    let log = || {
-        tracing_subscriber::fmt::layer()
-            .with_writer(std::io::sink)
-            .with_filter(tracing_subscriber::EnvFilter::new("warn"))
-    };
+    // What the binary installs with export off: the log at its default filter. The pipeline
+    // runs on this thread (`workers = 0`), so a scoped subscriber is the one it sees.
+    let installed = |t: Option<&Telemetry>| subscriber(LogStyle::Text { ansi: false }, std::io::sink, "warn", t).unwrap();
     for (tool, body) in &workloads {
         let mut g = c.benchmark_group(format!("round_{tool}_x8"));
         g.bench_function("no_subscriber", |b| round(b, body));
-        tracing::subscriber::with_default(tracing_subscriber::registry().with(log()), || {
-            g.bench_function("export_off", |b| round(b, body))
-        });
+        tracing::subscriber::with_default(installed(None), || g.bench_function("export_off", |b| round(b, body)));
         g.finish();
     }
     // Started only now: it installs the slot's hook (the histograms) for the whole process.
@@ -85,12 +80,21 @@ fn bench(c: &mut Criterion) {
     // The same, with `opentelemetry-otlp`'s span exporter (what export used before toolslot
     // encoded spans itself): the "before" column.
     let reference = Telemetry::start_with_reference_exporter(&cfg).unwrap().unwrap();
+    // The log and the exporter each behind a per-layer filter: how the binary composed them
+    // before one filter served both (`telemetry::subscriber`).
+    let log = || {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::sink)
+            .with_filter(tracing_subscriber::EnvFilter::new("warn"))
+    };
     for (tool, body) in &workloads {
         let mut g = c.benchmark_group(format!("round_{tool}_x8"));
-        for (name, t) in [("export_on_reference_exporter", &reference), ("export_on", &telemetry)] {
-            let exporting = tracing_subscriber::registry().with(log()).with(Some(t.layer()));
-            tracing::subscriber::with_default(exporting, || g.bench_function(name, |b| round(b, body)));
-        }
+        tracing::subscriber::with_default(installed(Some(&reference)), || {
+            g.bench_function("export_on_reference_exporter", |b| round(b, body))
+        });
+        let filtered = tracing_subscriber::registry().with(log()).with(Some(telemetry.layer()));
+        tracing::subscriber::with_default(filtered, || g.bench_function("export_on_two_filters", |b| round(b, body)));
+        tracing::subscriber::with_default(installed(Some(&telemetry)), || g.bench_function("export_on", |b| round(b, body)));
         g.finish();
     }
     for (name, t) in [("reference exporter", &reference), ("toolslot's encoder", &telemetry)] {

@@ -41,6 +41,8 @@ mod batch;
 mod layer;
 mod otlp;
 mod record;
+mod subscriber;
+pub use subscriber::{Built, FilterError, LogStyle, subscriber};
 use toolslot::telemetry::{TraceContext, names};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::Layer;
@@ -293,7 +295,17 @@ impl Telemetry {
                 .with_tracked_inactivity(false)
                 .with_context_activation(false)
         });
-        Layer::and_then(own, reference).with_filter(tracing_subscriber::filter::filter_fn(exported))
+        Layer::and_then(own, reference).with_filter(tracing_subscriber::filter::filter_fn(layer::exported))
+    }
+
+    /// toolslot's own span layer, unfiltered (it keeps only [`layer::exported`] spans
+    /// itself), for a subscriber with one filter (`subscriber.rs`); `None` for the reference
+    /// exporter.
+    fn own_layer(&self) -> Option<layer::SpanLayer> {
+        match &self.spans {
+            Spans::Own(batcher, ratio) => Some(layer::SpanLayer::new(Arc::clone(batcher) as layer::Sink, *ratio)),
+            Spans::Reference(_) => None,
+        }
     }
 
     /// Counts of spans queued, exported and failed.
@@ -304,21 +316,6 @@ impl Telemetry {
     /// Whether calls' arguments and results go on their spans.
     pub fn captures_content(&self) -> bool {
         self.capture_content
-    }
-}
-
-/// Which spans and events go to the collector: toolslot's own, at info (spans) or warn
-/// (events, which become span events), less the stages' bookkeeping spans (whose children
-/// are then parented to the nearest exported span) and the language servers' answers, which
-/// the post-processor asks for outside any call's span and would each start a trace.
-fn exported(meta: &tracing::Metadata<'_>) -> bool {
-    if !meta.target().starts_with("toolslot") {
-        return false;
-    }
-    if meta.is_span() {
-        *meta.level() <= tracing::Level::INFO && !matches!(meta.name(), "submission" | "plan" | "batch" | "durable" | "diagnostics")
-    } else {
-        *meta.level() <= tracing::Level::WARN
     }
 }
 

@@ -99,28 +99,16 @@ pub enum Command {
 /// export where `[telemetry]` (or `OTEL_EXPORTER_OTLP_ENDPOINT`) asks for it. Export runs
 /// until the returned value is dropped, which sends what is left.
 pub fn init_tracing(args: &Cli) -> Option<crate::front::telemetry::Telemetry> {
-    use tracing_subscriber::Layer;
-    use tracing_subscriber::layer::SubscriberExt;
+    use crate::front::telemetry::{LogStyle, subscriber};
     // The NATS client logs, as errors, what toolslot reports itself in one line (a refused
     // login, a lost connection; see `sources::remote::broker`): quiet unless RUST_LOG asks.
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,async_nats=off"));
+    const DEFAULT: &str = "warn,async_nats=off";
     use std::io::IsTerminal;
-    let ansi = std::io::stderr().is_terminal();
-    // The filter is the log's own: the exporter keeps its spans whatever RUST_LOG says.
-    let log: Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync> = match args.log_format {
-        LogFormat::Text => Box::new(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(ansi)
-                .with_filter(filter),
-        ),
-        LogFormat::Json => Box::new(
-            tracing_subscriber::fmt::layer()
-                .json()
-                .with_writer(std::io::stderr)
-                .with_filter(filter),
-        ),
+    let style = match args.log_format {
+        LogFormat::Text => LogStyle::Text {
+            ansi: std::io::stderr().is_terminal(),
+        },
+        LogFormat::Json => LogStyle::Json,
     };
     // The subcommand loads its configuration again and reports a broken one; until then
     // there is nothing to export to.
@@ -130,9 +118,15 @@ pub fn init_tracing(args: &Cli) -> Option<crate::front::telemetry::Telemetry> {
             None
         })
     });
-    let exporter = telemetry.as_ref().map(|t| t.layer());
-    let subscriber = tracing_subscriber::registry().with(log).with(exporter);
-    let _ = tracing::subscriber::set_global_default(subscriber);
+    // The filter is the log's own: the exporter keeps its spans whatever RUST_LOG says.
+    let directives = std::env::var("RUST_LOG").ok().filter(|d| !d.trim().is_empty());
+    let built = subscriber(style, std::io::stderr, directives.as_deref().unwrap_or(DEFAULT), telemetry.as_ref()).or_else(|e| {
+        eprintln!("toolslot: RUST_LOG ignored: {e}");
+        subscriber(style, std::io::stderr, DEFAULT, telemetry.as_ref())
+    });
+    if let Ok(s) = built {
+        let _ = tracing::subscriber::set_global_default(s);
+    }
     telemetry
 }
 

@@ -76,6 +76,21 @@ impl SpanLayer {
     }
 }
 
+/// Which spans and events go to the collector: toolslot's own, at info (spans) or warn
+/// (events, which become span events), less the stages' bookkeeping spans (whose children
+/// are then parented to the nearest exported span) and the language servers' answers, which
+/// the post-processor asks for outside any call's span and would each start a trace.
+pub(super) fn exported(meta: &tracing::Metadata<'_>) -> bool {
+    if !meta.target().starts_with("toolslot") {
+        return false;
+    }
+    if meta.is_span() {
+        *meta.level() <= tracing::Level::INFO && !matches!(meta.name(), "submission" | "plan" | "batch" | "durable" | "diagnostics")
+    } else {
+        *meta.level() <= tracing::Level::WARN
+    }
+}
+
 /// Nanoseconds since the Unix epoch, as OTLP has times.
 fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
@@ -101,7 +116,15 @@ impl<S> tracing_subscriber::Layer<S> for SpanLayer
 where
     S: tracing::Subscriber + for<'a> LookupSpan<'a>,
 {
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::INFO)
+    }
+
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        // Unfiltered behind a `Gate` (`subscriber.rs`), this layer sees the log's spans too.
+        if !exported(attrs.metadata()) {
+            return;
+        }
         let Some(span) = ctx.span(id) else { return };
         // The nearest ancestor this layer keeps: bookkeeping spans in between are left out.
         let parent = span
@@ -151,6 +174,9 @@ where
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        if !exported(event.metadata()) {
+            return;
+        }
         let Some(span) = ctx.event_span(event) else { return };
         let mut ext = span.extensions_mut();
         let Some(open) = ext.get_mut::<Open>().filter(|o| o.sampled()) else {

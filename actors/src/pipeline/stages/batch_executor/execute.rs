@@ -14,7 +14,7 @@ use toolslot::plan::approval::Trace;
 use toolslot::registry::Registry;
 use toolslot::tool::{ErrorCategory, Grant, ToolContext, ToolError};
 
-use super::{Lane, traced};
+use super::{Lane, in_span};
 use crate::pipeline::audit::{Record, unrecorded};
 use crate::pipeline::chain::{CallHead, PostItem, RoundNo};
 
@@ -39,21 +39,18 @@ pub(super) async fn execute(lane: &Lane, registry: &Registry, head: CallHead, gr
         speculative,
     } = launch;
     let span = super::spans::call(&lane.shared, &head, &trace, speculative, true);
-    let shape = span.clone();
-    traced(span, async {
+    let (ended, span) = in_span(span, async {
         // A decision that is not on disk did not happen: the call runs only once it is.
         let audit = &lane.shared.audit;
         if audit.is_on()
             && let Err(e) = audit.append(Record::decision(&head, &trace, true, None)).await
         {
             tracing::error!(session = %lane.shared.id, index = head.index, error = %e, "ledger write failed; call refused");
-            return PostItem::not_run(head, unrecorded(&e));
+            return Err(PostItem::not_run(head, unrecorded(&e)));
         }
         let mut item = execute_inner(lane, round, registry, head, grant, started, speculative).await;
         let ran = item.result.as_ref().map_or_else(|e| e.started, |_| true);
         let withheld = ran && crate::pipeline::hooking::run_post(&lane.shared, &item.head, &mut item.result).await;
-        super::spans::finish(&shape, &lane.shared, &item, ran);
-        item.span = shape.clone();
         if audit.is_on() {
             let outcome = match &item.result {
                 _ if withheld => "withheld",
@@ -64,9 +61,17 @@ pub(super) async fn execute(lane: &Lane, registry: &Registry, head: CallHead, gr
                 tracing::error!(session = %lane.shared.id, index = item.head.index, error = %e, "ledger: an outcome could not be recorded");
             }
         }
-        item
+        Ok((item, ran))
     })
-    .await
+    .await;
+    match ended {
+        Err(item) => item,
+        Ok((mut item, ran)) => {
+            super::spans::finish(&span, &lane.shared, &item, ran);
+            item.span = span;
+            item
+        }
+    }
 }
 
 /// A call that does not run: its refusal is recorded as the decision, and is its outcome.

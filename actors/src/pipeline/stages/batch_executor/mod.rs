@@ -406,6 +406,18 @@ fn as_tools<F: Future>(lane: &Lane, work: F) -> impl Future<Output = F::Output> 
     IN_TOOL.scope(Arc::as_ptr(&lane.shared) as usize, work)
 }
 
+/// `fut` inside `span`, the span handed back with the output: a call's span lives on in its
+/// outcome, and each clone of a span is a look-up and a close in the subscriber's registry.
+async fn in_span<F: Future>(span: tracing::Span, fut: F) -> (F::Output, tracing::Span) {
+    let mut fut = std::pin::pin!(fut);
+    let out = std::future::poll_fn(|cx| {
+        let _entered = span.enter();
+        fut.as_mut().poll(cx)
+    })
+    .await;
+    (out, span)
+}
+
 /// `fut` inside `span`, when anyone listens: entering a span on every poll costs more than a
 /// call of a tool that does not wait.
 fn traced<F: Future>(span: tracing::Span, fut: F) -> impl Future<Output = F::Output> {

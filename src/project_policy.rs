@@ -130,15 +130,49 @@ fn distrust(config: &PolicyConfig, workspace: &Path, bytes: &[u8]) -> Option<Dis
 fn record(config: &PolicyConfig, workspace: &Path, bytes: &[u8]) -> Result<TrustedFile, TrustError> {
     let store_path = trust::store_path(config, Some(workspace))?;
     let key = trust::trust_key(workspace)?;
-    let mut store = TrustStore::read(&store_path)?;
     let sha256 = trust::sha256_hex(bytes);
-    store.trust(&key, sha256.clone());
-    write_store(&store_path, &store)?;
+    changing(&store_path, |store| {
+        store.trust(&key, sha256.clone());
+        true
+    })?;
     Ok(TrustedFile {
         file: key.as_path().to_path_buf(),
         sha256,
         state: FileState::Trusted,
     })
+}
+
+/// Reads the store at `path`, lets `change` change it, and writes it when `change` says it
+/// did; whether it did. The store's lock file (`<store>.lock`) is held exclusively
+/// meanwhile: two `toolslot trust` (or approvals for two projects) at once would otherwise
+/// each write the store as they read it, and one entry would be lost.
+fn changing(path: &Path, change: impl FnOnce(&mut TrustStore) -> bool) -> Result<bool, TrustError> {
+    let failed = |reason: String| TrustError::Write {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| failed(e.to_string()))?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let lock = options
+        .open(&lock_path)
+        .map_err(|e| failed(format!("its lock file cannot be opened: {e}")))?;
+    lock.lock().map_err(|e| failed(format!("its lock file cannot be locked: {e}")))?;
+    let mut store = TrustStore::read(path)?;
+    let changed = change(&mut store);
+    if changed {
+        write_store(path, &store)?;
+    }
+    Ok(changed)
 }
 
 fn write_store(path: &Path, store: &TrustStore) -> Result<(), TrustError> {
@@ -206,11 +240,7 @@ pub fn revoke_project(config: &PolicyConfig, workspace: &Path) -> Result<(PathBu
             reason: "its path is not UTF-8".into(),
         });
     };
-    let mut store = TrustStore::read(&store_path)?;
-    let was = store.revoke(&key);
-    if was {
-        write_store(&store_path, &store)?;
-    }
+    let was = changing(&store_path, |store| store.revoke(&key))?;
     Ok((key.as_path().to_path_buf(), was))
 }
 
@@ -291,6 +321,34 @@ mod tests {
             std::fs::create_dir_all(self.ws.path().join(".toolslot")).unwrap();
             std::fs::write(self.ws.path().join(PROJECT_FILE), text).unwrap();
         }
+    }
+
+    #[test]
+    fn trusting_many_projects_at_once_loses_none() {
+        let home = tempfile::tempdir().unwrap();
+        let mut config = Config::builtin();
+        config.policy.trust_file = home.path().join("trusted.toml").display().to_string();
+        let workspaces: Vec<tempfile::TempDir> = (0..12)
+            .map(|i| {
+                let ws = tempfile::tempdir().unwrap();
+                std::fs::create_dir_all(ws.path().join(".toolslot")).unwrap();
+                std::fs::write(ws.path().join(PROJECT_FILE), format!("# project {i}\n")).unwrap();
+                ws
+            })
+            .collect();
+        std::thread::scope(|s| {
+            for ws in &workspaces {
+                let policy = &config.policy;
+                s.spawn(move || {
+                    for _ in 0..4 {
+                        trust_project(policy, ws.path()).unwrap();
+                    }
+                });
+            }
+        });
+        let trusted = trusted_projects(&config.policy).unwrap();
+        assert_eq!(trusted.len(), workspaces.len(), "{trusted:?}");
+        assert!(trusted.iter().all(|t| t.state == FileState::Trusted));
     }
 
     #[test]

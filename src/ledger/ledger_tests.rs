@@ -445,3 +445,63 @@ fn sealing_a_record_never_written_is_an_error() {
     let err = ledger.sealer().seal_through(5).unwrap_err();
     assert!(err.to_string().contains("record 5 was never written"), "{err}");
 }
+
+/// The environment variable that makes [`a_record_written_in_part_is_cut_off`] its own child.
+const PART_WRITTEN_CHILD: &str = "TOOLSLOT_TEST_LEDGER_PART_WRITTEN";
+
+/// A record whose line is written in part (the file-size limit is reached in the middle of it)
+/// is an error and is cut off: the ledger verifies as it was, and the next record continues
+/// the chain. The limit is the process's, so the writing happens in a child process.
+#[test]
+fn a_record_written_in_part_is_cut_off() {
+    if let Some(dir) = std::env::var_os(PART_WRITTEN_CHILD) {
+        write_in_part(Path::new(&dir));
+        return;
+    }
+    let place = Place::new();
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "ledger::tests::a_record_written_in_part_is_cut_off", "--test-threads=1"])
+        .env(PART_WRITTEN_CHILD, place.ledgers.parent().unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success(), "the child's assertions failed: {status}");
+    let v = place.verify(&Ledger::file_in(&place.ledgers, "s1")).unwrap();
+    assert_eq!((v.records, v.closed, v.unsealed), (3, true, 0), "decision, outcome, close: {v:?}");
+}
+
+/// The child of [`a_record_written_in_part_is_cut_off`], in the folder its parent made.
+fn write_in_part(dir: &Path) {
+    let ledgers = dir.join("ledger");
+    let seal = Seal::open_or_create(&dir.join("keys/ledger.key"), &[&ledgers]).unwrap();
+    let mut ledger = Ledger::open(&ledgers, "s1", seal).unwrap();
+    let input = json!({"command": "git push"});
+    ledger.append(&entry(&input, Kind::Decision, "allow")).unwrap();
+    let whole = std::fs::metadata(ledger.path()).unwrap().len();
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain system calls on this process's own limits and signal disposition, with
+    // valid pointers to locals.
+    unsafe {
+        // Past the limit a write fails with EFBIG instead of the signal ending the process.
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit), 0);
+        let tight = libc::rlimit {
+            rlim_cur: whole + 10,
+            rlim_max: limit.rlim_max,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &tight), 0);
+    }
+    let refused = ledger.append(&entry(&input, Kind::Outcome, "allow"));
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+    }
+    let e = refused.expect_err("a record that does not fit is not written");
+    assert!(e.to_string().contains("too large") || e.to_string().contains("File"), "{e}");
+    assert_eq!(
+        std::fs::metadata(ledger.path()).unwrap().len(),
+        whole,
+        "the part written is cut off"
+    );
+    ledger.append(&entry(&input, Kind::Outcome, "allow")).unwrap();
+    ledger.close().unwrap();
+}

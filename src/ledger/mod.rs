@@ -116,6 +116,11 @@ pub struct Ledger {
     closed: bool,
     seal: Seal,
     sealer: std::sync::Arc<Sealer>,
+    /// The file's length after its last whole record: where a record that failed half-way is
+    /// cut back to.
+    len: u64,
+    /// Why nothing more can be written: a record failed half-way and could not be cut back.
+    broken: Option<String>,
 }
 
 impl Ledger {
@@ -185,6 +190,8 @@ impl Ledger {
             closed: end.closed,
             seal,
             sealer: std::sync::Arc::new(sealer),
+            len: text.len() as u64,
+            broken: None,
         })
     }
 
@@ -282,11 +289,24 @@ impl Ledger {
         let record = Value::Object(record);
         let mut line = canonical_json(&record);
         line.push('\n');
-        let written = self.file.write_all(line.as_bytes()).and_then(|()| self.file.flush());
-        written.map_err(|e| LedgerError {
+        let failed = |reason: String| LedgerError {
             path: self.path.clone(),
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        if let Some(why) = &self.broken {
+            return Err(failed(why.clone()));
+        }
+        if let Err(e) = self.file.write_all(line.as_bytes()).and_then(|()| self.file.flush()) {
+            // A record written in part would end the chain in a line that does not parse:
+            // cut it off, so the ledger is as it was before.
+            if let Err(cut) = self.file.set_len(self.len) {
+                self.broken = Some(format!(
+                    "a record failed half-way ({e}) and could not be cut off ({cut}); nothing more is written"
+                ));
+            }
+            return Err(failed(e.to_string()));
+        }
+        self.len += line.len() as u64;
         self.seq += 1;
         self.prev = mac;
         self.closed |= closing;

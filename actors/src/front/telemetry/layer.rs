@@ -395,23 +395,25 @@ pub(super) fn adopt(span: &tracing::Span, parent: &SpanContext) -> bool {
     .is_some()
 }
 
+/// A sink that keeps what it is given (tests here and in `subscriber.rs`).
+#[cfg(test)]
+#[derive(Default)]
+pub(super) struct Ended(pub std::sync::Mutex<Vec<SpanRecord>>);
+
+#[cfg(test)]
+impl SpanSink for Ended {
+    fn end(&self, span: SpanRecord) {
+        self.0.lock().unwrap().push(span);
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
 
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt;
 
     use super::*;
-
-    #[derive(Default)]
-    struct Ended(Mutex<Vec<SpanRecord>>);
-
-    impl SpanSink for Ended {
-        fn end(&self, span: SpanRecord) {
-            self.0.lock().unwrap().push(span);
-        }
-    }
 
     /// Runs `f` under a registry with the layer (spans named `hidden` filtered out of it) and
     /// returns the spans it ended.

@@ -72,6 +72,7 @@ where
         return filtered(style, writer, directives, own);
     }
     type Base = tracing_subscriber::layer::Layered<Gate, Registry>;
+    // Two filters of the same directives: `EnvFilter` is not `Clone`, and both sides decide.
     let gate = Gate {
         log: log_filter(directives)?,
         export: own.is_some(),
@@ -245,24 +246,8 @@ where
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use super::super::layer::{Sink, SpanSink};
-    use super::super::record::SpanRecord;
+    use super::super::layer::{Ended, Sink};
     use super::*;
-
-    #[derive(Default)]
-    struct Ended(Mutex<Vec<String>>);
-
-    impl SpanSink for Ended {
-        fn end(&self, span: SpanRecord) {
-            let events = span
-                .events
-                .iter()
-                .map(|e| span.str(&e.name).to_string())
-                .collect::<Vec<_>>()
-                .join(",");
-            self.0.lock().unwrap().push(format!("{}[{events}]", span.str(&span.name)));
-        }
-    }
 
     /// What the log wrote, and the spans (with their events) the exporter ended, while `f` ran
     /// under the subscriber.
@@ -277,7 +262,13 @@ mod tests {
         let built = compose(style, writer, directives, Some(own)).unwrap();
         tracing::subscriber::with_default(built, f);
         let text = String::from_utf8(log.lock().unwrap().clone()).unwrap();
-        let spans = std::mem::take(&mut *sink.0.lock().unwrap());
+        let spans = std::mem::take(&mut *sink.0.lock().unwrap())
+            .into_iter()
+            .map(|span| {
+                let events: Vec<&str> = span.events.iter().map(|e| span.str(&e.name)).collect();
+                format!("{}[{}]", span.str(&span.name), events.join(","))
+            })
+            .collect();
         (text, spans)
     }
 

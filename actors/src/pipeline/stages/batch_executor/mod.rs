@@ -33,7 +33,6 @@ use toolslot::plan::batches::{Batch, plan_batches};
 use toolslot::plan::loop_guard::paused_error;
 use toolslot::registry::Registry;
 use toolslot::tool::{ErrorCategory, ToolError};
-use tracing::Instrument;
 
 use crate::pipeline::chain::{Outcomes, Planned, PostItem, RoundClose, RoundNo, Speculate, Ticket};
 use crate::pipeline::session::{SessionShared, Stage};
@@ -406,8 +405,9 @@ fn as_tools<F: Future>(lane: &Lane, work: F) -> impl Future<Output = F::Output> 
     IN_TOOL.scope(Arc::as_ptr(&lane.shared) as usize, work)
 }
 
-/// `fut` inside `span`, the span handed back with the output: a call's span lives on in its
-/// outcome, and each clone of a span is a look-up and a close in the subscriber's registry.
+/// `fut` inside `span` (entered on each poll; a disabled span costs a check), the span handed
+/// back with the output: a call's span lives on in its outcome, and each clone of a span is a
+/// look-up and a close in the subscriber's registry.
 async fn in_span<F: Future>(span: tracing::Span, fut: F) -> (F::Output, tracing::Span) {
     let mut fut = std::pin::pin!(fut);
     let out = std::future::poll_fn(|cx| {
@@ -418,14 +418,9 @@ async fn in_span<F: Future>(span: tracing::Span, fut: F) -> (F::Output, tracing:
     (out, span)
 }
 
-/// `fut` inside `span`, when anyone listens: entering a span on every poll costs more than a
-/// call of a tool that does not wait.
-fn traced<F: Future>(span: tracing::Span, fut: F) -> impl Future<Output = F::Output> {
-    if span.is_disabled() {
-        Either::Left(fut)
-    } else {
-        Either::Right(fut.instrument(span))
-    }
+/// `fut` inside `span`, which ends with it.
+async fn traced<F: Future>(span: tracing::Span, fut: F) -> F::Output {
+    in_span(span, fut).await.0
 }
 
 /// A held place in the session's gate (released on drop).

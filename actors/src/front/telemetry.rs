@@ -253,6 +253,7 @@ impl Telemetry {
                 let exporting = Exporting {
                     spans,
                     histograms: histograms.clone(),
+                    sets: AttributeSets::default(),
                 };
                 let batcher = batch::Batcher::start(exporting, limits, Arc::clone(&stats))
                     .map_err(|e| TelemetryError(format!("export thread: {e}")))?;
@@ -429,14 +430,18 @@ impl Histograms {
     }
 
     fn record<'a>(&self, name: &str, seconds: f64, attributes: impl Iterator<Item = (&'static str, &'a str)>) {
+        let attrs: Vec<KeyValue> = attributes.map(|(k, v)| KeyValue::new(k, v.to_string())).collect();
+        self.record_set(name, seconds, &attrs);
+    }
+
+    fn record_set(&self, name: &str, seconds: f64, attributes: &[KeyValue]) {
         let histogram = match name {
             names::METRIC_EXECUTE_TOOL_DURATION => &self.tool,
             names::METRIC_MCP_CLIENT_DURATION => &self.mcp,
             names::METRIC_APPROVAL_WAIT => &self.approval,
             _ => return,
         };
-        let attrs: Vec<KeyValue> = attributes.map(|(k, v)| KeyValue::new(k, v.to_string())).collect();
-        histogram.record(seconds, &attrs);
+        histogram.record(seconds, attributes);
     }
 }
 
@@ -445,6 +450,8 @@ impl Histograms {
 struct Exporting {
     spans: otlp::OtlpSpans,
     histograms: Histograms,
+    /// The attribute sets recorded lately, as the SDK takes them.
+    sets: AttributeSets,
 }
 
 impl batch::Export for Exporting {
@@ -453,8 +460,45 @@ impl batch::Export for Exporting {
     }
     fn record(&mut self, samples: &[record::Sample]) {
         for s in samples {
-            self.histograms.record(s.metric, s.seconds, s.attributes());
+            let attributes = self.sets.of(s);
+            self.histograms.record_set(s.metric, s.seconds, attributes);
         }
+    }
+}
+
+/// The `KeyValue` lists of the attribute sets seen lately. The SDK takes a sample's
+/// attributes as `KeyValue`s, each string value its own `String`; a few tools make most
+/// samples, so the list is kept for the next sample of the same set instead of being
+/// made and freed each time.
+#[derive(Default)]
+struct AttributeSets {
+    sets: Vec<(record::Sample, Vec<KeyValue>)>,
+}
+
+/// How many sets are kept: the tools of a busy catalog; past it the list starts over.
+const ATTRIBUTE_SETS_KEPT: usize = 256;
+
+impl AttributeSets {
+    fn of(&mut self, sample: &record::Sample) -> &[KeyValue] {
+        let found = self.sets.iter().position(|(seen, _)| {
+            seen.metric == sample.metric
+                && seen.len == sample.len
+                && seen.keys == sample.keys
+                && seen.ends == sample.ends
+                && seen.text() == sample.text()
+        });
+        let at = match found {
+            Some(at) => at,
+            None => {
+                if self.sets.len() >= ATTRIBUTE_SETS_KEPT {
+                    self.sets.clear();
+                }
+                let list = sample.attributes().map(|(k, v)| KeyValue::new(k, v.to_string())).collect();
+                self.sets.push((sample.clone(), list));
+                self.sets.len() - 1
+            }
+        };
+        &self.sets[at].1
     }
 }
 
@@ -503,5 +547,35 @@ impl toolslot::telemetry::Telemetry for Hook {
         if remote.is_valid() && !layer::adopt(span, &remote) {
             let _ = span.set_parent(cx);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attribute_set_is_made_once_and_told_apart_from_others() {
+        let mut sets = AttributeSets::default();
+        let one = record::Sample::new("m", 1.0, &[("gen_ai.tool.name", "read_file")]);
+        let first = sets.of(&one).as_ptr();
+        assert_eq!(sets.of(&one.clone()).as_ptr(), first, "the same set is not made again");
+        // The same bytes split otherwise, or under another metric, are other sets.
+        let split = record::Sample::new("m", 1.0, &[("gen_ai.tool.name", "read_"), ("error.type", "file")]);
+        assert_eq!(
+            sets.of(&split),
+            [KeyValue::new("gen_ai.tool.name", "read_"), KeyValue::new("error.type", "file")]
+        );
+        let other = record::Sample::new("n", 1.0, &[("gen_ai.tool.name", "read_file")]);
+        sets.of(&other);
+        assert_eq!(sets.sets.len(), 3);
+        for i in 0..=ATTRIBUTE_SETS_KEPT {
+            let name = format!("tool_{i}");
+            assert_eq!(
+                sets.of(&record::Sample::new("m", 1.0, &[("gen_ai.tool.name", &name)])),
+                [KeyValue::new("gen_ai.tool.name", name.clone())]
+            );
+        }
+        assert!(sets.sets.len() <= ATTRIBUTE_SETS_KEPT, "{} kept", sets.sets.len());
     }
 }

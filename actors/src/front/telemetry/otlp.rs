@@ -159,96 +159,207 @@ pub(super) fn encode_request(resource: &[u8], batch: &[SpanRecord]) -> bytes::By
     bytes::Bytes::from(body).slice(start..)
 }
 
-/// A `Span` message's fields.
+/// A `Span` message's fields, appended to `buf`.
 fn span(buf: &mut Vec<u8>, s: &SpanRecord) {
-    bytes_field(buf, 1, &s.trace_id);
-    bytes_field(buf, 2, &s.span_id);
-    if let Some(state) = &s.trace_state {
-        str_field(buf, 3, state);
-    }
-    if s.parent_id != [0; 8] {
-        bytes_field(buf, 4, &s.parent_id);
-    }
-    str_field(buf, 5, s.str(&s.name));
-    tag(buf, 6, 0);
-    varint(buf, s.kind as u64);
-    fixed64_field(buf, 7, s.start_ns);
-    fixed64_field(buf, 8, s.end_ns);
-    for a in &s.attributes {
-        attribute(buf, 9, a, s);
-    }
-    let mut nested = Vec::new();
-    for e in &s.events {
-        nested.clear();
-        fixed64_field(&mut nested, 1, e.time_ns);
-        str_field(&mut nested, 2, s.str(&e.name));
-        for a in &e.attributes {
-            attribute(&mut nested, 3, a, s);
-        }
-        bytes_field(buf, 11, &nested);
-    }
-    // Status: message 2, code 3 (unset 0, ok 1, error 2).
-    match &s.status {
-        StatusRecord::Unset => bytes_field(buf, 15, &[]),
-        StatusRecord::Ok => bytes_field(buf, 15, &[3 << 3, 1]),
-        StatusRecord::Error(description) => {
-            nested.clear();
-            if !description.is_empty() {
-                str_field(&mut nested, 2, description);
-            }
-            uint_field(&mut nested, 3, 2);
-            bytes_field(buf, 15, &nested);
-        }
-    }
-    fixed32_field(buf, 16, flags(s.parent_remote, s.flags));
+    append(buf, room_for(s), |o| o.span(s));
 }
 
-/// A span attribute as a `KeyValue` (key 1, value 2): an `AnyValue` of one scalar, measured
-/// without a scratch buffer.
-fn attribute(buf: &mut Vec<u8>, field: u32, a: &Attr, s: &SpanRecord) {
-    let mut scalar = [0u8; 10];
-    let (any_tag, payload): (u32, &[u8]) = match &a.value {
-        Val::Str(t) => (1 << 3 | 2, s.str(t).as_bytes()),
-        Val::Bool(b) => {
-            scalar[0] = u8::from(*b);
-            (2 << 3, &scalar[..1])
-        }
-        Val::I64(i) => {
-            let mut v = *i as u64;
-            let mut n = 0;
-            while v >= 0x80 {
-                scalar[n] = (v as u8) | 0x80;
-                v >>= 7;
-                n += 1;
-            }
-            scalar[n] = v as u8;
-            (3 << 3, &scalar[..=n])
-        }
-        Val::F64(f) => {
-            scalar[..8].copy_from_slice(&f.to_le_bytes());
-            (4 << 3 | 1, &scalar[..8])
-        }
+/// Bytes enough for `s` encoded (a guess that errs high: `append` copes with one too low).
+fn room_for(s: &SpanRecord) -> usize {
+    // Per attribute: four tags and four lengths at most, and a scalar's ten bytes.
+    let attributes = |list: &[Attr]| -> usize {
+        list.iter()
+            .map(|a| {
+                48 + a.key.len()
+                    + match &a.value {
+                        Val::Str(t) => s.str(t).len(),
+                        _ => 0,
+                    }
+            })
+            .sum()
     };
-    scalar_key_value(buf, field, a.key, any_tag, payload);
+    let status = match &s.status {
+        StatusRecord::Error(description) => description.len(),
+        _ => 0,
+    };
+    128 + s.str(&s.name).len()
+        + s.trace_state.as_ref().map_or(0, |t| t.len())
+        + attributes(&s.attributes)
+        + s.events
+            .iter()
+            .map(|e| 48 + s.str(&e.name).len() + attributes(&e.attributes))
+            .sum::<usize>()
+        + status
 }
 
-/// A `KeyValue` (key 1, value 2) whose `AnyValue` is one field, `any_tag` (its number and wire
-/// type) with `payload` (length-prefixed for the length-delimited wire type), measured
-/// without a scratch buffer.
-fn scalar_key_value(buf: &mut Vec<u8>, field: u32, key: &str, any_tag: u32, payload: &[u8]) {
-    let length_prefix = if any_tag & 7 == 2 { varint_len(payload.len() as u64) } else { 0 };
-    let any_len = 1 + length_prefix + payload.len();
-    let len = 1 + varint_len(key.len() as u64) + key.len() + 1 + varint_len(any_len as u64) + any_len;
-    tag(buf, field, 2);
-    varint(buf, len as u64);
-    str_field(buf, 1, key);
-    tag(buf, 2, 2);
-    varint(buf, any_len as u64);
-    buf.push(any_tag as u8);
-    if length_prefix > 0 {
-        varint(buf, payload.len() as u64);
+/// Appends what `write` writes to `buf`. Room for `bound` bytes is made first and `write`
+/// fills it through a cursor: a store and one bounds check a byte, where `Vec::push` reloads
+/// and checks the length and capacity each time, which was most of what encoding a span
+/// cost. A `bound` found too low is made exact and the write done again.
+fn append(buf: &mut Vec<u8>, bound: usize, write: impl Fn(&mut Out<'_>)) {
+    let start = buf.len();
+    let mut room = bound;
+    loop {
+        buf.resize(start + room, 0);
+        let mut out = Out {
+            buf: &mut buf[start..],
+            at: 0,
+        };
+        write(&mut out);
+        let used = out.at;
+        if used <= room {
+            buf.truncate(start + used);
+            return;
+        }
+        room = used;
     }
-    buf.extend_from_slice(payload);
+}
+
+/// A cursor over room made for a message. Past the end it only counts, so a cursor over
+/// nothing measures what a write would take (a nested message's length, before it).
+struct Out<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+impl Out<'_> {
+    /// The length of what `write` writes.
+    fn measure(write: impl Fn(&mut Out<'_>)) -> usize {
+        let mut out = Out { buf: &mut [], at: 0 };
+        write(&mut out);
+        out.at
+    }
+
+    fn byte(&mut self, b: u8) {
+        if let Some(slot) = self.buf.get_mut(self.at) {
+            *slot = b;
+        }
+        self.at += 1;
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        if let Some(slot) = self.buf.get_mut(self.at..self.at + b.len()) {
+            slot.copy_from_slice(b);
+        }
+        self.at += b.len();
+    }
+
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.byte((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.byte(v as u8);
+    }
+
+    fn tag(&mut self, field: u32, wire: u32) {
+        self.varint(u64::from(field << 3 | wire));
+    }
+
+    fn bytes_field(&mut self, field: u32, b: &[u8]) {
+        self.tag(field, 2);
+        self.varint(b.len() as u64);
+        self.bytes(b);
+    }
+
+    fn fixed64_field(&mut self, field: u32, v: u64) {
+        self.tag(field, 1);
+        self.bytes(&v.to_le_bytes());
+    }
+
+    /// A nested message as field `field`: measured, then written.
+    fn nested(&mut self, field: u32, write: impl Fn(&mut Out<'_>)) {
+        self.tag(field, 2);
+        self.varint(Out::measure(&write) as u64);
+        write(self);
+    }
+
+    fn span(&mut self, s: &SpanRecord) {
+        self.bytes_field(1, &s.trace_id);
+        self.bytes_field(2, &s.span_id);
+        if let Some(state) = &s.trace_state {
+            self.bytes_field(3, state.as_bytes());
+        }
+        if s.parent_id != [0; 8] {
+            self.bytes_field(4, &s.parent_id);
+        }
+        self.bytes_field(5, s.str(&s.name).as_bytes());
+        self.tag(6, 0);
+        self.varint(s.kind as u64);
+        self.fixed64_field(7, s.start_ns);
+        self.fixed64_field(8, s.end_ns);
+        for a in &s.attributes {
+            self.attribute(9, a, s);
+        }
+        for e in &s.events {
+            self.nested(11, |o| {
+                o.fixed64_field(1, e.time_ns);
+                o.bytes_field(2, s.str(&e.name).as_bytes());
+                for a in &e.attributes {
+                    o.attribute(3, a, s);
+                }
+            });
+        }
+        // Status: message 2, code 3 (unset 0, ok 1, error 2).
+        match &s.status {
+            StatusRecord::Unset => self.bytes_field(15, &[]),
+            StatusRecord::Ok => self.bytes_field(15, &[3 << 3, 1]),
+            StatusRecord::Error(description) => self.nested(15, |o| {
+                if !description.is_empty() {
+                    o.bytes_field(2, description.as_bytes());
+                }
+                o.tag(3, 0);
+                o.varint(2);
+            }),
+        }
+        // SpanFlags, fixed32.
+        self.tag(16, 5);
+        self.bytes(&flags(s.parent_remote, s.flags).to_le_bytes());
+    }
+
+    /// A span attribute as a `KeyValue` (key 1, value 2): an `AnyValue` of one scalar.
+    fn attribute(&mut self, field: u32, a: &Attr, s: &SpanRecord) {
+        let mut scalar = [0u8; 10];
+        let (any_tag, payload): (u32, &[u8]) = match &a.value {
+            Val::Str(t) => (1 << 3 | 2, s.str(t).as_bytes()),
+            Val::Bool(b) => {
+                scalar[0] = u8::from(*b);
+                (2 << 3, &scalar[..1])
+            }
+            Val::I64(i) => {
+                let n = {
+                    let mut o = Out { buf: &mut scalar, at: 0 };
+                    o.varint(*i as u64);
+                    o.at
+                };
+                (3 << 3, &scalar[..n])
+            }
+            Val::F64(f) => {
+                scalar[..8].copy_from_slice(&f.to_le_bytes());
+                (4 << 3 | 1, &scalar[..8])
+            }
+        };
+        self.scalar_key_value(field, a.key, any_tag, payload);
+    }
+
+    /// A `KeyValue` (key 1, value 2) whose `AnyValue` is one field, `any_tag` (its number and
+    /// wire type) with `payload` (length-prefixed for the length-delimited wire type),
+    /// measured without writing it first.
+    fn scalar_key_value(&mut self, field: u32, key: &str, any_tag: u32, payload: &[u8]) {
+        let length_prefix = if any_tag & 7 == 2 { varint_len(payload.len() as u64) } else { 0 };
+        let any_len = 1 + length_prefix + payload.len();
+        let len = 1 + varint_len(key.len() as u64) + key.len() + 1 + varint_len(any_len as u64) + any_len;
+        self.tag(field, 2);
+        self.varint(len as u64);
+        self.bytes_field(1, key.as_bytes());
+        self.tag(2, 2);
+        self.varint(any_len as u64);
+        self.byte(any_tag as u8);
+        if length_prefix > 0 {
+            self.varint(payload.len() as u64);
+        }
+        self.bytes(payload);
+    }
 }
 
 /// `SpanFlags`: the trace flags, and whether the parent is remote (known: 0x100, is: 0x200).
@@ -261,7 +372,10 @@ fn key_value(buf: &mut Vec<u8>, field: u32, key: &str, value: &Value) {
     let mut any = Vec::new();
     let any: &[u8] = match value {
         Value::String(s) => {
-            scalar_key_value(buf, field, key, 1 << 3 | 2, s.as_str().as_bytes());
+            let payload = s.as_str().as_bytes();
+            append(buf, 48 + key.len() + payload.len(), |o| {
+                o.scalar_key_value(field, key, 1 << 3 | 2, payload)
+            });
             return;
         }
         other => {
@@ -341,24 +455,6 @@ fn str_field(buf: &mut Vec<u8>, field: u32, s: &str) {
     bytes_field(buf, field, s.as_bytes());
 }
 
-/// A varint field, left out at 0 as proto3 does.
-fn uint_field(buf: &mut Vec<u8>, field: u32, v: u64) {
-    if v != 0 {
-        tag(buf, field, 0);
-        varint(buf, v);
-    }
-}
-
-fn fixed64_field(buf: &mut Vec<u8>, field: u32, v: u64) {
-    tag(buf, field, 1);
-    buf.extend_from_slice(&v.to_le_bytes());
-}
-
-fn fixed32_field(buf: &mut Vec<u8>, field: u32, v: u32) {
-    tag(buf, field, 5);
-    buf.extend_from_slice(&v.to_le_bytes());
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,17 +505,82 @@ mod tests {
             let mut want = Vec::new();
             bytes_field(&mut want, 9, &kv);
             let mut got = Vec::new();
-            attribute(
-                &mut got,
-                9,
-                &Attr {
-                    key: "gen_ai.tool.name",
-                    value: value.clone(),
-                },
-                &span,
-            );
-            assert_eq!(got, want, "{value:?}");
+            let a = Attr {
+                key: "gen_ai.tool.name",
+                value: value.clone(),
+            };
+            // A bound too low is found and made exact.
+            for bound in [0, 3, 512] {
+                got.clear();
+                append(&mut got, bound, |o| o.attribute(9, &a, &span));
+                assert_eq!(got, want, "{value:?}, room {bound}");
+            }
         }
+    }
+
+    #[test]
+    fn a_span_with_state_events_and_an_error_is_framed_as_nested_messages_would_be() {
+        use super::super::record::{Attr, EventRecord, SpanRecord, StatusRecord, Text, Val};
+        use std::borrow::Cow;
+        let mut s = SpanRecord::blank("call");
+        s.trace_id = [7; 16];
+        s.span_id = [8; 8];
+        s.parent_id = [9; 8];
+        s.trace_state = Some("k=v".into());
+        s.start_ns = 1;
+        s.end_ns = 300;
+        let name = s.keep("denied by rule");
+        s.events.push(EventRecord {
+            time_ns: 2,
+            name,
+            attributes: vec![Attr {
+                key: "level",
+                value: Val::Str(Text::Static("ERROR")),
+            }],
+        });
+        s.status = StatusRecord::Error(Cow::Borrowed("denied by rule"));
+        s.attributes.push(Attr {
+            key: "toolslot.call.index",
+            value: Val::I64(3),
+        });
+
+        // What nested messages written one by one into their own buffers give.
+        let mut want = Vec::new();
+        bytes_field(&mut want, 1, &s.trace_id);
+        bytes_field(&mut want, 2, &s.span_id);
+        str_field(&mut want, 3, "k=v");
+        bytes_field(&mut want, 4, &s.parent_id);
+        str_field(&mut want, 5, "call");
+        want.extend_from_slice(&[6 << 3, 1]);
+        want.push(7 << 3 | 1);
+        want.extend_from_slice(&1u64.to_le_bytes());
+        want.push(8 << 3 | 1);
+        want.extend_from_slice(&300u64.to_le_bytes());
+        let key_value = |key: &str, any: &[u8]| {
+            let mut kv = Vec::new();
+            str_field(&mut kv, 1, key);
+            bytes_field(&mut kv, 2, any);
+            kv
+        };
+        bytes_field(&mut want, 9, &key_value("toolslot.call.index", &[3 << 3, 3]));
+        let mut event = vec![1 << 3 | 1];
+        event.extend_from_slice(&2u64.to_le_bytes());
+        str_field(&mut event, 2, "denied by rule");
+        let mut error = Vec::new();
+        str_field(&mut error, 1, "ERROR");
+        bytes_field(&mut event, 3, &key_value("level", &error));
+        bytes_field(&mut want, 11, &event);
+        let mut status = Vec::new();
+        str_field(&mut status, 2, "denied by rule");
+        status.extend_from_slice(&[3 << 3, 2]);
+        bytes_field(&mut want, 15, &status);
+        tag(&mut want, 16, 5);
+        want.extend_from_slice(&flags(false, 0).to_le_bytes());
+
+        let mut got = Vec::new();
+        span(&mut got, &s);
+        assert_eq!(got, want);
+        assert!(room_for(&s) >= got.len(), "the room guessed covers the span");
     }
 
     #[test]

@@ -173,47 +173,78 @@ impl SpanRecord {
 /// One histogram sample, recorded into the SDK's histogram on the export thread: the SDK
 /// hashes and looks up the attribute set under a lock on every sample, more than a no-op
 /// call costs, so the pipeline's thread only queues it. Up to [`SAMPLE_ATTRIBUTES`]
-/// attributes, their values in one `text`.
+/// attributes, their values one after the other in `inline` (or in `spilled` when they do
+/// not fit there): a sample allocates nothing in the common case, where a `String` made on
+/// the pipeline's thread and freed on the export thread cost more than the rest of it.
 #[derive(Debug, Clone)]
 pub(super) struct Sample {
     pub metric: &'static str,
     pub seconds: f64,
     pub keys: [&'static str; SAMPLE_ATTRIBUTES],
-    /// Where each value ends in `text` (each starts where the one before ends).
+    /// Where each value ends in the text (each starts where the one before ends).
     pub ends: [u32; SAMPLE_ATTRIBUTES],
     pub len: u8,
-    pub text: String,
+    inline: [u8; SAMPLE_INLINE],
+    /// The values when together they pass [`SAMPLE_INLINE`] bytes; empty otherwise.
+    spilled: String,
 }
 
 /// The most attributes a sample keeps (the histograms have two: a name and an error type).
 pub(super) const SAMPLE_ATTRIBUTES: usize = 4;
 
+/// Room for a sample's values without an allocation: a tool's name and an error type.
+const SAMPLE_INLINE: usize = 64;
+
 impl Sample {
     /// A sample of `metric` with `attributes` (those past [`SAMPLE_ATTRIBUTES`] are left out).
     pub fn new(metric: &'static str, seconds: f64, attributes: &[(&'static str, &str)]) -> Sample {
         let kept = &attributes[..attributes.len().min(SAMPLE_ATTRIBUTES)];
+        let total: usize = kept.iter().map(|(_, v)| v.len()).sum();
         let mut sample = Sample {
             metric,
             seconds,
             keys: [""; SAMPLE_ATTRIBUTES],
             ends: [0; SAMPLE_ATTRIBUTES],
             len: 0,
-            text: String::with_capacity(kept.iter().map(|(_, v)| v.len()).sum()),
+            inline: [0; SAMPLE_INLINE],
+            spilled: String::new(),
         };
+        if total > SAMPLE_INLINE {
+            sample.spilled.reserve_exact(total);
+        }
+        let mut end = 0;
         for (i, (k, v)) in kept.iter().enumerate() {
-            sample.text.push_str(v);
+            if total > SAMPLE_INLINE {
+                sample.spilled.push_str(v);
+            } else {
+                sample.inline[end..end + v.len()].copy_from_slice(v.as_bytes());
+            }
+            end += v.len();
             sample.keys[i] = k;
-            sample.ends[i] = u32::try_from(sample.text.len()).unwrap_or(u32::MAX);
+            sample.ends[i] = u32::try_from(end).unwrap_or(u32::MAX);
             sample.len += 1;
         }
         sample
     }
 
+    /// The values, one after the other.
+    pub fn text(&self) -> &[u8] {
+        if self.spilled.is_empty() {
+            let end = self.ends[..usize::from(self.len)].last().map_or(0, |&e| e as usize);
+            &self.inline[..end.min(SAMPLE_INLINE)]
+        } else {
+            self.spilled.as_bytes()
+        }
+    }
+
     /// The attributes as key and value.
     pub fn attributes(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        let text = self.text();
         (0..usize::from(self.len)).map(move |i| {
             let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-            (self.keys[i], self.text.get(start..self.ends[i] as usize).unwrap_or(""))
+            // Each value was copied whole from a `&str`, so every range is on a boundary.
+            let value = text.get(start..self.ends[i] as usize).and_then(|b| std::str::from_utf8(b).ok());
+            (self.keys[i], value.unwrap_or(""))
         })
     }
 }
@@ -229,5 +260,11 @@ mod tests {
         assert_eq!(got, [("gen_ai.tool.name", "read_file"), ("error.type", ""), ("x", "é")]);
         let many: Vec<(&'static str, &str)> = vec![("a", "1"); 6];
         assert_eq!(Sample::new("m", 1.0, &many).attributes().count(), SAMPLE_ATTRIBUTES);
+        let long = "t".repeat(SAMPLE_INLINE);
+        let s = Sample::new("m", 1.0, &[("gen_ai.tool.name", &long), ("error.type", "timeout")]);
+        let got: Vec<_> = s.attributes().collect();
+        assert_eq!(got, [("gen_ai.tool.name", long.as_str()), ("error.type", "timeout")]);
+        let empty = Sample::new("m", 1.0, &[]);
+        assert_eq!(empty.attributes().count(), 0);
     }
 }

@@ -1,7 +1,8 @@
 //! The load harness: N concurrent sessions, each feeding R rounds of K tool calls through the
 //! Dispatcher.
 //!
-//! `cargo bench --bench load -- --sessions N --rounds R --calls K --tool noop|sleep1ms|read`
+//! `cargo bench --bench load -- --sessions N --rounds R --calls K --tool noop|sleep1ms|read|shell`
+//! (`shell`: exec_shell running `cat small.txt`, judged read-only, in the OS sandbox)
 //!
 //! `cargo bench --bench load -- --remote N --slots K --tool sleep10ms [--seconds S]` measures the
 //! same pipeline with the tool routed through NATS JetStream to 1, 2, 4, … N worker processes,
@@ -68,8 +69,8 @@ fn parse() -> Result<Args, String> {
                 a.tool
             ));
         }
-    } else if !matches!(a.tool.as_str(), "noop" | "sleep1ms" | "read") {
-        return Err(format!("--tool takes noop, sleep1ms or read, not `{}`", a.tool));
+    } else if !matches!(a.tool.as_str(), "noop" | "sleep1ms" | "read" | "shell") {
+        return Err(format!("--tool takes noop, sleep1ms, read or shell, not `{}`", a.tool));
     }
     Ok(a)
 }
@@ -179,6 +180,7 @@ fn main() {
     let registry = support::registry(&config);
     let (tool, arg): (&str, fn(usize) -> serde_json::Value) = match args.tool.as_str() {
         "read" => ("read_file", |_| json!({"path": "small.txt"})),
+        "shell" => ("exec_shell", |_| json!({"command": "cat small.txt"})),
         "sleep1ms" => ("sleep1ms", |i| json!({"i": i})),
         _ => ("noop", |i| json!({"i": i})),
     };

@@ -1,7 +1,8 @@
 //! What the OS sandbox costs per command, side by side in one run: `sh -c true` spawned and
 //! waited for with no sandbox, under bubblewrap and under Landlock, for a read-only call (the
-//! confined view) and for an approved one (the full view, the workspace writable); and what
-//! judging a command on the shell grammar costs.
+//! confined view, in a fresh sandbox and in the session's, entered again) and for an approved one
+//! (the full view, the workspace writable); and what judging a command on the shell grammar
+//! costs.
 
 use std::hint::black_box;
 
@@ -9,7 +10,14 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use toolslot::config::{Config, SandboxMode};
 use toolslot::sandbox::{Backend, Grant, Request, View, backend, command};
 
-fn spawn_true(rt: &tokio::runtime::Runtime, shell: &toolslot::config::ShellConfig, ws: &std::path::Path, grant: Grant, view: View) {
+fn spawn_true(
+    rt: &tokio::runtime::Runtime,
+    shell: &toolslot::config::ShellConfig,
+    ws: &std::path::Path,
+    grant: Grant,
+    view: View,
+    session: Option<&str>,
+) {
     let args = ["-c".to_string(), "true".to_string()];
     let mut s = command(&Request {
         program: "sh",
@@ -20,6 +28,7 @@ fn spawn_true(rt: &tokio::runtime::Runtime, shell: &toolslot::config::ShellConfi
         keep_env: &[],
         shell,
         hidden: &[],
+        session,
     })
     .expect("the sandbox sets up");
     rt.block_on(async {
@@ -46,8 +55,14 @@ fn bench(c: &mut Criterion) {
         let mut shell = Config::builtin().shell;
         shell.sandbox = mode;
         group.bench_function(format!("{name}/read_only"), |b| {
-            b.iter(|| spawn_true(&rt, &shell, ws.path(), Grant::default(), View::Confined))
+            b.iter(|| spawn_true(&rt, &shell, ws.path(), Grant::default(), View::Confined, None))
         });
+        if want == Backend::Bwrap {
+            // The session's sandbox, made once and entered by each command (`sandbox/warm.rs`).
+            group.bench_function(format!("{name}/read_only_in_session"), |b| {
+                b.iter(|| spawn_true(&rt, &shell, ws.path(), Grant::default(), View::Confined, Some("bench")))
+            });
+        }
         group.bench_function(format!("{name}/approved"), |b| {
             b.iter(|| {
                 spawn_true(
@@ -59,6 +74,7 @@ fn bench(c: &mut Criterion) {
                         network: false,
                     },
                     View::Full,
+                    None,
                 )
             })
         });

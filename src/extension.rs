@@ -200,6 +200,7 @@ impl ExtensionTool {
             keep_env: &self.cfg.env_passthrough,
             shell: &ctx.config.shell,
             hidden: &hidden,
+            session: None,
         })
         .map_err(|e| ToolError::refused(ErrorCategory::Unavailable, format!("extension `{}`: {e}", self.cfg.name)))?;
         sandboxed

@@ -63,7 +63,7 @@ pub fn config(overflow: &std::path::Path, workers: usize) -> Arc<Config> {
         ("TOOLSLOT_EXECUTION__WORKERS".to_string(), workers.to_string()),
         (
             "TOOLSLOT_LOOP_GUARD__EXEMPT".to_string(),
-            "noop,sleep1ms,sleep20ms,read_file".to_string(),
+            "noop,sleep1ms,sleep20ms,read_file,exec_shell".to_string(),
         ),
         ("TOOLSLOT_OVERFLOW__DIR".to_string(), overflow.display().to_string()),
         ("TOOLSLOT_APPROVAL__MODE".to_string(), "full-auto".to_string()),

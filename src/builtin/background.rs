@@ -210,7 +210,7 @@ impl TaskTable {
             command: mut cmd,
             guard: mut sandbox,
             ..
-        } = shell_command(command, ctx).inspect_err(|_| {
+        } = shell_command(command, ctx, false).inspect_err(|_| {
             let _ = std::fs::remove_file(&log);
         })?;
         cmd.stdout(std::process::Stdio::from(writer)).stderr(std::process::Stdio::from(err));

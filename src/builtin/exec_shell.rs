@@ -76,7 +76,7 @@ impl Tool for ExecShell {
             }
             let limit = ctx.config.shell.timeout_ms;
             let timeout = Duration::from_millis(input.timeout_ms.map_or(limit, |t| t.min(limit)));
-            let mut sandboxed = shell_command(&input.command, ctx)?;
+            let mut sandboxed = shell_command(&input.command, ctx, true)?;
             let cmd = &mut sandboxed.command;
             cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
             let mut child = cmd.spawn().map_err(|e| ToolError::tool(format!("cannot start the shell: {e}")))?;

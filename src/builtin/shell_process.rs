@@ -12,10 +12,14 @@ use crate::tool::{ErrorCategory, ToolContext, ToolError};
 /// session (so a timeout or a kill reaches everything it started), killed if its handle is
 /// dropped.
 ///
+/// `in_session`: the command may run in the session's sandbox (`sandbox/warm.rs`), which a
+/// foreground command does: its sandbox is counted and given back (or ended) as soon as it
+/// ends. A background task gets one of its own, so that killing it ends all it started at once.
+///
 /// # Errors
 /// An `unavailable` error, nothing started, when the sandbox cannot be set up or what the
 /// policy hides could not all be found.
-pub(crate) fn shell_command(command: &str, ctx: &ToolContext) -> Result<Sandboxed, ToolError> {
+pub(crate) fn shell_command(command: &str, ctx: &ToolContext, in_session: bool) -> Result<Sandboxed, ToolError> {
     let args = ["-c".to_string(), command.to_string()];
     let view = if ctx.grant.write { View::Full } else { View::Confined };
     // What the session's policy denies by path is masked, whatever the command's words say.
@@ -29,6 +33,7 @@ pub(crate) fn shell_command(command: &str, ctx: &ToolContext) -> Result<Sandboxe
         keep_env: &[],
         shell: &ctx.config.shell,
         hidden: &hidden,
+        session: in_session.then_some(ctx.session_id.as_str()),
     })
     .map_err(|e| ToolError::refused(ErrorCategory::Unavailable, e.to_string()))
 }

@@ -147,6 +147,11 @@ pub struct ShellConfig {
     pub writable_paths: Vec<String>,
     /// Unix socket files a program without the network may still reach (bubblewrap only).
     pub allow_unix_sockets: Vec<String>,
+    /// Seconds a session's bubblewrap sandbox is kept idle for its next read-only command
+    /// (0 = a fresh sandbox for every command).
+    pub warm_sandbox_idle_secs: u64,
+    /// Idle session sandboxes kept at most, across sessions.
+    pub warm_sandboxes_max: usize,
     /// CPU seconds each process of a command may use (0 = no limit).
     pub limit_cpu_secs: u64,
     /// Bytes of data (heap and private writable memory) each process may hold (0 = no limit).

@@ -33,6 +33,7 @@ pub async fn run_one(hook: &Hook, event: HookEvent, payload: &[u8], workspace: &
         // The team's own program, judging a call: it reads what the team lets it read. Masks
         // keep the model's programs away from what the policy denies.
         hidden: &[],
+        session: None,
     }) {
         Ok(s) => s,
         Err(e) => return Answer::Failed(format!("its sandbox could not be set up: {e}")),

@@ -25,6 +25,7 @@ mod mask;
 mod protect;
 mod sockets;
 mod spawn;
+mod warm;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -91,6 +92,9 @@ pub enum SandboxError {
     /// The private temporary folder could not be made.
     #[error("the sandbox's temporary folder could not be made: {0}")]
     Temp(String),
+    /// The session's sandbox could not be entered.
+    #[error("the session's sandbox could not be entered: {0}")]
+    Warm(String),
 }
 
 /// The backend `mode` stands for on this machine, detected once per process.

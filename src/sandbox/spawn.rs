@@ -29,6 +29,9 @@ pub struct Request<'a> {
     /// Files and folders the program must not see (absolute, symlinks resolved): what the
     /// session's policy denies by path, masked by the sandbox (`mask.rs`).
     pub hidden: &'a [PathBuf],
+    /// The session the program runs for, where its sandbox may be the session's, made once
+    /// and entered by each of its commands (`warm.rs`); `None`: a sandbox of its own.
+    pub session: Option<&'a str>,
 }
 
 /// A command ready to spawn, and what must live while it runs.
@@ -51,6 +54,9 @@ pub struct Guard {
     temp: Option<PathBuf>,
     /// The project's policy, put back as it was when the program ends.
     policy: Option<super::Protected>,
+    /// The session's sandbox the program entered, given back (or ended, if the program left
+    /// anything running in it) when this is dropped.
+    warm: Option<super::warm::Lease>,
 }
 
 impl Guard {
@@ -65,11 +71,13 @@ impl Drop for Guard {
         if let Some(t) = self.temp.take() {
             let _ = std::fs::remove_dir_all(t);
         }
+        // Counted and given back only now that the program has ended.
+        drop(self.warm.take());
     }
 }
 
 /// The resource limits applied to the child (0 = none).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Limits {
     cpu_secs: u64,
     data_bytes: u64,
@@ -134,33 +142,65 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
     let mut cmd = match (backend, bwrap_path()) {
         (Backend::Bwrap, Some(bwrap)) => {
             let confined = confined_dirs(path_var.as_deref());
-            let mut cmd = tokio::process::Command::new(bwrap);
             let protected = guard.policy.as_ref().map(super::Protected::folder);
             let own = if req.grant.write && req.view == View::Full {
                 own_files(req, &workspace)
             } else {
                 Vec::new()
             };
-            cmd.args(super::bwrap::args(
-                &workspace, req.grant, req.view, &writable, &confined, protected, &own,
-            ))
-            .args(super::mask::bwrap_args(
-                &[req.hidden, socket_masks.as_slice()].concat(),
-                req.view,
-                &workspace,
-                &confined,
-            ))
-            .arg("--")
-            .arg(req.program)
-            .args(req.args);
-            cmd.env_clear().envs(env);
-            if req.grant.write && req.view == View::Full {
-                cmd.env("TMPDIR", "/tmp");
-            } else {
-                cmd.env_remove("TMPDIR");
+            let masked = [req.hidden, socket_masks.as_slice()].concat();
+            let mut options = super::bwrap::args(&workspace, req.grant, req.view, &writable, &confined, protected, &own);
+            options.extend(super::mask::bwrap_args(&masked, req.view, &workspace, &confined));
+            let warm = match req.session {
+                Some(session) if warm_fits(req) => {
+                    // The placeholder outlives the thread that starts it: it ends with
+                    // toolslot through the pipe it reads, not with that thread.
+                    options.retain(|o| o != "--die-with-parent");
+                    let masked_paths: Vec<&Path> = masked.iter().map(PathBuf::as_path).collect();
+                    let key = super::warm::Key::new(session, options.clone(), &workspace, &masked_paths);
+                    let keep = super::warm::Keep {
+                        idle: std::time::Duration::from_secs(shell.warm_sandbox_idle_secs),
+                        max: shell.warm_sandboxes_max,
+                    };
+                    let placeholder = |c: &mut std::process::Command| set_up_child(c, Limits::default(), None, false, no_sockets);
+                    match super::warm::lease(key, keep, bwrap, &env, placeholder) {
+                        Ok(lease) => Some(lease),
+                        Err(e) => {
+                            // A fresh sandbox for this command instead: slower, as safe.
+                            tracing::warn!(error = %e, "the session's sandbox could not be made");
+                            None
+                        }
+                    }
+                }
+                _ => None,
+            };
+            match warm {
+                Some(lease) => {
+                    // What runs is given to `enter`: the process spawned enters the sandbox
+                    // and starts the program there itself.
+                    let env: Vec<(String, String)> = env.into_iter().filter(|(k, _)| k != "TMPDIR").collect();
+                    let mut cmd = tokio::process::Command::new(req.program);
+                    cmd.env_clear();
+                    set_up_child(cmd.as_std_mut(), limits, None, false, no_sockets);
+                    lease
+                        .enter(cmd.as_std_mut(), &workspace, req.program, req.args, &env)
+                        .map_err(|e| SandboxError::Warm(e.to_string()))?;
+                    guard.warm = Some(lease);
+                    cmd
+                }
+                None => {
+                    let mut cmd = tokio::process::Command::new(bwrap);
+                    cmd.args(options).arg("--").arg(req.program).args(req.args);
+                    cmd.env_clear().envs(env);
+                    if req.grant.write && req.view == View::Full {
+                        cmd.env("TMPDIR", "/tmp");
+                    } else {
+                        cmd.env_remove("TMPDIR");
+                    }
+                    set_up_child(cmd.as_std_mut(), limits, None, false, no_sockets);
+                    cmd
+                }
             }
-            set_up_child(&mut cmd, limits, None, false, no_sockets);
-            cmd
         }
         #[cfg(target_os = "linux")]
         (Backend::Landlock, _) => {
@@ -175,14 +215,14 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
                 None => cmd.env_remove("TMPDIR"),
             };
             use std::os::fd::AsRawFd;
-            set_up_child(&mut cmd, limits, Some(ruleset.as_raw_fd()), true, no_sockets);
+            set_up_child(cmd.as_std_mut(), limits, Some(ruleset.as_raw_fd()), true, no_sockets);
             guard.ruleset = Some(ruleset);
             cmd
         }
         _ => {
             let mut cmd = tokio::process::Command::new(req.program);
             cmd.args(req.args).env_clear().envs(env);
-            set_up_child(&mut cmd, limits, None, false, no_sockets);
+            set_up_child(cmd.as_std_mut(), limits, None, false, no_sockets);
             cmd
         }
     };
@@ -192,6 +232,17 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
         guard,
         backend,
     })
+}
+
+/// Whether `req` may run in its session's sandbox: a command of the confined view cleared
+/// neither to write nor to reach the network, which can leave nothing in a sandbox but
+/// processes (counted after it) and files in its `/dev`; the rest get a fresh sandbox each.
+fn warm_fits(req: &Request<'_>) -> bool {
+    req.view == View::Confined
+        && !req.grant.write
+        && !req.grant.network
+        && req.shell.warm_sandbox_idle_secs > 0
+        && req.shell.warm_sandboxes_max > 0
 }
 
 /// The files a program is started with (its program word and arguments that name an existing
@@ -246,7 +297,7 @@ fn no_sockets() -> &'static super::NoSockets {
 /// Landlock: no capabilities, no new privileges, the ruleset; and without network, the filter
 /// that refuses unix sockets (last, so bubblewrap itself is under it too).
 fn set_up_child(
-    cmd: &mut tokio::process::Command,
+    cmd: &mut std::process::Command,
     limits: Limits,
     landlock: Option<std::os::fd::RawFd>,
     drop_capabilities: bool,
@@ -291,7 +342,7 @@ fn set_up_child(
     };
     // SAFETY: the closure only makes async-signal-safe system calls (see above).
     unsafe {
-        cmd.pre_exec(setup);
+        std::os::unix::process::CommandExt::pre_exec(cmd, setup);
     }
 }
 

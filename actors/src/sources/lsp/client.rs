@@ -309,6 +309,7 @@ fn sandboxed(cfg: &LspServerConfig, root: &Path, shell: &ShellConfig) -> Result<
         // The user's configured server, like an MCP server: the policy's masks are for the
         // programs the model drives.
         hidden: &[],
+        session: None,
     })
     .map_err(|e| format!("its sandbox could not be set up: {e}"))?;
     if sandboxed.backend == Backend::None {

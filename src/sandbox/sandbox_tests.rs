@@ -616,3 +616,41 @@ fn a_command_in_a_sessions_sandbox_exits_as_it_would_in_a_fresh_one() {
     assert_eq!(out.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&out.stderr).contains("toolslot-no-such-program: not found"));
 }
+
+/// Run as root (as CI is), the same tests again as an unprivileged user: bubblewrap then makes
+/// user namespaces, and entering a session's sandbox takes another path (`warm.rs`,
+/// `user_namespaces`).
+#[test]
+fn the_sandbox_holds_for_an_unprivileged_user_too() {
+    // SAFETY: geteuid only reads this process's credentials.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    // A copy where that user can run it, wherever the checkout lies.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let me = dir.path().join("sandbox-tests");
+    std::fs::copy(std::env::current_exe().unwrap(), &me).unwrap();
+    std::fs::set_permissions(&me, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&me)
+        .args([
+            "sandbox::tests::",
+            "--skip",
+            "the_sandbox_holds_for_an_unprivileged_user_too",
+            "--test-threads=2",
+        ])
+        .env("HOME", std::env::temp_dir())
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("setpriv (util-linux) runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let passed: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("test result: ok. ").and_then(|r| r.split(' ').next()?.parse().ok()))
+        .unwrap_or(0);
+    assert!(passed >= 16, "{text}");
+}

@@ -173,8 +173,16 @@ impl Warm {
             procs: PathBuf::from(format!("/proc/{init}/root/proc")),
             idle_since: Instant::now(),
         };
+        // Unprivileged, bubblewrap makes the namespaces in a user namespace of its own and
+        // runs the sandbox in a second one inside it, where the mounts are locked: the first is
+        // entered first (its owner has every capability there, which entering the others
+        // needs), the second last, so the command ends where bubblewrap's would.
+        let users = user_namespaces(init)?;
+        let mut users = users.into_iter();
+        if let Some(outer) = users.next() {
+            warm.namespaces.push((outer, libc::CLONE_NEWUSER));
+        }
         for (name, flag) in [
-            ("user", libc::CLONE_NEWUSER),
             ("ipc", libc::CLONE_NEWIPC),
             ("uts", libc::CLONE_NEWUTS),
             ("net", libc::CLONE_NEWNET),
@@ -183,14 +191,14 @@ impl Warm {
             ("mnt", libc::CLONE_NEWNS),
         ] {
             let theirs = PathBuf::from(format!("/proc/{init}/ns/{name}"));
-            // A namespace the sandbox shares with toolslot is not entered (`setns` into one's
-            // own user namespace is refused).
+            // A namespace the sandbox shares with toolslot is not entered.
             if same_file(&theirs, Path::new(&format!("/proc/self/ns/{name}"))) {
                 continue;
             }
             let fd = std::fs::File::open(&theirs).map_err(|e| io::Error::other(format!("{}: {e}", theirs.display())))?;
             warm.namespaces.push((OwnedFd::from(fd), flag));
         }
+        warm.namespaces.extend(users.map(|fd| (fd, libc::CLONE_NEWUSER)));
         if warm.processes() != Some(AT_REST) {
             return Err(io::Error::other("the sandbox's processes cannot be counted"));
         }
@@ -427,6 +435,41 @@ fn start_sweeper(idle: Duration) {
             }
         });
     });
+}
+
+/// The user namespaces between toolslot's and the sandbox's init's, outermost first (none when
+/// they are the same: bubblewrap run by root makes none).
+fn user_namespaces(init: i32) -> io::Result<Vec<OwnedFd>> {
+    use std::os::unix::fs::MetadataExt;
+    let ours = std::fs::metadata("/proc/self/ns/user")?;
+    let is_ours = |fd: &OwnedFd| {
+        std::fs::File::from(fd.try_clone()?)
+            .metadata()
+            .map(|m| m.dev() == ours.dev() && m.ino() == ours.ino())
+    };
+    let theirs = PathBuf::from(format!("/proc/{init}/ns/user"));
+    let mut fd = OwnedFd::from(std::fs::File::open(&theirs).map_err(|e| io::Error::other(format!("{}: {e}", theirs.display())))?);
+    let mut chain = Vec::new();
+    // A sandbox nests a few deep at most; the bound keeps a loop from being endless.
+    for _ in 0..8 {
+        if is_ours(&fd)? {
+            chain.reverse();
+            return Ok(chain);
+        }
+        // NS_GET_PARENT: _IO(0xb7, 0x2).
+        // SAFETY: an ioctl on a namespace descriptor this function owns; it returns a new one.
+        let parent = unsafe { libc::ioctl(fd.as_raw_fd(), 0xb702 as _) };
+        if parent < 0 {
+            return Err(io::Error::other(format!(
+                "the sandbox's user namespace: {}",
+                io::Error::last_os_error()
+            )));
+        }
+        chain.push(fd);
+        // SAFETY: the ioctl just returned this descriptor, owned by nothing else.
+        fd = unsafe { OwnedFd::from_raw_fd(parent) };
+    }
+    Err(io::Error::other("the sandbox's user namespace is nested too deep"))
 }
 
 /// The `child-pid` bubblewrap writes to its info descriptor (`{"child-pid": N, …}`).

@@ -200,7 +200,8 @@ impl ExtensionTool {
             keep_env: &self.cfg.env_passthrough,
             shell: &ctx.config.shell,
             hidden: &hidden,
-            session: None,
+            // A read-only call runs in the session's sandbox, entered again (`sandbox/warm.rs`).
+            session: Some(&ctx.session_id),
         })
         .map_err(|e| ToolError::refused(ErrorCategory::Unavailable, format!("extension `{}`: {e}", self.cfg.name)))?;
         sandboxed

@@ -34,7 +34,7 @@ fn run_with(mode: SandboxMode, want: Backend, grant: Grant, view: View, ws: &Pat
     shell.sandbox = mode;
     tweak(&mut shell);
     let fresh = spawn(&shell, want, grant, view, ws, script, None);
-    if want != Backend::Bwrap || grant != READ_ONLY || view != View::Confined || shell.warm_sandbox_idle_secs == 0 {
+    if want != Backend::Bwrap || grant != READ_ONLY || shell.warm_sandbox_idle_secs == 0 {
         return fresh;
     }
     // What runs in a session's sandbox (`warm.rs`) is held to the same promises: the second

@@ -234,15 +234,12 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
     })
 }
 
-/// Whether `req` may run in its session's sandbox: a command of the confined view cleared
-/// neither to write nor to reach the network, which can leave nothing in a sandbox but
-/// processes (counted after it) and files in its `/dev`; the rest get a fresh sandbox each.
+/// Whether `req` may run in its session's sandbox: a program cleared neither to write nor to
+/// reach the network (a read-only command in the confined view, a read-only extension in the
+/// full one), which can leave nothing in a sandbox but processes (counted after it) and files
+/// in its `/dev`; the rest get a fresh sandbox each.
 fn warm_fits(req: &Request<'_>) -> bool {
-    req.view == View::Confined
-        && !req.grant.write
-        && !req.grant.network
-        && req.shell.warm_sandbox_idle_secs > 0
-        && req.shell.warm_sandboxes_max > 0
+    !req.grant.write && !req.grant.network && req.shell.warm_sandbox_idle_secs > 0 && req.shell.warm_sandboxes_max > 0
 }
 
 /// The files a program is started with (its program word and arguments that name an existing

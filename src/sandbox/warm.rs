@@ -26,11 +26,12 @@
 //! - no capabilities: the command drops its bounding set and every capability set before it
 //!   runs, and cannot gain one (no new privileges).
 //!
-//! Used for commands of the confined view that were not cleared to write or reach the
-//! network, which are most of a session's commands (those judged read-only): there is nothing
-//! such a command can leave in the sandbox for the next one but processes, which are counted,
-//! and files in the sandbox's own `/dev`, which only the same session's commands see. Commands
-//! cleared to write keep a fresh sandbox each (their private `/tmp` must start empty).
+//! Used for programs cleared neither to write nor to reach the network: most of a session's
+//! commands (those judged read-only, in the confined view) and read-only extension calls (in
+//! the full view). There is nothing such a program can leave in the sandbox for the next one
+//! but processes, which are counted, and files in the sandbox's own `/dev`, which only the same
+//! session's programs of the same view see. Programs cleared to write keep a fresh sandbox
+//! each (their private `/tmp` must start empty), and so do background tasks.
 
 use std::ffi::{CString, OsString};
 use std::io::{self, Read};

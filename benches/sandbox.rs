@@ -58,7 +58,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| spawn_true(&rt, &shell, ws.path(), Grant::default(), View::Confined, None))
         });
         if want == Backend::Bwrap {
-            // The session's sandbox, made once and entered by each command (`sandbox/warm.rs`).
+            // The session's sandbox, made once and entered by each command (`sandbox/warm/`).
             group.bench_function(format!("{name}/read_only_in_session"), |b| {
                 b.iter(|| spawn_true(&rt, &shell, ws.path(), Grant::default(), View::Confined, Some("bench")))
             });

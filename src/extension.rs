@@ -200,7 +200,7 @@ impl ExtensionTool {
             keep_env: &self.cfg.env_passthrough,
             shell: &ctx.config.shell,
             hidden: &hidden,
-            // A read-only call runs in the session's sandbox, entered again (`sandbox/warm.rs`).
+            // A read-only call runs in the session's sandbox, entered again (`sandbox/warm/`).
             session: Some(&ctx.session_id),
         })
         .map_err(|e| ToolError::refused(ErrorCategory::Unavailable, format!("extension `{}`: {e}", self.cfg.name)))?;

@@ -12,7 +12,7 @@ use crate::tool::{ErrorCategory, ToolContext, ToolError};
 /// session (so a timeout or a kill reaches everything it started), killed if its handle is
 /// dropped.
 ///
-/// `in_session`: the command may run in the session's sandbox (`sandbox/warm.rs`), which a
+/// `in_session`: the command may run in the session's sandbox (`sandbox/warm/`), which a
 /// foreground command does: its sandbox is counted and given back (or ended) as soon as it
 /// ends. A background task gets one of its own, so that killing it ends all it started at once.
 ///

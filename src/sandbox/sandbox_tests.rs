@@ -4,13 +4,12 @@
 
 use std::path::Path;
 
-use super::warm;
 use super::*;
 use crate::config::{Config, SandboxMode, ShellConfig};
 
 const BACKENDS: [(SandboxMode, Backend); 2] = [(SandboxMode::Bwrap, Backend::Bwrap), (SandboxMode::Landlock, Backend::Landlock)];
 
-const READ_ONLY: Grant = Grant {
+pub(super) const READ_ONLY: Grant = Grant {
     write: false,
     network: false,
 };
@@ -23,10 +22,10 @@ const WRITE_NET: Grant = Grant {
     network: true,
 };
 
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+pub(super) struct Out {
+    pub(super) code: Option<i32>,
+    pub(super) stdout: String,
+    pub(super) stderr: String,
 }
 
 fn run_with(mode: SandboxMode, want: Backend, grant: Grant, view: View, ws: &Path, script: &str, tweak: impl Fn(&mut ShellConfig)) -> Out {
@@ -37,7 +36,7 @@ fn run_with(mode: SandboxMode, want: Backend, grant: Grant, view: View, ws: &Pat
     if want != Backend::Bwrap || grant != READ_ONLY || shell.warm_sandbox_idle_secs == 0 {
         return fresh;
     }
-    // What runs in a session's sandbox (`warm.rs`) is held to the same promises: the second
+    // What runs in a session's sandbox (`warm/`) is held to the same promises: the second
     // command enters the sandbox the first one made, and what the test then checks of the
     // files, processes and network holds after all three.
     spawn(&shell, want, grant, view, ws, script, Some(TEST_SESSION));
@@ -53,7 +52,7 @@ fn run_with(mode: SandboxMode, want: Backend, grant: Grant, view: View, ws: &Pat
 /// The session the tests' read-only commands share a sandbox in.
 const TEST_SESSION: &str = "sandbox-tests";
 
-fn spawn(shell: &ShellConfig, want: Backend, grant: Grant, view: View, ws: &Path, script: &str, session: Option<&str>) -> Out {
+pub(super) fn spawn(shell: &ShellConfig, want: Backend, grant: Grant, view: View, ws: &Path, script: &str, session: Option<&str>) -> Out {
     let args = ["-c".to_string(), script.to_string()];
     let mut s = command(&Request {
         program: "sh",
@@ -430,195 +429,8 @@ print(tried(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)),
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok ok ok ok ok");
 }
 
-/// Whether a process of this machine runs `argv` (its arguments joined by NULs).
-fn host_runs(argv: &[&str]) -> bool {
-    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
-    let found = || {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(Result::ok)
-            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-            .any(|c| c == want)
-    };
-    // A killed process may take a moment to be gone.
-    for _ in 0..40 {
-        if !found() {
-            return false;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    true
-}
-
-fn bwrap_shell() -> ShellConfig {
-    let mut shell = Config::builtin().shell;
-    shell.sandbox = SandboxMode::Bwrap;
-    shell
-}
-
-#[test]
-fn a_sessions_read_only_commands_enter_one_sandbox_until_one_leaves_a_process_behind() {
-    let session = "warm-reuse";
-    let shell = bwrap_shell();
-    let ws = tempfile::tempdir().unwrap();
-    let run = |script: &str| spawn(&shell, Backend::Bwrap, READ_ONLY, View::Confined, ws.path(), script, Some(session));
-    let first = run("echo made");
-    assert!(first.stdout.contains("made"), "{}", first.stderr);
-    let inits = warm::idle_inits(session);
-    assert_eq!(inits.len(), 1, "one sandbox made and kept: {}", first.stderr);
-    // Entered again: the same sandbox, whose process namespace holds bubblewrap's init, the
-    // placeholder and this command's own processes only.
-    let counted = run("ls /proc | grep -c '^[0-9]'");
-    assert_eq!(warm::idle_inits(session), inits, "entered again");
-    let n: u32 = counted.stdout.trim().parse().unwrap_or_else(|_| panic!("{}", counted.stderr));
-    assert!(n <= 6, "{n} processes in sight");
-    // A process left in the command's group ends with the command; the sandbox stays.
-    let out = run("sleep 6071 & echo started");
-    assert!(out.stdout.contains("started"), "{}", out.stderr);
-    assert!(!host_runs(&["sleep", "6071"]), "a process outlived its command");
-    assert_eq!(warm::idle_inits(session), inits);
-    // One that left the group (and its output) ends the sandbox, and itself with it.
-    let out = run("(setsid sleep 6072 > /dev/null 2>&1 < /dev/null &); sleep 0.3; echo started");
-    assert!(out.stdout.contains("started"), "{}", out.stderr);
-    assert!(!host_runs(&["sleep", "6072"]), "a process outlived its command");
-    assert!(warm::idle_inits(session).is_empty(), "the sandbox it was left in is ended");
-    // The next command gets a new sandbox.
-    let out = run("echo again");
-    assert!(out.stdout.contains("again"), "{}", out.stderr);
-    let now = warm::idle_inits(session);
-    assert_eq!(now.len(), 1);
-    assert_ne!(now, inits);
-}
-
-#[test]
-fn a_command_in_a_sessions_sandbox_keeps_no_power_and_writes_nothing() {
-    let shell = bwrap_shell();
-    let ws = tempfile::tempdir().unwrap();
-    let w = ws.path().display();
-    let script = format!(
-        "mount -o remount,rw,bind {w} 2>&1; touch {w}/inside 2>&1; mount -o remount,rw,bind / 2>&1; mount -t tmpfs none /usr 2>&1; grep -E 'CapEff|CapBnd|NoNewPrivs' /proc/self/status"
-    );
-    for _ in 0..2 {
-        let out = spawn(
-            &shell,
-            Backend::Bwrap,
-            READ_ONLY,
-            View::Confined,
-            ws.path(),
-            &script,
-            Some("warm-power"),
-        );
-        assert!(!ws.path().join("inside").exists(), "wrote the workspace: {}", out.stdout);
-        for field in ["CapEff", "CapBnd"] {
-            let line = out
-                .stdout
-                .lines()
-                .find(|l| l.starts_with(field))
-                .unwrap_or_else(|| panic!("{}", out.stdout));
-            assert!(line.ends_with("0000000000000000"), "{line}");
-        }
-        assert!(out.stdout.contains("NoNewPrivs:\t1"), "{}", out.stdout);
-    }
-    assert_eq!(warm::idle_inits("warm-power").len(), 1, "entered twice, kept");
-}
-
-#[test]
-fn a_masked_file_replaced_since_the_sandbox_was_made_stays_masked() {
-    let shell = bwrap_shell();
-    let ws = tempfile::tempdir().unwrap();
-    let secret = ws.path().canonicalize().unwrap().join("prod.key");
-    std::fs::write(&secret, "first secret").unwrap();
-    let session = "warm-mask";
-    let run = || {
-        let args = ["-c".to_string(), "cat prod.key; echo end".to_string()];
-        let hidden = [secret.clone()];
-        let mut s = command(&Request {
-            program: "sh",
-            args: &args,
-            workspace: ws.path(),
-            grant: READ_ONLY,
-            view: View::Confined,
-            keep_env: &[],
-            shell: &shell,
-            hidden: &hidden,
-            session: Some(session),
-        })
-        .unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let out = rt.block_on(async {
-            s.command
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-                .wait_with_output()
-                .await
-                .unwrap()
-        });
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let out = run();
-    assert!(out.contains("end") && !out.contains("secret"), "{out}");
-    let inits = warm::idle_inits(session);
-    // Replaced on the host (a new file where the masked one was): a sandbox made before
-    // would show it, since the mask covered the old file only.
-    std::fs::remove_file(&secret).unwrap();
-    std::fs::write(&secret, "second secret").unwrap();
-    let out = run();
-    assert!(out.contains("end") && !out.contains("secret"), "{out}");
-    assert_ne!(warm::idle_inits(session), inits, "a new sandbox for the new file");
-}
-
-#[test]
-fn a_command_in_a_sessions_sandbox_exits_as_it_would_in_a_fresh_one() {
-    let shell = bwrap_shell();
-    let ws = tempfile::tempdir().unwrap();
-    for (script, code) in [("exit 3", 3), ("kill -9 $$", 128 + 9), ("echo out; echo err >&2", 0)] {
-        let fresh = spawn(&shell, Backend::Bwrap, READ_ONLY, View::Confined, ws.path(), script, None);
-        let warm = spawn(
-            &shell,
-            Backend::Bwrap,
-            READ_ONLY,
-            View::Confined,
-            ws.path(),
-            script,
-            Some("warm-exit"),
-        );
-        assert_eq!(warm.code, Some(code), "{script}: {}", warm.stderr);
-        assert_eq!(
-            (warm.code, &warm.stdout, &warm.stderr),
-            (fresh.code, &fresh.stdout, &fresh.stderr),
-            "{script}"
-        );
-    }
-    // A program the sandbox's PATH does not have: as a shell says it.
-    let mut s = command(&Request {
-        program: "toolslot-no-such-program",
-        args: &[],
-        workspace: ws.path(),
-        grant: READ_ONLY,
-        view: View::Confined,
-        keep_env: &[],
-        shell: &shell,
-        hidden: &[],
-        session: Some("warm-exit"),
-    })
-    .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let out = rt.block_on(async {
-        s.command
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-            .wait_with_output()
-            .await
-            .unwrap()
-    });
-    assert_eq!(out.status.code(), Some(127));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("toolslot-no-such-program: not found"));
-}
-
 /// Run as root (as CI is), the same tests again as an unprivileged user: bubblewrap then makes
-/// user namespaces, and entering a session's sandbox takes another path (`warm.rs`,
+/// user namespaces, and entering a session's sandbox takes another path (`warm/`,
 /// `user_namespaces`).
 #[test]
 fn the_sandbox_holds_for_an_unprivileged_user_too() {
@@ -637,7 +449,7 @@ fn the_sandbox_holds_for_an_unprivileged_user_too() {
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(&me)
         .args([
-            "sandbox::tests::",
+            "sandbox::",
             "--skip",
             "the_sandbox_holds_for_an_unprivileged_user_too",
             "--test-threads=2",
@@ -652,5 +464,6 @@ fn the_sandbox_holds_for_an_unprivileged_user_too() {
         .lines()
         .find_map(|l| l.strip_prefix("test result: ok. ").and_then(|r| r.split(' ').next()?.parse().ok()))
         .unwrap_or(0);
-    assert!(passed >= 16, "{text}");
+    // The sandbox's tests and its session sandbox's, all of them.
+    assert!(passed >= 20, "{text}");
 }

@@ -33,11 +33,17 @@
 //! session's programs of the same view see. Programs cleared to write keep a fresh sandbox
 //! each (their private `/tmp` must start empty), and so do background tasks.
 
-use std::ffi::{CString, OsString};
+mod enter;
+mod namespaces;
+
+use std::ffi::OsString;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
+
+use enter::{Prepared, enter_child};
+use namespaces::{pipe, read_child_pid, same_file, user_namespaces};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -297,7 +303,7 @@ impl Lease {
         let Some(warm) = &self.warm else {
             return Err(io::Error::other("the sandbox was given back"));
         };
-        let mut prepared = Prepared::new(warm, workspace, program, args, env)?;
+        let mut prepared = Prepared::new(&warm.namespaces, workspace, program, args, env)?;
         let enter = move || -> io::Result<()> {
             // SAFETY: between fork and exec only async-signal-safe system calls run here, on
             // what was prepared before the fork; nothing is allocated.
@@ -308,67 +314,6 @@ impl Lease {
             cmd.pre_exec(enter);
         }
         Ok(())
-    }
-}
-
-/// Everything the entering process and the command need, made before the fork (nothing may be
-/// allocated after it): the namespaces, the folder, the program's candidate paths (its PATH
-/// looked up inside the sandbox by trying each), its arguments and environment as `execve`
-/// takes them, and a stack for the command's first moments.
-struct Prepared {
-    namespaces: Vec<(RawFd, libc::c_int)>,
-    dir: CString,
-    candidates: Vec<CString>,
-    _argv: Vec<CString>,
-    argv: Vec<*const libc::c_char>,
-    _envp: Vec<CString>,
-    envp: Vec<*const libc::c_char>,
-    not_found: Vec<u8>,
-    stack: Vec<u8>,
-}
-
-// SAFETY: the raw pointers point into the `CString`s beside them, which move with them and are
-// never changed; the value is used by one process at a time (the child, after the fork).
-unsafe impl Send for Prepared {}
-// SAFETY: as above; nothing is written through a shared reference.
-unsafe impl Sync for Prepared {}
-
-/// Room for the command between its clone and its exec: a few system calls.
-const COMMAND_STACK: usize = 64 * 1024;
-
-impl Prepared {
-    fn new(warm: &Warm, workspace: &Path, program: &str, args: &[String], env: &[(String, String)]) -> io::Result<Prepared> {
-        let c = |s: &[u8], what: &str| CString::new(s).map_err(|_| io::Error::other(format!("{what} holds a NUL byte")));
-        let dir = c(workspace.as_os_str().as_bytes(), "the workspace's path")?;
-        let candidates = if program.contains('/') {
-            vec![c(program.as_bytes(), "the program")?]
-        } else {
-            let path = env.iter().find(|(k, _)| k == "PATH").map_or("/usr/bin:/bin", |(_, v)| v.as_str());
-            path.split(':')
-                .filter(|d| !d.is_empty())
-                .map(|d| c(format!("{d}/{program}").as_bytes(), "the program's path"))
-                .collect::<io::Result<Vec<_>>>()?
-        };
-        let argv_owned = std::iter::once(program)
-            .chain(args.iter().map(String::as_str))
-            .map(|a| c(a.as_bytes(), "an argument"))
-            .collect::<io::Result<Vec<_>>>()?;
-        let envp_owned = env
-            .iter()
-            .map(|(k, v)| c(format!("{k}={v}").as_bytes(), "the environment"))
-            .collect::<io::Result<Vec<_>>>()?;
-        let pointers = |v: &[CString]| v.iter().map(|s| s.as_ptr()).chain([std::ptr::null()]).collect::<Vec<_>>();
-        Ok(Prepared {
-            namespaces: warm.namespaces.iter().map(|(fd, flag)| (fd.as_raw_fd(), *flag)).collect(),
-            dir,
-            candidates,
-            argv: pointers(&argv_owned),
-            _argv: argv_owned,
-            envp: pointers(&envp_owned),
-            _envp: envp_owned,
-            not_found: format!("toolslot: {program}: not found in the sandbox\n").into_bytes(),
-            stack: vec![0; COMMAND_STACK],
-        })
     }
 }
 
@@ -438,218 +383,12 @@ fn start_sweeper(idle: Duration) {
     });
 }
 
-/// The user namespaces between toolslot's and the sandbox's init's, outermost first (none when
-/// they are the same: bubblewrap run by root makes none).
-fn user_namespaces(init: i32) -> io::Result<Vec<OwnedFd>> {
-    use std::os::unix::fs::MetadataExt;
-    let ours = std::fs::metadata("/proc/self/ns/user")?;
-    let is_ours = |fd: &OwnedFd| {
-        std::fs::File::from(fd.try_clone()?)
-            .metadata()
-            .map(|m| m.dev() == ours.dev() && m.ino() == ours.ino())
-    };
-    let theirs = PathBuf::from(format!("/proc/{init}/ns/user"));
-    let mut fd = OwnedFd::from(std::fs::File::open(&theirs).map_err(|e| io::Error::other(format!("{}: {e}", theirs.display())))?);
-    let mut chain = Vec::new();
-    // A sandbox nests a few deep at most; the bound keeps a loop from being endless.
-    for _ in 0..8 {
-        if is_ours(&fd)? {
-            chain.reverse();
-            return Ok(chain);
-        }
-        // NS_GET_PARENT: _IO(0xb7, 0x2).
-        // SAFETY: an ioctl on a namespace descriptor this function owns; it returns a new one.
-        let parent = unsafe { libc::ioctl(fd.as_raw_fd(), 0xb702 as _) };
-        if parent < 0 {
-            return Err(io::Error::other(format!(
-                "the sandbox's user namespace: {}",
-                io::Error::last_os_error()
-            )));
-        }
-        chain.push(fd);
-        // SAFETY: the ioctl just returned this descriptor, owned by nothing else.
-        fd = unsafe { OwnedFd::from_raw_fd(parent) };
-    }
-    Err(io::Error::other("the sandbox's user namespace is nested too deep"))
-}
-
-/// The `child-pid` bubblewrap writes to its info descriptor (`{"child-pid": N, …}`).
-fn read_child_pid(from: OwnedFd) -> io::Result<i32> {
-    let mut file = std::fs::File::from(from);
-    let mut text = Vec::new();
-    let mut byte = [0u8; 256];
-    // Up to the closing brace: the descriptor may stay open in the sandbox.
-    while !text.contains(&b'}') {
-        let n = file.read(&mut byte)?;
-        if n == 0 {
-            break;
-        }
-        text.extend_from_slice(&byte[..n]);
-    }
-    let info: serde_json::Value = serde_json::from_slice(&text).map_err(|e| io::Error::other(e.to_string()))?;
-    info.get("child-pid")
-        .and_then(serde_json::Value::as_i64)
-        .and_then(|p| i32::try_from(p).ok())
-        .filter(|p| *p > 0)
-        .ok_or_else(|| io::Error::other("no child-pid"))
-}
-
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into the array it is given.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just made and are owned by nothing else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
-    }
-}
-
-/// Enters the namespaces and starts the command in them; waits for it and exits with its
-/// status. It never returns on success.
-///
-/// The command is made with `clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn` does: it shares
-/// this process's memory until it executes, so nothing is copied (a second `fork` of toolslot's
-/// address space cost more than the rest of entering), and this process waits until then.
-///
-/// # Safety
-/// Called between fork and exec: async-signal-safe system calls only, no allocation.
-unsafe fn enter_child(prepared: &mut Prepared) -> io::Result<()> {
-    // SAFETY: (the whole body) system calls on descriptors, paths and a stack made before the
-    // fork; the clone's child runs `run_command` on that stack and never returns.
-    unsafe {
-        for (fd, flag) in &prepared.namespaces {
-            if libc::setns(*fd, *flag) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        if libc::chdir(prepared.dir.as_ptr()) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // The stack grows down from its end, which `clone` wants 16-byte aligned.
-        let top = prepared.stack.as_mut_ptr().add(prepared.stack.len());
-        let top = top.sub(top as usize % 16);
-        let arg = prepared as *const Prepared as *mut libc::c_void;
-        let command = libc::clone(run_command, top.cast(), libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, arg);
-        if command < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        wait_and_exit(command)
-    }
-}
-
-/// The command, from its clone to its exec: it dies with the process that waits for it (which
-/// toolslot kills on a timeout), leads a group of its own (which that process kills when it
-/// ends), has no capability, and runs the program; exit status 127 when no candidate runs.
-extern "C" fn run_command(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the `Prepared` of `enter_child`, alive (its process waits in the clone)
-    // and only read here; only system calls follow.
-    unsafe {
-        let prepared = &*(arg as *const Prepared);
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-        if libc::setpgid(0, 0) != 0 || drop_capabilities().is_err() {
-            libc::_exit(126);
-        }
-        for candidate in &prepared.candidates {
-            libc::execve(candidate.as_ptr(), prepared.argv.as_ptr(), prepared.envp.as_ptr());
-        }
-        libc::write(2, prepared.not_found.as_ptr().cast(), prepared.not_found.len());
-        libc::_exit(127)
-    }
-}
-
-/// The process that entered: waits for the command, ends what is left of its group, and exits
-/// as the command did. It never returns.
-///
-/// # Safety
-/// Called between fork and exec.
-unsafe fn wait_and_exit(command: libc::pid_t) -> ! {
-    // SAFETY: system calls on this process's own descriptors and child.
-    unsafe {
-        // Every descriptor closed, the standard ones too: spawn's report pipe sees end of
-        // file once the command executes, and the command's output ends when the command's
-        // processes end, not this one.
-        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
-            for fd in 0..1024 {
-                libc::close(fd);
-            }
-        }
-        let mut status = 0;
-        loop {
-            let r = libc::waitpid(command, &mut status, 0);
-            if r == command {
-                break;
-            }
-            if r == -1 && *libc::__errno_location() != libc::EINTR {
-                libc::_exit(127);
-            }
-        }
-        libc::kill(-command, libc::SIGKILL);
-        let code = if libc::WIFEXITED(status) {
-            libc::WEXITSTATUS(status)
-        } else if libc::WIFSIGNALED(status) {
-            128 + libc::WTERMSIG(status)
-        } else {
-            127
-        };
-        libc::_exit(code)
-    }
-}
-
-/// No capability left in any set, none to gain back, and no new privileges on exec: what
-/// bubblewrap's `--cap-drop ALL` gives, which entering a namespace as its owner would undo.
-///
-/// # Safety
-/// Called between fork and exec.
-unsafe fn drop_capabilities() -> io::Result<()> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    // _LINUX_CAPABILITY_VERSION_3: two 32-bit words of each set.
-    let header = Header {
-        version: 0x2008_0522,
-        pid: 0,
-    };
-    let none = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: prctl and capset with integer arguments and pointers to live locals.
-    unsafe {
-        for cap in 0..64 {
-            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
-        }
-        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-        if libc::syscall(libc::SYS_capset, &header as *const Header, none.as_ptr()) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 /// The init of each idle sandbox of `session`, for tests to tell a sandbox entered again from
 /// one made anew.
 #[cfg(test)]
 pub(super) fn idle_inits(session: &str) -> Vec<i32> {
     pool().iter().filter(|w| w.key.session == session).map(|w| w.init).collect()
 }
+
+#[cfg(test)]
+mod tests;

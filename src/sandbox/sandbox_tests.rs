@@ -54,7 +54,7 @@ const TEST_SESSION: &str = "sandbox-tests";
 
 pub(super) fn spawn(shell: &ShellConfig, want: Backend, grant: Grant, view: View, ws: &Path, script: &str, session: Option<&str>) -> Out {
     let args = ["-c".to_string(), script.to_string()];
-    let mut s = command(&Request {
+    let req = Request {
         program: "sh",
         args: &args,
         workspace: ws,
@@ -64,12 +64,17 @@ pub(super) fn spawn(shell: &ShellConfig, want: Backend, grant: Grant, view: View
         shell,
         hidden: &[],
         session,
-    })
-    .unwrap();
+    };
+    spawn_request(&req, want)
+}
+
+/// Runs `req`'s program to its end, under backend `want`, with its output.
+pub(super) fn spawn_request(req: &Request<'_>, want: Backend) -> Out {
+    let mut s = command(req).unwrap();
     assert_eq!(
         s.backend, want,
         "{:?} is not available on this machine: install it (scripts/install-test-deps.sh)",
-        shell.sandbox
+        req.shell.sandbox
     );
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let out = rt.block_on(async {

@@ -2,8 +2,8 @@
 //! ended with what a command left in it, no power inside, masks kept across a replaced file,
 //! the same exit statuses.
 
-use super::super::tests::{READ_ONLY, spawn};
-use super::super::{Backend, Request, View, command};
+use super::super::tests::{READ_ONLY, spawn, spawn_request};
+use super::super::{Backend, Request, View};
 use super::idle_inits;
 use crate::config::{Config, SandboxMode, ShellConfig};
 
@@ -109,7 +109,7 @@ fn a_masked_file_replaced_since_the_sandbox_was_made_stays_masked() {
     let run = || {
         let args = ["-c".to_string(), "cat prod.key; echo end".to_string()];
         let hidden = [secret.clone()];
-        let mut s = command(&Request {
+        let req = Request {
             program: "sh",
             args: &args,
             workspace: ws.path(),
@@ -119,19 +119,8 @@ fn a_masked_file_replaced_since_the_sandbox_was_made_stays_masked() {
             shell: &shell,
             hidden: &hidden,
             session: Some(session),
-        })
-        .unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let out = rt.block_on(async {
-            s.command
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-                .wait_with_output()
-                .await
-                .unwrap()
-        });
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        spawn_request(&req, Backend::Bwrap).stdout
     };
     let out = run();
     assert!(out.contains("end") && !out.contains("secret"), "{out}");
@@ -168,28 +157,20 @@ fn a_command_in_a_sessions_sandbox_exits_as_it_would_in_a_fresh_one() {
         );
     }
     // A program the sandbox's PATH does not have: as a shell says it.
-    let mut s = command(&Request {
-        program: "toolslot-no-such-program",
-        args: &[],
-        workspace: ws.path(),
-        grant: READ_ONLY,
-        view: View::Confined,
-        keep_env: &[],
-        shell: &shell,
-        hidden: &[],
-        session: Some("warm-exit"),
-    })
-    .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let out = rt.block_on(async {
-        s.command
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-            .wait_with_output()
-            .await
-            .unwrap()
-    });
-    assert_eq!(out.status.code(), Some(127));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("toolslot-no-such-program: not found"));
+    let out = spawn_request(
+        &Request {
+            program: "toolslot-no-such-program",
+            args: &[],
+            workspace: ws.path(),
+            grant: READ_ONLY,
+            view: View::Confined,
+            keep_env: &[],
+            shell: &shell,
+            hidden: &[],
+            session: Some("warm-exit"),
+        },
+        Backend::Bwrap,
+    );
+    assert_eq!(out.code, Some(127));
+    assert!(out.stderr.contains("toolslot-no-such-program: not found"), "{}", out.stderr);
 }

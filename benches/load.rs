@@ -1,8 +1,10 @@
 //! The load harness: N concurrent sessions, each feeding R rounds of K tool calls through the
 //! Dispatcher.
 //!
-//! `cargo bench --bench load -- --sessions N --rounds R --calls K --tool noop|sleep1ms|read|shell`
-//! (`shell`: exec_shell running `cat small.txt`, judged read-only, in the OS sandbox)
+//! `cargo bench --bench load -- --sessions N --rounds R --calls K --tool noop|sleep1ms|read|shell|mixed`
+//! (`shell`: exec_shell running `cat small.txt`, judged read-only, in the OS sandbox; `mixed`:
+//! call n of a round is, by n mod 4, that command, a read_file, an extension program (`wc -c`
+//! of its arguments, read-only, in the OS sandbox) or a no-op)
 //!
 //! `cargo bench --bench load -- --remote N --slots K --tool sleep10ms [--seconds S]` measures the
 //! same pipeline with the tool routed through NATS JetStream to 1, 2, 4, … N worker processes,
@@ -69,8 +71,8 @@ fn parse() -> Result<Args, String> {
                 a.tool
             ));
         }
-    } else if !matches!(a.tool.as_str(), "noop" | "sleep1ms" | "read" | "shell") {
-        return Err(format!("--tool takes noop, sleep1ms, read or shell, not `{}`", a.tool));
+    } else if !matches!(a.tool.as_str(), "noop" | "sleep1ms" | "read" | "shell" | "mixed") {
+        return Err(format!("--tool takes noop, sleep1ms, read, shell or mixed, not `{}`", a.tool));
     }
     Ok(a)
 }
@@ -176,15 +178,26 @@ fn main() {
     }
     let dir = tempfile::tempdir().expect("a temporary folder");
     std::fs::write(dir.path().join("small.txt"), "a small file\nof two lines\n").expect("writable temp folder");
-    let config = support::config(&dir.path().join("overflow"), args.workers);
+    // The extension of the mixed rounds: a program started for each call, as any extension.
+    let overlay = dir.path().join("extensions.toml");
+    std::fs::write(
+        &overlay,
+        "[[extensions]]\nname = \"count_bytes\"\ndescription = \"Counts the bytes of its arguments\"\ncapabilities = [\"read_only\"]\ncommand = [\"wc\", \"-c\"]\ninput_schema = '{\"type\":\"object\"}'\n",
+    )
+    .expect("writable temp folder");
+    let config = support::config_with(Some(&overlay), &dir.path().join("overflow"), args.workers);
     let registry = support::registry(&config);
-    let (tool, arg): (&str, fn(usize) -> serde_json::Value) = match args.tool.as_str() {
-        "read" => ("read_file", |_| json!({"path": "small.txt"})),
-        "shell" => ("exec_shell", |_| json!({"command": "cat small.txt"})),
-        "sleep1ms" => ("sleep1ms", |i| json!({"i": i})),
-        _ => ("noop", |i| json!({"i": i})),
+    let call = |n: usize, tool: &str| match tool {
+        "read" => ("read_file", json!({"path": "small.txt"})),
+        "shell" => ("exec_shell", json!({"command": "cat small.txt"})),
+        "sleep1ms" => ("sleep1ms", json!({"i": n})),
+        "count" => ("count_bytes", json!({"i": n})),
+        _ => ("noop", json!({"i": n})),
     };
-    let body = Arc::new(support::round(tool, args.calls, arg));
+    let body = Arc::new(match args.tool.as_str() {
+        "mixed" => support::round_of(args.calls, |n| call(n, ["shell", "read", "count", "noop"][n % 4])),
+        tool => support::round_of(args.calls, |n| call(n, tool)),
+    });
     let system = actix_rt::System::new();
     let failed = system.block_on(async move {
         let dispatcher = Dispatcher::new(Arc::clone(&config), registry);

@@ -1,7 +1,10 @@
 //! The audit ledger against someone who can write its file but cannot read toolslot's key,
 //! through the binary: a recorded stream is replayed to make a ledger (`toolslot replay`), then
 //! each attack on the file is made, and `toolslot ledger verify` must fail naming it, while the
-//! untouched ledger verifies.
+//! untouched ledger verifies. Also, through `toolslot serve`: what of a record may wait for its
+//! sync (`audit.lazy_seal_ms`) and what may not.
+
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -368,4 +371,56 @@ fn a_key_inside_the_workspace_or_the_ledger_folder_is_refused() {
         );
     }
     assert!(!ws.join(".keys/ledger.key").exists(), "no key was made in the workspace");
+}
+
+/// The highest head in the two-slot head file of ledger `stem` (0 when there is none yet).
+fn head_records(heads: &Path, stem: &str) -> u64 {
+    let text = std::fs::read_to_string(heads.join(format!("{stem}.json"))).unwrap_or_default();
+    serde_json::Deserializer::from_str(&text)
+        .into_iter::<Value>()
+        .filter_map(Result::ok)
+        .filter_map(|h| h["records"].as_u64())
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn an_outcome_is_written_before_its_result_and_sealed_within_the_bound() {
+    let bed = Bed::new();
+    let ws = bed.path("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+    let served = support::Serve::in_dir(bed.dir.path(), &ws)
+        .config(&format!(
+            "[audit]\nkey_file = \"{}\"\nlazy_seal_ms = 4000\n",
+            bed.key_file().display()
+        ))
+        .ledger(&bed.ledger_dir())
+        .start();
+    let id = served.session(&ws);
+    let results = served.round(&id, &[("read_file", json!({"path": "a.txt"}))]);
+    assert_eq!(results[0]["is_error"], false, "{results:?}");
+    // Both records are in the file by the time the result arrives.
+    let file = bed.ledger_dir().join(format!("{id}.jsonl"));
+    let kinds: Vec<String> = records(&std::fs::read_to_string(&file).unwrap())
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(kinds, ["decision", "outcome"]);
+    // The decision was sealed before the call ran; the outcome waits for the session's next
+    // sync or the bound, whichever comes first.
+    assert_eq!(head_records(&bed.heads(), &id), 1, "the outcome was sealed at once");
+    assert!(
+        support::eventually(30, || head_records(&bed.heads(), &id) == 2),
+        "the outcome was never sealed"
+    );
+    let (code, answer, err) = bed.verify(&file);
+    assert_eq!(code, Some(0), "{answer} {err}");
+    // No `unsealed` count: every record is under the head.
+    assert_eq!((&answer["records"], &answer["unsealed"]), (&json!(2), &Value::Null), "{answer}");
+    // A second round's decision is synced with the first round's outcome already sealed, and
+    // its own outcome is again the one record past the head.
+    served.round(&id, &[("read_file", json!({"path": "a.txt"}))]);
+    assert_eq!(head_records(&bed.heads(), &id), 3);
+    assert_eq!(records(&std::fs::read_to_string(&file).unwrap()).len(), 4);
 }

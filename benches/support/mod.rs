@@ -58,12 +58,18 @@ impl ToolSpec for Cost {
 /// The bench config: `workers` worker threads (0: the bench's own thread), repeated identical calls allowed (every iteration
 /// sends the same round), saved outputs in a temporary folder.
 pub fn config(overflow: &std::path::Path, workers: usize) -> Arc<Config> {
+    config_with(None, overflow, workers)
+}
+
+/// [`config`] over the overlay `file` (the tables the environment cannot give, such as
+/// `[[extensions]]`).
+pub fn config_with(file: Option<&std::path::Path>, overflow: &std::path::Path, workers: usize) -> Arc<Config> {
     // TOOLSLOT_* variables of the environment override these, to bench other settings.
     let mut env: Vec<(String, String)> = vec![
         ("TOOLSLOT_EXECUTION__WORKERS".to_string(), workers.to_string()),
         (
             "TOOLSLOT_LOOP_GUARD__EXEMPT".to_string(),
-            "noop,sleep1ms,sleep20ms,read_file,exec_shell".to_string(),
+            "noop,sleep1ms,sleep20ms,read_file,exec_shell,count_bytes".to_string(),
         ),
         ("TOOLSLOT_OVERFLOW__DIR".to_string(), overflow.display().to_string()),
         ("TOOLSLOT_APPROVAL__MODE".to_string(), "full-auto".to_string()),
@@ -72,12 +78,12 @@ pub fn config(overflow: &std::path::Path, workers: usize) -> Arc<Config> {
         ("TOOLSLOT_AUDIT__LEDGER_DIR".to_string(), String::new()),
     ];
     env.extend(std::env::vars().filter(|(k, _)| k.starts_with("TOOLSLOT_")));
-    Arc::new(Config::load_with_env(None, env).expect("bench config loads"))
+    Arc::new(Config::load_with_env(file, env).expect("bench config loads"))
 }
 
 pub fn registry(config: &Arc<Config>) -> Arc<Registry> {
     Arc::new(
-        RegistryBuilder::new(Arc::clone(config))
+        toolslot::extension::add_declared(RegistryBuilder::new(Arc::clone(config)), config)
             .extend(toolslot::builtin::enabled(config))
             .with_tool(Arc::new(Cost("noop")))
             .with_tool(Arc::new(Cost("sleep1ms")))
@@ -88,9 +94,15 @@ pub fn registry(config: &Arc<Config>) -> Arc<Registry> {
 
 /// An OpenAI Chat round of `k` calls to `tool`, as the provider's SSE bytes.
 pub fn round(tool: &str, k: usize, args: impl Fn(usize) -> Value) -> Vec<u8> {
+    round_of(k, |n| (tool, args(n)))
+}
+
+/// An OpenAI Chat round of `k` calls, call `n` being `call(n)` (its tool and arguments).
+pub fn round_of<'a>(k: usize, call: impl Fn(usize) -> (&'a str, Value)) -> Vec<u8> {
     let mut out = String::new();
     for n in 0..k {
-        let head = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": n, "id": format!("call_{n}"), "type": "function", "function": {"name": tool, "arguments": args(n).to_string()}}]}, "finish_reason": null}]});
+        let (tool, args) = call(n);
+        let head = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": n, "id": format!("call_{n}"), "type": "function", "function": {"name": tool, "arguments": args.to_string()}}]}, "finish_reason": null}]});
         out.push_str(&format!("data: {head}\n\n"));
     }
     out.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");

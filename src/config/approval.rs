@@ -225,9 +225,18 @@ pub struct AuditConfig {
     /// The key the ledger's records are MACed under (`~/` expands), made on first use; the
     /// heads that seal each ledger's end live in `heads/` beside it.
     pub key_file: String,
+    /// How long what the ledger's guarantee does not need at once may wait for its sync (ms;
+    /// 0 = nothing waits): a call's outcome record, and the head after any record. A decision
+    /// is always on disk before its call runs.
+    pub lazy_seal_ms: u64,
 }
 
 impl AuditConfig {
+    /// `lazy_seal_ms` as a duration.
+    pub fn lazy_seal(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.lazy_seal_ms)
+    }
+
     /// The ledger folder, `~` expanded; `None` when no ledger is kept.
     pub fn ledger_path(&self) -> Option<PathBuf> {
         (!self.ledger_dir.is_empty()).then(|| expand_home(&self.ledger_dir))

@@ -4,10 +4,11 @@
 //! a file creation, a sync of the file, the rename and a sync of the folder, which was most
 //! of what a ledger record cost (BENCHMARKS.md, "The ledger record"). The file holds two
 //! slots of one fixed size, written in turn (each write over the slot that does not hold the
-//! newest head) and synced (one `fdatasync`). A write torn by a crash spoils only the slot it
-//! was writing: the reader takes the other, the head before, the state a crash between records
-//! and their head always left and which [`super::verify`] accepts (records past the head,
-//! reported unsealed).
+//! newest head) and synced (one `fdatasync`), at once or within `audit.lazy_seal_ms`. A write
+//! torn by a crash spoils only the slot it was writing: the reader takes the other, a head
+//! before, the state a crash between records and their head always left and which
+//! [`super::verify`] accepts (records past the head, reported unsealed). A head is written only
+//! after the records it seals are synced, so no head on disk claims a record that is not.
 //!
 //! A head written by earlier versions (one JSON document) is still read, and the first head
 //! a ledger seals after it is opened is written whole to a new file renamed into place, as
@@ -46,14 +47,22 @@ impl HeadFile {
         Ok(HeadFile { file, slot, next: 0 })
     }
 
-    /// Writes `head` over the slot that does not hold the newest head, and syncs it. The slot
-    /// was sized for the longest head of the session, so every later head fits.
-    pub(crate) fn write(&mut self, head: &Head) -> std::io::Result<()> {
+    /// Writes `head` over the slot that does not hold the newest head, and syncs it when
+    /// `sync` says so (else [`HeadFile::sync`] does later). The slot was sized for the longest
+    /// head of the session, so every later head fits.
+    pub(crate) fn write(&mut self, head: &Head, sync: bool) -> std::io::Result<()> {
         let bytes = slot_bytes(head, self.slot)?;
         write_at(&self.file, &bytes, (self.next * self.slot) as u64)?;
-        self.file.sync_data()?;
+        if sync {
+            self.file.sync_data()?;
+        }
         self.next = 1 - self.next;
         Ok(())
+    }
+
+    /// Syncs the heads written so far.
+    pub(crate) fn sync(&self) -> std::io::Result<()> {
+        self.file.sync_data()
     }
 }
 
@@ -139,7 +148,7 @@ mod tests {
         let path = head_path(dir.path(), "s-1");
         let len = std::fs::metadata(&path).unwrap().len();
         for n in 2..=5 {
-            file.write(&head(n)).unwrap();
+            file.write(&head(n), true).unwrap();
             assert_eq!(parse(&std::fs::read(&path).unwrap()).unwrap(), head(n));
             assert_eq!(std::fs::metadata(&path).unwrap().len(), len, "written in place");
         }
@@ -148,8 +157,8 @@ mod tests {
     /// A head file laid out with head 1, then heads 2 (first slot) and 3 (second) written.
     fn three_heads(dir: &Path) -> HeadFile {
         let mut file = HeadFile::create(dir, "s-1", &head(1)).unwrap();
-        file.write(&head(2)).unwrap();
-        file.write(&head(3)).unwrap();
+        file.write(&head(2), true).unwrap();
+        file.write(&head(3), true).unwrap();
         file
     }
 
@@ -169,7 +178,7 @@ mod tests {
         let mut file = three_heads(dir.path());
         // Records 4 to 7 sealed by one head: had the slot been picked by the count, 7 would
         // have gone over 3, and a torn write would have left 2.
-        file.write(&head(7)).unwrap();
+        file.write(&head(7), true).unwrap();
         let mut bytes = std::fs::read(head_path(dir.path(), "s-1")).unwrap();
         assert_eq!(parse(&bytes).unwrap(), head(7));
         bytes[..40].copy_from_slice(&[b'x'; 40]);

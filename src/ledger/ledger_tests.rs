@@ -1,3 +1,5 @@
+use std::time::{Duration, Instant};
+
 use serde_json::json;
 
 use super::*;
@@ -504,4 +506,73 @@ fn write_in_part(dir: &Path) {
     );
     ledger.append(&entry(&input, Kind::Outcome, "allow")).unwrap();
     ledger.close().unwrap();
+}
+
+#[test]
+fn a_record_sealed_within_a_bound_is_sealed_by_the_next_sync_or_at_its_deadline() {
+    let place = Place::new();
+    let input = json!({});
+    let heads = Seal::heads_dir(&place.key_file);
+    let sealed = || read_head(&heads, "b").unwrap().unwrap().records;
+    let mut ledger = place.open("b");
+    ledger.append(&entry(&input, Kind::Decision, "allow")).unwrap();
+    // An outcome left to the next sync: written (it survives the process) but not sealed yet.
+    let (_, seq) = ledger.append_written(&entry(&input, Kind::Outcome, "allow")).unwrap();
+    later::seal_within(ledger.sealer(), seq, Duration::from_secs(600)).unwrap();
+    assert_eq!(sealed(), 1);
+    assert_eq!(std::fs::read_to_string(ledger.path()).unwrap().lines().count(), 2);
+    // The next decision's sync seals it with its own record.
+    ledger.append(&entry(&input, Kind::Decision, "allow")).unwrap();
+    assert_eq!(sealed(), 3);
+    // With nothing after it, the sealing thread seals it when its time is up.
+    let (_, seq) = ledger.append_written(&entry(&input, Kind::Outcome, "allow")).unwrap();
+    later::seal_within(ledger.sealer(), seq, Duration::from_millis(20)).unwrap();
+    let waited = Instant::now();
+    while sealed() < 4 {
+        assert!(waited.elapsed() < Duration::from_secs(10), "never sealed by the sealing thread");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Records later in the queue but earlier due are not held up by one due later.
+    let (_, late) = ledger.append_written(&entry(&input, Kind::Outcome, "allow")).unwrap();
+    let sealer = ledger.sealer();
+    later::seal_within(std::sync::Arc::clone(&sealer), late, Duration::from_secs(600)).unwrap();
+    let mut other = place.open("c");
+    other.append(&entry(&input, Kind::Decision, "allow")).unwrap();
+    let (_, early) = other.append_written(&entry(&input, Kind::Outcome, "allow")).unwrap();
+    later::seal_within(other.sealer(), early, Duration::from_millis(20)).unwrap();
+    let waited = Instant::now();
+    while read_head(&heads, "c").unwrap().unwrap().records < 2 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "an earlier deadline waited for a later one"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(sealed(), 4, "a record due in ten minutes was sealed early");
+    // Zero is at once.
+    later::seal_within(sealer, late, Duration::ZERO).unwrap();
+    assert_eq!(sealed(), 5);
+    assert_eq!(place.verify(ledger.path()).unwrap().unsealed, 0);
+}
+
+#[test]
+fn a_head_whose_sync_waits_is_written_at_once_and_never_ahead_of_the_records() {
+    let place = Place::new();
+    let input = json!({});
+    let heads = Seal::heads_dir(&place.key_file);
+    let mut ledger = place.open("h");
+    for expected in 1..=3u64 {
+        let (_, seq) = ledger.append_written(&entry(&input, Kind::Decision, "allow")).unwrap();
+        ledger.sealer().seal_through_within(seq, Duration::from_millis(20)).unwrap();
+        // Every reader sees the head at once; only its sync waits.
+        assert_eq!(read_head(&heads, "h").unwrap().unwrap().records, expected);
+        let v = place.verify(ledger.path()).unwrap();
+        assert_eq!((v.records, v.unsealed), (expected, 0));
+    }
+    // The sealing thread's sync finds it and syncs once; syncing again has nothing to do.
+    std::thread::sleep(Duration::from_millis(60));
+    ledger.sealer().sync_head().unwrap();
+    // A full seal after lazy ones syncs the head too.
+    ledger.append(&entry(&input, Kind::Decision, "deny")).unwrap();
+    assert_eq!(read_head(&heads, "h").unwrap().unwrap().records, 4);
 }

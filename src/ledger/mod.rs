@@ -13,13 +13,15 @@
 //! ([`GENESIS`] for the first), so the MAC covers it; `key_id` names the key; `seq` counts from
 //! one. After each record the session's [`Head`] (how many records, the last MAC) is written
 //! beside the key. Records written at once by a session's parallel calls share one sync and one
-//! head ([`Sealer`]).
+//! head ([`Sealer`]); a record that may wait (a call's outcome) is sealed within a bound by the
+//! next sync or the sealing thread ([`seal_within`]).
 //!
 //! Ledgers written before keys (each record with a plain SHA-256 `hash` instead of `mac`) are
 //! still read by [`verify`], which says they are unkeyed: anyone who can write such a file can
 //! recompute its chain, so it proves nothing about its content or its tail.
 
 mod head;
+mod later;
 mod seal;
 mod sealer;
 mod verify;
@@ -34,6 +36,7 @@ use sha2::{Digest, Sha256};
 use crate::canonical::{canonical_json, canonical_map};
 use crate::hex::hex;
 
+pub use later::seal_within;
 pub use seal::{Head, LedgerKey, Seal, head_path, read_head};
 pub use sealer::Sealer;
 pub use verify::{Verified, VerifyError, verify};

@@ -12,7 +12,8 @@
 
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::LedgerError;
 use super::head::HeadFile;
@@ -37,6 +38,8 @@ struct Io {
     head: Option<HeadFile>,
     /// Records on disk and sealed.
     sealed: u64,
+    /// A head was written and not yet synced (a sync is due at the sealing thread).
+    head_unsynced: bool,
 }
 
 impl Sealer {
@@ -50,6 +53,7 @@ impl Sealer {
                 name,
                 head,
                 sealed,
+                head_unsynced: false,
             }),
             latest: Mutex::new(None),
         }
@@ -60,14 +64,51 @@ impl Sealer {
         *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(head);
     }
 
-    /// Returns once record `seq` (and every one before it) is on disk and sealed by the head.
+    /// Returns once record `seq` (and every one before it) is on disk and sealed by the head,
+    /// the head synced too.
     ///
     /// # Errors
     /// [`LedgerError`] when the ledger could not be synced (the record may not be on disk) or
     /// its head not written (the record is; the next seal covers it).
     pub fn seal_through(&self, seq: u64) -> Result<(), LedgerError> {
+        self.seal(seq, None)
+    }
+
+    /// As [`Sealer::seal_through`], but the head, written at once, may wait up to `head_within`
+    /// for its sync (zero: synced at once).
+    ///
+    /// # Errors
+    /// As [`Sealer::seal_through`].
+    pub fn seal_through_within(self: &Arc<Self>, seq: u64, head_within: Duration) -> Result<(), LedgerError> {
+        self.seal(seq, (!head_within.is_zero()).then_some((self, head_within)))
+    }
+
+    /// Syncs a head written without its sync, if any.
+    ///
+    /// # Errors
+    /// [`LedgerError`] when the head file could not be synced.
+    pub fn sync_head(&self) -> Result<(), LedgerError> {
+        let mut io = self.io.lock().unwrap_or_else(|p| p.into_inner());
+        if !io.head_unsynced {
+            return Ok(());
+        }
+        if let Some(file) = &io.head {
+            file.sync().map_err(|e| LedgerError {
+                path: super::head_path(&io.heads, &io.name),
+                reason: format!("its head cannot be synced: {e}"),
+            })?;
+        }
+        io.head_unsynced = false;
+        Ok(())
+    }
+
+    fn seal(&self, seq: u64, lazy_head: Option<(&Arc<Sealer>, Duration)>) -> Result<(), LedgerError> {
         let mut io = self.io.lock().unwrap_or_else(|p| p.into_inner());
         if io.sealed >= seq {
+            if lazy_head.is_none() && io.head_unsynced {
+                drop(io);
+                return self.sync_head();
+            }
             return Ok(());
         }
         // Taken before the sync: every record it counts was written before, so the sync holds it.
@@ -83,8 +124,9 @@ impl Sealer {
             path: io.path.clone(),
             reason: e.to_string(),
         })?;
+        let sync_head = lazy_head.is_none();
         let written = match &mut io.head {
-            Some(file) => file.write(&head),
+            Some(file) => file.write(&head, sync_head),
             None => HeadFile::create(&io.heads, &io.name, &head).map(|file| io.head = Some(file)),
         };
         written.map_err(|e| LedgerError {
@@ -92,6 +134,16 @@ impl Sealer {
             reason: format!("its head cannot be written: {e}"),
         })?;
         io.sealed = head.records;
+        match lazy_head {
+            None => io.head_unsynced = false,
+            // One sync due per window, however many heads are written in it.
+            Some((me, within)) if !io.head_unsynced => {
+                io.head_unsynced = true;
+                drop(io);
+                super::later::sync_head_within(Arc::clone(me), within);
+            }
+            Some(_) => {}
+        }
         Ok(())
     }
 }

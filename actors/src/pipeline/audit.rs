@@ -1,22 +1,28 @@
 //! A session's audit ledger (`audit.ledger_dir`): the slot's keyed, sealed [`Ledger`], opened on
-//! the session's first record and written on the blocking pool, so that the fsync every record
-//! waits for never stalls the other sessions of the thread. A record is written under the
-//! ledger's lock and sealed after it ([`toolslot::ledger::Sealer`]): the records of a round's
-//! parallel calls, written at once, share one sync.
+//! the session's first record (on the blocking pool). A record is written under the ledger's
+//! lock and synced after it ([`toolslot::ledger::Sealer`]), so the records of a round's parallel
+//! calls share one sync. A record is written on the caller's thread when the ledger is open and
+//! free (a write to the page cache: a round's parallel decisions then all land before the first
+//! sync starts); its sync runs on the blocking pool, so it never stalls the thread's other
+//! sessions.
 //!
 //! The executor writes a call's decision before the call runs (a write that fails refuses the
-//! call) and its outcome once it ended, before the result is handed on. When the session closes
-//! ([`Audit::close`]) its closing record is appended; after that no call is allowed to run (its
-//! decision is refused), and the outcomes of calls that were still ending follow the closing
-//! record.
+//! call) and its outcome once it ended, before the result is handed on. The decision is synced
+//! before the call runs, its head written then and synced within `audit.lazy_seal_ms`; the
+//! outcome is synced within that bound ([`toolslot::ledger::seal_within`]), by the session's
+//! next sync or the sealing thread (0: everything synced at once). When the session closes
+//! ([`Audit::close`]) its closing record is appended and sealed, head included; after that no
+//! call is allowed to run (its decision is refused), and the outcomes of calls that were still
+//! ending follow the closing record.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::Value;
 use toolslot::config::AuditConfig;
-use toolslot::ledger::{Entry, Kind, Ledger, LedgerError, Seal, Source};
+use toolslot::ledger::{Entry, Kind, Ledger, LedgerError, Seal, Sealer, Source};
 use toolslot::plan::approval::Trace;
 use toolslot::tool::{ErrorCategory, ToolError};
 
@@ -30,6 +36,8 @@ pub struct Audit {
     key_file: PathBuf,
     workspace: PathBuf,
     session: String,
+    /// How long an outcome, and a head, may wait for its sync (`audit.lazy_seal_ms`).
+    lazy_seal: Duration,
     /// Opened on the first record; an open that failed is tried again by the next record.
     open: Mutex<Option<Ledger>>,
     /// The session closed: nothing more may run.
@@ -125,6 +133,7 @@ impl Audit {
             key_file: config.key_path(),
             workspace: workspace.to_path_buf(),
             session: session.to_string(),
+            lazy_seal: config.lazy_seal(),
             open: Mutex::new(None),
             closed: AtomicBool::new(false),
         }
@@ -135,20 +144,36 @@ impl Audit {
         self.dir.is_some()
     }
 
-    /// Appends `record`, flushed and synced, on the blocking pool. Without a ledger it returns
-    /// at once (on its first poll).
+    /// Appends `record`, flushed and synced, on the blocking pool; an outcome that may wait for
+    /// its seal is written here and sealed later. Without a ledger it returns at once (on its
+    /// first poll).
     ///
     /// # Errors
     /// [`LedgerError`] when the record is not on disk, or it would let a call run in a session
     /// that closed.
     pub async fn append(self: &Arc<Self>, record: Record) -> Result<(), LedgerError> {
-        let Some(dir) = self.dir.clone() else {
+        let Some(dir) = &self.dir else {
             return Ok(());
         };
-        let me = Arc::clone(self);
         let failed = |reason: String| LedgerError { path: dir.clone(), reason };
-        let written = tokio::task::spawn_blocking(move || me.append_now(record)).await;
-        written.map_err(|e| failed(format!("the writer failed: {e}")))?
+        // Written here when the ledger is open and nobody holds it (a write to the page cache):
+        // a round's parallel calls then all write before the first sync starts, so they share
+        // it. Opening it (files made and synced) or waiting for it goes to the blocking pool.
+        let kind = record.kind;
+        let (sealer, seq) = match self.try_write(&record) {
+            Some(written) => written?,
+            None => {
+                let me = Arc::clone(self);
+                let written = tokio::task::spawn_blocking(move || me.write_now(&record)).await;
+                written.map_err(|e| failed(format!("the writer failed: {e}")))??
+            }
+        };
+        if kind == Kind::Outcome {
+            return toolslot::ledger::seal_within(sealer, seq, self.lazy_seal);
+        }
+        let within = self.lazy_seal;
+        let sealed = tokio::task::spawn_blocking(move || sealer.seal_through_within(seq, within)).await;
+        sealed.map_err(|e| failed(format!("the writer failed: {e}")))?
     }
 
     /// Appends the closing record, on the blocking pool when there is one (at once otherwise);
@@ -208,11 +233,25 @@ impl Audit {
         sealer.seal_through(seq)
     }
 
-    fn append_now(&self, record: Record) -> Result<(), LedgerError> {
-        let Some(dir) = &self.dir else {
-            return Ok(());
-        };
+    /// Writes `record` when the ledger is open and free; `None` sends it to the blocking pool.
+    fn try_write(&self, record: &Record) -> Option<Result<(Arc<Sealer>, u64), LedgerError>> {
+        let dir = self.dir.as_deref()?;
+        let mut open = self.open.try_lock().ok()?;
+        open.as_ref()?;
+        Some(self.write_locked(&mut open, dir, record))
+    }
+
+    /// Writes `record` (opening the ledger if need be), not yet synced.
+    fn write_now(&self, record: &Record) -> Result<(Arc<Sealer>, u64), LedgerError> {
+        let dir = self.dir.as_deref().ok_or_else(|| LedgerError {
+            path: PathBuf::new(),
+            reason: "no ledger is kept".into(),
+        })?;
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        self.write_locked(&mut open, dir, record)
+    }
+
+    fn write_locked(&self, open: &mut Option<Ledger>, dir: &Path, record: &Record) -> Result<(Arc<Sealer>, u64), LedgerError> {
         // Checked under the lock the closing record is written under: no call is allowed
         // after it.
         if record.kind == Kind::Decision && record.decision == "allow" && self.closed.load(Ordering::SeqCst) {
@@ -221,7 +260,7 @@ impl Audit {
                 reason: "the session is closed: nothing more runs in it".into(),
             });
         }
-        let ledger = self.ledger(&mut open, dir)?;
+        let ledger = self.ledger(open, dir)?;
         let entry = Entry {
             call_id: &record.head.id,
             index: record.head.index,
@@ -235,10 +274,7 @@ impl Audit {
             detail: record.detail.as_deref(),
         };
         let (_, seq) = ledger.append_written(&entry)?;
-        let sealer = ledger.sealer();
-        // Others append while this one syncs, and their records ride on its sync.
-        drop(open);
-        sealer.seal_through(seq)
+        Ok((ledger.sealer(), seq))
     }
 }
 

@@ -83,12 +83,10 @@ impl Tool for ExtensionTool {
     }
     fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let crate::sandbox::Sandboxed {
-                command: mut cmd,
-                guard: mut sandbox,
-                ..
-            } = self.command(ctx)?;
-            let mut child = cmd.spawn().map_err(|e| {
+            let mut sandboxed = self.command(ctx)?;
+            let spawned = sandboxed.spawn().await;
+            let crate::sandbox::Sandboxed { guard: mut sandbox, .. } = sandboxed;
+            let mut child = spawned.map_err(|e| {
                 ToolError::refused(
                     ErrorCategory::Unavailable,
                     format!("extension `{}` cannot start `{}`: {e}", self.cfg.name, self.cfg.command[0]),

@@ -79,7 +79,10 @@ impl Tool for ExecShell {
             let mut sandboxed = shell_command(&input.command, ctx, true)?;
             let cmd = &mut sandboxed.command;
             cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
-            let mut child = cmd.spawn().map_err(|e| ToolError::tool(format!("cannot start the shell: {e}")))?;
+            let mut child = sandboxed
+                .spawn()
+                .await
+                .map_err(|e| ToolError::tool(format!("cannot start the shell: {e}")))?;
             sandboxed.guard.spawned();
             let group = GroupGuard(child.id());
             // Output is read as it streams: head, tail and rescued lines in memory, the

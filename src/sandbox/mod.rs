@@ -18,6 +18,7 @@
 //! program). docs/ARCHITECTURE.md ("Security model") says why bubblewrap comes first.
 
 mod bwrap;
+mod child;
 mod denial;
 #[cfg(target_os = "linux")]
 mod landlock;
@@ -30,6 +31,7 @@ mod warm;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+pub use child::Child;
 pub use denial::denial_note;
 pub use protect::Protected;
 pub use sockets::NoSockets;

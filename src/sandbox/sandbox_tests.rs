@@ -78,12 +78,8 @@ pub(super) fn spawn_request(req: &Request<'_>, want: Backend) -> Out {
     );
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let out = rt.block_on(async {
-        let child = s
-            .command
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        s.command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        let child = s.spawn().await.unwrap();
         s.guard.spawned();
         child.wait_with_output().await.unwrap()
     });

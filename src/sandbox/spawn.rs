@@ -38,12 +38,35 @@ pub struct Request<'a> {
 #[derive(Debug)]
 pub struct Sandboxed {
     /// The command: no stdin, killed if dropped, in its own session and process group; the
-    /// caller sets stdout and stderr (and stdin, if it writes one).
+    /// caller sets stdout and stderr (and stdin, if it writes one), then spawns it with
+    /// [`Sandboxed::spawn`] (the command of a session's sandbox is not the program itself).
     pub command: tokio::process::Command,
     /// Keep it until the process has ended: it holds the private temporary folder.
     pub guard: Guard,
     /// The sandbox it runs in.
     pub backend: Backend,
+    /// In a session's sandbox: where the process spawned reports the program's pid (the read
+    /// end, and toolslot's copy of the write end, closed once spawned).
+    report: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+}
+
+impl Sandboxed {
+    /// Spawns the program.
+    ///
+    /// # Errors
+    /// When it could not be started.
+    pub async fn spawn(&mut self) -> io::Result<super::Child> {
+        let child = self.command.spawn()?;
+        match self.report.take() {
+            Some((read, write)) => {
+                // Only the process spawned holds the write end now: a pid it did not write
+                // reads as nothing, never as a wait.
+                drop(write);
+                super::Child::entered(child, read).await
+            }
+            None => Ok(super::Child::spawned(child)),
+        }
+    }
 }
 
 /// What a sandboxed process needs while it runs: Landlock's ruleset (until spawned) and the
@@ -135,6 +158,7 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
         socket_masks = masks;
     }
     let mut guard = Guard::default();
+    let mut report = None;
     // Only a program cleared to write could change the workspace's policy.
     if req.grant.write {
         guard.policy = Some(super::Protected::snapshot(&workspace));
@@ -182,9 +206,12 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
                     let mut cmd = tokio::process::Command::new(req.program);
                     cmd.env_clear();
                     set_up_child(cmd.as_std_mut(), limits, None, false, no_sockets);
+                    let (read, write) = report_pipe().map_err(|e| SandboxError::Warm(e.to_string()))?;
+                    use std::os::fd::AsRawFd;
                     lease
-                        .enter(cmd.as_std_mut(), &workspace, req.program, req.args, &env)
+                        .enter(cmd.as_std_mut(), write.as_raw_fd(), &workspace, req.program, req.args, &env)
                         .map_err(|e| SandboxError::Warm(e.to_string()))?;
+                    report = Some((read, write));
                     guard.warm = Some(lease);
                     cmd
                 }
@@ -231,7 +258,21 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
         command: cmd,
         guard,
         backend,
+        report,
     })
+}
+
+/// A pipe, both ends closed on exec and never blocking, for the pid of a program started in a
+/// session's sandbox.
+fn report_pipe() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array it is given.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    use std::os::fd::FromRawFd;
+    // SAFETY: two descriptors the kernel just gave this process, owned here alone.
+    Ok(unsafe { (std::os::fd::OwnedFd::from_raw_fd(fds[0]), std::os::fd::OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Whether `req` may run in its session's sandbox: a program cleared neither to write nor to

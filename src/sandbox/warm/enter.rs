@@ -1,7 +1,14 @@
 //! Entering a session's sandbox, between fork and exec: its namespaces, then the command
-//! started as a clone that shares memory until its exec, stripped of every capability; the
-//! entering process waits for it and exits as it did. Everything here runs in the forked
-//! child, so it only makes system calls on what [`Prepared`] made before the fork.
+//! started as a clone that shares memory until its exec, stripped of every capability, made a
+//! child of toolslot itself; the entering process reports the command's pid and exits at once.
+//! Everything here runs in the forked child, so it only makes system calls on what
+//! [`Prepared`] made before the fork.
+//!
+//! Why the entering process does not stay to wait: a fork of toolslot shares toolslot's memory
+//! copy-on-write for as long as it lives, so while one waited for its command every page
+//! toolslot wrote was copied, with a TLB flush on every core (under the mixed soak, a quarter of
+//! toolslot's CPU; BENCHMARKS.md, "The mixed soak"). Gone after the command's exec, it holds
+//! nothing; toolslot waits for the command itself (`child.rs`).
 
 use std::ffi::CString;
 use std::io;
@@ -23,6 +30,8 @@ pub(super) struct Prepared {
     envp: Vec<*const libc::c_char>,
     not_found: Vec<u8>,
     stack: Vec<u8>,
+    /// Where the entering process writes the command's pid (toolslot's end of a pipe).
+    report: RawFd,
 }
 
 // SAFETY: the raw pointers point into the `CString`s beside them, which move with them and are
@@ -35,8 +44,10 @@ unsafe impl Sync for Prepared {}
 const COMMAND_STACK: usize = 64 * 1024;
 
 impl Prepared {
-    /// What entering `namespaces` and running `program` in `workspace` takes.
+    /// What entering `namespaces` and running `program` in `workspace` takes; the command's
+    /// pid is written to `report`.
     pub(super) fn new(
+        report: RawFd,
         namespaces: &[(OwnedFd, libc::c_int)],
         workspace: &Path,
         program: &str,
@@ -73,16 +84,17 @@ impl Prepared {
             _envp: envp_owned,
             not_found: format!("toolslot: {program}: not found in the sandbox\n").into_bytes(),
             stack: vec![0; COMMAND_STACK],
+            report,
         })
     }
 }
 
-/// Enters the namespaces and starts the command in them; waits for it and exits with its
-/// status. It never returns on success.
+/// Enters the namespaces and starts the command in them, as a child of toolslot; reports its
+/// pid and exits. It never returns on success.
 ///
-/// The command is made with `clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn` does: it shares
-/// this process's memory until it executes, so nothing is copied (a second `fork` of toolslot's
-/// address space cost more than the rest of entering), and this process waits until then.
+/// The command is made with `clone(CLONE_VM | CLONE_VFORK | CLONE_PARENT)`: it shares this
+/// process's memory until it executes, as with `posix_spawn` (nothing is copied, and this
+/// process waits until then), and its parent is this process's, toolslot, which waits for it.
 ///
 /// # Safety
 /// Called between fork and exec: async-signal-safe system calls only, no allocation.
@@ -102,23 +114,33 @@ pub(super) unsafe fn enter_child(prepared: &mut Prepared) -> io::Result<()> {
         let top = prepared.stack.as_mut_ptr().add(prepared.stack.len());
         let top = top.sub(top as usize % 16);
         let arg = prepared as *const Prepared as *mut libc::c_void;
-        let command = libc::clone(run_command, top.cast(), libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, arg);
+        let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PARENT;
+        let command = libc::clone(run_command, top.cast(), flags, arg);
         if command < 0 {
             return Err(io::Error::last_os_error());
         }
-        wait_and_exit(command)
+        // Toolslot reads the pid once this process is gone (spawn returns when it is).
+        let pid = command.to_ne_bytes();
+        if libc::write(prepared.report, pid.as_ptr().cast(), pid.len()) != pid.len() as isize {
+            // Toolslot cannot wait for a command it cannot name: end it (it is this
+            // process's sibling, so its group is still this session's).
+            libc::kill(-command, libc::SIGKILL);
+            libc::kill(command, libc::SIGKILL);
+            libc::_exit(127);
+        }
+        libc::_exit(0)
     }
 }
 
-/// The command, from its clone to its exec: it dies with the process that waits for it (which
-/// toolslot kills on a timeout), leads a group of its own (which that process kills when it
-/// ends), has no capability, and runs the program; exit status 127 when no candidate runs.
+/// The command, from its clone to its exec: leads a group of its own (which toolslot kills when
+/// it ends), has no capability, and runs the program; exit status 127 when no candidate runs.
+/// It needs no death signal: it lives in the sandbox's process namespace, which ends, every
+/// process in it, when toolslot does (the placeholder's pipe closes).
 extern "C" fn run_command(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the `Prepared` of `enter_child`, alive (its process waits in the clone)
     // and only read here; only system calls follow.
     unsafe {
         let prepared = &*(arg as *const Prepared);
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         if libc::setpgid(0, 0) != 0 || drop_capabilities().is_err() {
             libc::_exit(126);
         }
@@ -127,44 +149,6 @@ extern "C" fn run_command(arg: *mut libc::c_void) -> libc::c_int {
         }
         libc::write(2, prepared.not_found.as_ptr().cast(), prepared.not_found.len());
         libc::_exit(127)
-    }
-}
-
-/// The process that entered: waits for the command, ends what is left of its group, and exits
-/// as the command did. It never returns.
-///
-/// # Safety
-/// Called between fork and exec.
-unsafe fn wait_and_exit(command: libc::pid_t) -> ! {
-    // SAFETY: system calls on this process's own descriptors and child.
-    unsafe {
-        // Every descriptor closed, the standard ones too: spawn's report pipe sees end of
-        // file once the command executes, and the command's output ends when the command's
-        // processes end, not this one.
-        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
-            for fd in 0..1024 {
-                libc::close(fd);
-            }
-        }
-        let mut status = 0;
-        loop {
-            let r = libc::waitpid(command, &mut status, 0);
-            if r == command {
-                break;
-            }
-            if r == -1 && *libc::__errno_location() != libc::EINTR {
-                libc::_exit(127);
-            }
-        }
-        libc::kill(-command, libc::SIGKILL);
-        let code = if libc::WIFEXITED(status) {
-            libc::WEXITSTATUS(status)
-        } else if libc::WIFSIGNALED(status) {
-            128 + libc::WTERMSIG(status)
-        } else {
-            127
-        };
-        libc::_exit(code)
     }
 }
 

@@ -292,9 +292,14 @@ impl Lease {
     /// `env` there, in `workspace`. Register it after the other set-up (its own session, the
     /// limits, the socket filter), which the command then inherits: the process `cmd` starts
     /// never returns to it, so the program, arguments and environment given here are what runs.
+    ///
+    /// The process `cmd` starts exits as soon as the program is started, as a child of
+    /// toolslot, and writes its pid to `report` first: what to wait for is that program
+    /// ([`crate::sandbox::Child`]).
     pub(super) fn enter(
         &self,
         cmd: &mut std::process::Command,
+        report: std::os::fd::RawFd,
         workspace: &Path,
         program: &str,
         args: &[String],
@@ -303,7 +308,7 @@ impl Lease {
         let Some(warm) = &self.warm else {
             return Err(io::Error::other("the sandbox was given back"));
         };
-        let mut prepared = Prepared::new(&warm.namespaces, workspace, program, args, env)?;
+        let mut prepared = Prepared::new(report, &warm.namespaces, workspace, program, args, env)?;
         let enter = move || -> io::Result<()> {
             // SAFETY: between fork and exec only async-signal-safe system calls run here, on
             // what was prepared before the fork; nothing is allocated.

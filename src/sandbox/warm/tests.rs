@@ -174,3 +174,42 @@ fn a_command_in_a_sessions_sandbox_exits_as_it_would_in_a_fresh_one() {
     assert_eq!(out.code, Some(127));
     assert!(out.stderr.contains("toolslot-no-such-program: not found"), "{}", out.stderr);
 }
+
+#[test]
+fn a_command_dropped_while_it_runs_ends_with_its_group_and_is_collected() {
+    let shell = bwrap_shell();
+    let ws = tempfile::tempdir().unwrap();
+    let args = ["-c".to_string(), "sleep 6073 & sleep 6074".to_string()];
+    let req = Request {
+        program: "sh",
+        args: &args,
+        workspace: ws.path(),
+        grant: READ_ONLY,
+        view: View::Confined,
+        keep_env: &[],
+        shell: &shell,
+        hidden: &[],
+        session: Some("warm-drop"),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let pid = rt.block_on(async {
+        let mut s = super::super::command(&req).unwrap();
+        let child = s.spawn().await.unwrap();
+        let pid = child.id().unwrap();
+        // The command is toolslot's own child now, not the entering process's.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let ppid: u32 = stat.rsplit(')').next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert_eq!(ppid, std::process::id());
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        drop(child);
+        pid
+    });
+    // Killed and collected: not even a zombie is left, and nothing it started.
+    let gone = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    });
+    assert!(gone, "the dropped command was left running or uncollected");
+    assert!(!host_runs(&["sleep", "6073"]), "a process outlived its dropped command");
+    assert!(!host_runs(&["sleep", "6074"]), "the dropped command's own program outlived it");
+}

@@ -32,7 +32,7 @@ fn spawn_true(
     })
     .expect("the sandbox sets up");
     rt.block_on(async {
-        let mut child = s.command.spawn().expect("sh starts");
+        let mut child = s.spawn().await.expect("sh starts");
         s.guard.spawned();
         let status = child.wait().await.expect("sh ends");
         assert!(status.success());

@@ -30,7 +30,9 @@ pub struct Request<'a> {
     /// session's policy denies by path, masked by the sandbox (`mask.rs`).
     pub hidden: &'a [PathBuf],
     /// The session the program runs for, where its sandbox may be the session's, made once
-    /// and entered by each of its commands (`warm/`); `None`: a sandbox of its own.
+    /// and entered by each of its commands (`warm/`); `None`: a sandbox of its own. With a
+    /// session, spawn it with [`Sandboxed::spawn`] only: the process its command starts is not
+    /// the program (it starts the program and leaves).
     pub session: Option<&'a str>,
 }
 

@@ -5,6 +5,8 @@
 use super::super::tests::{READ_ONLY, spawn, spawn_request};
 use super::super::{Backend, Request, View};
 use super::idle_inits;
+use std::path::{Path, PathBuf};
+
 use crate::config::{Config, SandboxMode, ShellConfig};
 
 /// Whether a process of this machine runs `argv` (its arguments joined by NULs).
@@ -31,6 +33,21 @@ fn bwrap_shell() -> ShellConfig {
     let mut shell = Config::builtin().shell;
     shell.sandbox = SandboxMode::Bwrap;
     shell
+}
+
+/// A read-only `sh -c` of `session` in the confined view of `ws`, `hidden` masked.
+fn read_only_sh<'a>(shell: &'a ShellConfig, ws: &'a Path, args: &'a [String], hidden: &'a [PathBuf], session: &'a str) -> Request<'a> {
+    Request {
+        program: "sh",
+        args,
+        workspace: ws,
+        grant: READ_ONLY,
+        view: View::Confined,
+        keep_env: &[],
+        shell,
+        hidden,
+        session: Some(session),
+    }
 }
 
 #[test]
@@ -109,18 +126,7 @@ fn a_masked_file_replaced_since_the_sandbox_was_made_stays_masked() {
     let run = || {
         let args = ["-c".to_string(), "cat prod.key; echo end".to_string()];
         let hidden = [secret.clone()];
-        let req = Request {
-            program: "sh",
-            args: &args,
-            workspace: ws.path(),
-            grant: READ_ONLY,
-            view: View::Confined,
-            keep_env: &[],
-            shell: &shell,
-            hidden: &hidden,
-            session: Some(session),
-        };
-        spawn_request(&req, Backend::Bwrap).stdout
+        spawn_request(&read_only_sh(&shell, ws.path(), &args, &hidden, session), Backend::Bwrap).stdout
     };
     let out = run();
     assert!(out.contains("end") && !out.contains("secret"), "{out}");
@@ -180,17 +186,7 @@ fn a_command_dropped_while_it_runs_ends_with_its_group_and_is_collected() {
     let shell = bwrap_shell();
     let ws = tempfile::tempdir().unwrap();
     let args = ["-c".to_string(), "sleep 6073 & sleep 6074".to_string()];
-    let req = Request {
-        program: "sh",
-        args: &args,
-        workspace: ws.path(),
-        grant: READ_ONLY,
-        view: View::Confined,
-        keep_env: &[],
-        shell: &shell,
-        hidden: &[],
-        session: Some("warm-drop"),
-    };
+    let req = read_only_sh(&shell, ws.path(), &args, &[], "warm-drop");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let pid = rt.block_on(async {
         let mut s = super::super::command(&req).unwrap();

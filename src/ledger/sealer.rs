@@ -112,9 +112,9 @@ impl Sealer {
             return Ok(());
         }
         // Taken before the sync: every record it counts was written before, so the sync holds it.
-        let Some(head) = self.latest.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
-            // A record numbered past the sealed end was written, so a head was noted; never
-            // claim a record durable without one.
+        let head = self.latest.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        // Never claim a record durable that was not written (a writer asks only after writing).
+        let Some(head) = head.filter(|h| h.records >= seq) else {
             return Err(LedgerError {
                 path: io.path.clone(),
                 reason: format!("record {seq} was never written"),

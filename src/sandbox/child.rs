@@ -48,6 +48,8 @@ impl Child {
         // The entering process wrote the pid before it exited, and spawn returned only once it
         // had: the bytes are there, or it failed before starting the program.
         let read = read_report(&report, &mut pid);
+        // Taken first: waiting for a `tokio` child closes its stdin.
+        let (stdin, stdout, stderr) = (middle.stdin.take(), middle.stdout.take(), middle.stderr.take());
         let status = middle.wait().await?;
         if read != pid.len() || !status.success() {
             return Err(io::Error::other(format!(
@@ -56,9 +58,9 @@ impl Child {
         }
         let pid = i32::from_ne_bytes(pid);
         Ok(Child {
-            stdin: middle.stdin.take(),
-            stdout: middle.stdout.take(),
-            stderr: middle.stderr.take(),
+            stdin,
+            stdout,
+            stderr,
             process: Process::Entered(Entered::new(pid)),
         })
     }
@@ -126,9 +128,9 @@ fn read_report(fd: &OwnedFd, buf: &mut [u8]) -> usize {
 }
 
 /// A program that is toolslot's child but not `tokio`'s. When it ends, what is left of its
-/// process group is ended at once, whether anyone waits yet or not (its output ends then, as
-/// it does when bubblewrap's first process ends with its command); it is collected by
-/// [`Entered::wait`], or by a thread if it is dropped first.
+/// process group is ended at once by a thread that watches it, whether anyone waits yet or not
+/// (its output ends then, as it does when bubblewrap's first process ends with its command); it
+/// is collected by [`Entered::wait`], or by a thread if it is dropped first.
 #[derive(Debug)]
 struct Entered {
     pid: libc::pid_t,
@@ -206,12 +208,20 @@ impl Entered {
             pidfd,
             reaped: Mutex::new(false),
         });
+        // A thread, not a task: the slot spawns no tasks. It only waits (a small stack).
         let watching = Arc::clone(&ended);
-        tokio::spawn(async move {
-            if watching.wait().await.is_ok() {
-                watching.kill_group();
-            }
-        });
+        let watcher = std::thread::Builder::new()
+            .name("toolslot-watch".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                if wait_exited(watching.pid, libc::WNOWAIT).is_ok() {
+                    watching.kill_group();
+                }
+            });
+        if let Err(e) = watcher {
+            // Its group then ends when toolslot waits for it, after its output has ended.
+            tracing::warn!(error = %e, "no thread to watch a sandboxed command");
+        }
         Entered { pid, ended, reaped: false }
     }
 

@@ -42,6 +42,28 @@ pub struct Audit {
     open: Mutex<Option<Ledger>>,
     /// The session closed: nothing more may run.
     closed: AtomicBool,
+    /// The decisions waiting for a sync, and whether a task of the blocking pool is syncing.
+    syncing: Mutex<Syncing>,
+    /// What the syncing task has made durable, or the last sync that failed and up to which
+    /// record: the decisions' writers wait on it.
+    synced: tokio::sync::watch::Sender<Synced>,
+}
+
+/// The decisions written and waiting for a sync.
+#[derive(Debug, Default)]
+struct Syncing {
+    /// The newest decision written that waits.
+    wanted: u64,
+    /// A task of the blocking pool syncs (and goes on while decisions keep coming).
+    running: bool,
+}
+
+/// What the syncing task made durable.
+#[derive(Debug, Clone, Default)]
+struct Synced {
+    through: u64,
+    /// The last failure, with the newest record it was to seal.
+    failed: Option<(u64, LedgerError)>,
 }
 
 /// The closing record of a session's ledger, being written on the blocking pool: awaiting
@@ -136,6 +158,8 @@ impl Audit {
             lazy_seal: config.lazy_seal(),
             open: Mutex::new(None),
             closed: AtomicBool::new(false),
+            syncing: Mutex::new(Syncing::default()),
+            synced: tokio::sync::watch::Sender::new(Synced::default()),
         }
     }
 
@@ -171,9 +195,63 @@ impl Audit {
         if kind == Kind::Outcome {
             return toolslot::ledger::seal_within(sealer, seq, self.lazy_seal);
         }
-        let within = self.lazy_seal;
-        let sealed = tokio::task::spawn_blocking(move || sealer.seal_through_within(seq, within)).await;
-        sealed.map_err(|e| failed(format!("the writer failed: {e}")))?
+        self.synced_through(sealer, seq).await
+    }
+
+    /// Returns once record `seq` is synced. One task of the blocking pool syncs for every
+    /// decision written meanwhile, going on while more come; the other writers wait for its
+    /// word rather than each waking a thread to find its record already synced.
+    async fn synced_through(self: &Arc<Self>, sealer: Arc<Sealer>, seq: u64) -> Result<(), LedgerError> {
+        let mut word = self.synced.subscribe();
+        let start = {
+            let mut syncing = self.syncing.lock().unwrap_or_else(|p| p.into_inner());
+            syncing.wanted = syncing.wanted.max(seq);
+            !std::mem::replace(&mut syncing.running, true)
+        };
+        if start {
+            let me = Arc::clone(self);
+            // Not awaited: its word comes through `synced`, and a task that panicked says so
+            // there too.
+            drop(tokio::task::spawn_blocking(move || me.sync_while_wanted(&sealer)));
+        }
+        let seen = word
+            .wait_for(|s| s.through >= seq || s.failed.as_ref().is_some_and(|(upto, _)| *upto >= seq))
+            .await
+            .map_err(|_| LedgerError {
+                path: self.dir.clone().unwrap_or_default(),
+                reason: "the ledger's syncing task ended".into(),
+            })?;
+        match &*seen {
+            s if s.through >= seq => Ok(()),
+            Synced { failed: Some((_, e)), .. } => Err(e.clone()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The syncing task: syncs through the newest decision wanted, says so, and again while
+    /// newer ones were written meanwhile.
+    fn sync_while_wanted(&self, sealer: &Arc<Sealer>) {
+        let mut target = self.syncing.lock().unwrap_or_else(|p| p.into_inner()).wanted;
+        loop {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sealer.seal_through_within(target, self.lazy_seal)))
+                .unwrap_or_else(|_| {
+                    Err(LedgerError {
+                        path: self.dir.clone().unwrap_or_default(),
+                        reason: "the sync panicked".into(),
+                    })
+                });
+            self.synced.send_modify(|s| match result {
+                Ok(()) => s.through = s.through.max(target),
+                Err(e) => s.failed = Some((target, e)),
+            });
+            let mut syncing = self.syncing.lock().unwrap_or_else(|p| p.into_inner());
+            if syncing.wanted > target {
+                target = syncing.wanted;
+                continue;
+            }
+            syncing.running = false;
+            return;
+        }
     }
 
     /// Appends the closing record, on the blocking pool when there is one (at once otherwise);
@@ -284,4 +362,45 @@ pub fn unrecorded(error: &LedgerError) -> ToolError {
         ErrorCategory::Unavailable,
         format!("Not run: the decision could not be recorded in the ledger ({error}); nothing was run."),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn audit(dir: &Path) -> Arc<Audit> {
+        let mut config = toolslot::config::Config::builtin().audit;
+        config.ledger_dir = dir.join("ledger").display().to_string();
+        config.key_file = dir.join("keys/ledger.key").display().to_string();
+        Arc::new(Audit::new(&config, &dir.join("ws"), "s"))
+    }
+
+    fn decision(index: usize) -> Record {
+        let head = CallHead {
+            index,
+            id: format!("call_{index}").into(),
+            name: "read_file".into(),
+            input: Arc::new(serde_json::json!({"path": "a"})),
+            repair: toolslot::event::RepairMark::None,
+        };
+        Record::decision(&head, &Trace::default(), true, None)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn parallel_decisions_return_once_synced_and_a_failed_sync_reaches_its_waiter() {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = audit(dir.path());
+        // Opened by the first; the next eight at once, sharing the syncing task.
+        audit.append(decision(0)).await.unwrap();
+        let all = futures::future::join_all((1..=8).map(|i| audit.append(decision(i)))).await;
+        assert!(all.iter().all(Result::is_ok), "{all:?}");
+        let heads = dir.path().join("keys/heads");
+        let head = toolslot::ledger::read_head(&heads, "s").unwrap().unwrap();
+        assert_eq!(head.records, 9, "every decision sealed before its append returned");
+        // A sync that fails (here: for a record never written) answers the writer waiting for
+        // it with the error, never a hang.
+        let sealer = audit.open.lock().unwrap().as_ref().unwrap().sealer();
+        let err = audit.synced_through(sealer, 50).await.unwrap_err();
+        assert!(err.reason.contains("never written"), "{err}");
+    }
 }

@@ -208,19 +208,21 @@ impl Entered {
             pidfd,
             reaped: Mutex::new(false),
         });
-        // A thread, not a task: the slot spawns no tasks. It only waits (a small stack).
-        let watching = Arc::clone(&ended);
-        let watcher = std::thread::Builder::new()
-            .name("toolslot-watch".into())
-            .stack_size(64 * 1024)
-            .spawn(move || {
-                if wait_exited(watching.pid, libc::WNOWAIT).is_ok() {
-                    watching.kill_group();
-                }
-            });
-        if let Err(e) = watcher {
-            // Its group then ends when toolslot waits for it, after its output has ended.
-            tracing::warn!(error = %e, "no thread to watch a sandboxed command");
+        if !watch(&ended) {
+            // No pidfd (or no watching thread): a thread of its own waits for this one.
+            let watching = Arc::clone(&ended);
+            let watcher = std::thread::Builder::new()
+                .name("toolslot-watch".into())
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    if wait_exited(watching.pid, libc::WNOWAIT).is_ok() {
+                        watching.kill_group();
+                    }
+                });
+            if let Err(e) = watcher {
+                // Its group then ends when toolslot waits for it, after its output has ended.
+                tracing::warn!(error = %e, "no thread to watch a sandboxed command");
+            }
         }
         Entered { pid, ended, reaped: false }
     }
@@ -253,6 +255,95 @@ impl Drop for Entered {
             .name("toolslot-reap".into())
             .spawn(move || ended.reap().map(drop));
     }
+}
+
+/// The one thread that watches every entered command's pidfd (epoll) and ends each one's group
+/// the moment it ends. A thread, not a task: the slot spawns no tasks; one for all, since a
+/// thread per command cost more than the command's own spawn (its stack mapped and unmapped in a
+/// process of many threads).
+struct Watcher {
+    epoll: OwnedFd,
+    watched: Mutex<std::collections::HashMap<u64, Arc<Ended>>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// The watcher, started on first use; `None` when it could not be.
+static WATCHER: std::sync::OnceLock<Option<Watcher>> = std::sync::OnceLock::new();
+
+/// Has the watcher end `ended`'s group when it ends; false when it cannot (no pidfd, no
+/// thread).
+fn watch(ended: &Arc<Ended>) -> bool {
+    let Some(fd) = ended.pidfd.as_ref().map(AsRawFd::as_raw_fd) else {
+        return false;
+    };
+    let Some(watcher) = WATCHER.get_or_init(start_watcher) else {
+        return false;
+    };
+    let token = watcher.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // Listed before it is registered: an event can come the moment it is.
+    lock(&watcher.watched).insert(token, Arc::clone(ended));
+    let mut event = libc::epoll_event {
+        events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32,
+        u64: token,
+    };
+    // SAFETY: a live epoll descriptor, a live pidfd (kept by the `Ended` listed above) and an
+    // event the call only reads.
+    if unsafe { libc::epoll_ctl(watcher.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) } != 0 {
+        lock(&watcher.watched).remove(&token);
+        return false;
+    }
+    true
+}
+
+fn start_watcher() -> Option<Watcher> {
+    // SAFETY: epoll_create1 returns a new descriptor or -1.
+    let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a descriptor the kernel just gave this process.
+    let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
+    let raw = epoll.as_raw_fd();
+    let watcher = Watcher {
+        epoll,
+        watched: Mutex::new(std::collections::HashMap::new()),
+        next: std::sync::atomic::AtomicU64::new(0),
+    };
+    std::thread::Builder::new()
+        .name("toolslot-watch".into())
+        .spawn(move || watch_loop(raw))
+        .ok()?;
+    Some(watcher)
+}
+
+/// The watcher's loop: each command that ended is taken off the list and its group ended.
+fn watch_loop(epoll: std::os::fd::RawFd) {
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
+    loop {
+        // SAFETY: the epoll descriptor lives as long as the process (a static's); the buffer
+        // is the length given.
+        let n = unsafe { libc::epoll_wait(epoll, events.as_mut_ptr(), events.len() as i32, -1) };
+        if n < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        // Set before anything was registered, so before any event.
+        let Some(watcher) = WATCHER.get().and_then(Option::as_ref) else {
+            continue;
+        };
+        for event in &events[..n as usize] {
+            let token = event.u64;
+            if let Some(ended) = lock(&watcher.watched).remove(&token) {
+                ended.kill_group();
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// `waitid` on `pid` until it has exited (`extra`: `WNOWAIT` to leave it uncollected).

@@ -4,7 +4,8 @@
 //! calls share one sync. A record is written on the caller's thread when the ledger is open and
 //! free (a write to the page cache: a round's parallel decisions then all land before the first
 //! sync starts); its sync runs on the blocking pool, so it never stalls the thread's other
-//! sessions.
+//! sessions, in one task that syncs for every decision written meanwhile while the others await
+//! its word (`Audit::synced_through`).
 //!
 //! The executor writes a call's decision before the call runs (a write that fails refuses the
 //! call) and its outcome once it ended, before the result is handed on. The decision is synced

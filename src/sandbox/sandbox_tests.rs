@@ -444,7 +444,14 @@ fn the_sandbox_holds_for_an_unprivileged_user_too() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let me = dir.path().join("sandbox-tests");
-    std::fs::copy(std::env::current_exe().unwrap(), &me).unwrap();
+    // Copied by another program: a copy written from here would be open for writing in this
+    // process while other tests fork it, and running it would then fail (`Text file busy`).
+    let copied = std::process::Command::new("cp")
+        .arg(std::env::current_exe().unwrap())
+        .arg(&me)
+        .status()
+        .unwrap();
+    assert!(copied.success());
     std::fs::set_permissions(&me, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])

@@ -169,9 +169,9 @@ impl Audit {
         self.dir.is_some()
     }
 
-    /// Appends `record`, flushed and synced, on the blocking pool; an outcome that may wait for
-    /// its seal is written here and sealed later. Without a ledger it returns at once (on its
-    /// first poll).
+    /// Appends `record` and returns once it is synced (a decision: by the syncing task of the
+    /// blocking pool) or written (an outcome, synced within `audit.lazy_seal_ms`). Without a
+    /// ledger it returns at once (on its first poll).
     ///
     /// # Errors
     /// [`LedgerError`] when the record is not on disk, or it would let a call run in a session

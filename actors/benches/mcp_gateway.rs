@@ -124,6 +124,40 @@ fn await_port(port: u16) {
     panic!("nothing listens on {port}");
 }
 
+/// CPU time (user and system) `pid` has used so far, from `/proc` (ticks of 10 ms: read over
+/// many calls).
+fn cpu_of(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command's name, which is in parentheses and may hold spaces.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = [11, 12].iter().filter_map(|&i| fields.get(i)?.parse::<u64>().ok()).sum();
+    Duration::from_millis(ticks * 10)
+}
+
+/// Times the threads of `pid` went to sleep (voluntary context switches, summed over its
+/// threads): a thread that sleeps must be woken, so this counts the wake-ups a call costs, a
+/// figure the machine's noise does not move.
+fn sleeps_of(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// CPU-µs per call `pid` spent since `since`.
+fn cpu_per_call(pid: u32, since: Duration, calls: usize) -> f64 {
+    (cpu_of(pid).saturating_sub(since)).as_secs_f64() * 1e6 / calls.max(1) as f64
+}
+
 /// A child process killed when dropped.
 struct Child(std::process::Child);
 
@@ -193,7 +227,7 @@ fn main() {
 
         // Many clients at once over Streamable HTTP.
         let port = free_port();
-        let _upstream = Child(
+        let upstream = Child(
             std::process::Command::new("node")
                 .args([everything().as_str(), "streamableHttp"])
                 .env("PORT", port.to_string())
@@ -211,7 +245,7 @@ fn main() {
             dir.path().join("overflow").display()
         );
         std::fs::write(&serve_config, text).expect("the serve config");
-        let _serve = Child(
+        let serve = Child(
             std::process::Command::new(toolslot)
                 .args(["serve", "--config"])
                 .arg(&serve_config)
@@ -235,22 +269,46 @@ fn main() {
                 .await,
             ));
         }
+        let (up, gw) = (upstream.0.id(), serve.0.id());
+        // The CPU each side spends per call, direct and through toolslot, beside the latency.
+        let cost = |label: &str, up_before: Duration, gw_before: Duration, up_mid: Duration, sleeps_before: u64, n: usize| {
+            println!(
+                "  {label}: upstream {:.0} CPU-µs per call direct, {:.0} through toolslot; toolslot {:.0} CPU-µs and {:.1} thread wake-ups per call",
+                (up_mid.saturating_sub(up_before)).as_secs_f64() * 1e6 / n.max(1) as f64,
+                cpu_per_call(up, up_mid, n),
+                cpu_per_call(gw, gw_before, n),
+                sleeps_of(gw).saturating_sub(sleeps_before) as f64 / n.max(1) as f64,
+            );
+        };
+        let u0 = cpu_of(up);
         let d = timed(&direct[0], "echo", calls / 2, clients).await;
+        let (u1, g1, s1) = (cpu_of(up), cpu_of(gw), sleeps_of(gw));
         let v = timed(&via[0], "everything__echo", calls / 2, clients).await;
+        let n = v.len();
         report("1 client, Streamable HTTP", d, v);
+        cost("1 client", u0, g1, u1, s1, n);
         // Each client a call every 1/RATE s: 32 connections at once, below what two cores
         // take, so the difference is what toolslot adds to a call rather than to a queue.
         let every = Duration::from_secs_f64(1.0 / env_or("RATE", 5) as f64);
-        let d = many(&direct, "echo", per_client, 1000, Some(every), true).await;
-        let v = many(&via, "everything__echo", per_client, 1000, Some(every), true).await;
-        report(&format!("{clients} clients at once, each a call every {every:?}, spread, Streamable HTTP"), d, v);
-        // The worst case of the same load: every client's call in the same instant.
-        let d = many(&direct, "echo", per_client, 3000, Some(every), false).await;
-        let v = many(&via, "everything__echo", per_client, 3000, Some(every), false).await;
-        report(&format!("{clients} clients at once, each a call every {every:?}, in step (bursts of {clients}), Streamable HTTP"), d, v);
-        // As fast as they can: the machine saturated, latency is mostly queueing.
-        let d = many(&direct, "echo", per_client, 2000, None, false).await;
-        let v = many(&via, "everything__echo", per_client, 2000, None, false).await;
-        report(&format!("{clients} clients at once, closed loop (saturated), Streamable HTTP"), d, v);
+        let phases: [(&str, Option<Duration>, bool, usize); 3] = [
+            ("spread", Some(every), true, 1000),
+            // The worst case of the same load: every client's call in the same instant.
+            ("in step", Some(every), false, 3000),
+            // As fast as they can: the machine saturated, latency is mostly queueing.
+            ("closed loop (saturated)", None, false, 2000),
+        ];
+        for (label, pace, spread, tags) in phases {
+            let u0 = cpu_of(up);
+            let d = many(&direct, "echo", per_client, tags, pace, spread).await;
+            let (u1, g1, s1) = (cpu_of(up), cpu_of(gw), sleeps_of(gw));
+            let v = many(&via, "everything__echo", per_client, tags, pace, spread).await;
+            let n = v.len();
+            let load = match pace {
+                Some(every) => format!("each a call every {every:?}, {label}"),
+                None => label.to_string(),
+            };
+            report(&format!("{clients} clients at once, {load}, Streamable HTTP"), d, v);
+            cost(label, u0, g1, u1, s1, n);
+        }
     });
 }

@@ -23,6 +23,8 @@ pub struct McpConfig {
     pub restart_backoff_max_ms: u64,
     /// Redirects followed at most for a streamable HTTP server (same origin, 307/308 only).
     pub http_max_redirects: usize,
+    /// How long an idle connection to a streamable HTTP server is kept (ms; 0 = none).
+    pub http_keep_alive_ms: u64,
     /// How much of a stdio server's stderr (the end) a failure report quotes, in bytes.
     pub stderr_tail_bytes: usize,
     /// How long a server's question waits for the host's answer before it is declined (ms).

@@ -35,6 +35,8 @@ pub struct ConnectOptions {
     pub startup: Duration,
     /// Redirects followed at most (streamable HTTP).
     pub max_redirects: usize,
+    /// How long an idle connection to a streamable HTTP server is kept for the next message.
+    pub keep_alive: Duration,
     /// How much of a stdio server's stderr a failed start quotes (bytes, from the end).
     pub stderr_tail_bytes: usize,
     /// Told when the server's tool list changes.
@@ -54,6 +56,7 @@ impl ConnectOptions {
         Self {
             startup,
             max_redirects: mcp.http_max_redirects,
+            keep_alive: Duration::from_millis(mcp.http_keep_alive_ms),
             stderr_tail_bytes: mcp.stderr_tail_bytes,
             on_tools_changed,
             limits: FrameLimits {
@@ -105,6 +108,7 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
     let ConnectOptions {
         startup,
         max_redirects,
+        keep_alive,
         stderr_tail_bytes,
         on_tools_changed,
         limits,
@@ -126,7 +130,7 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
                 cfg.name
             ));
         }
-        let client = crate::mcp::http::client_for(cfg, max_redirects)?;
+        let client = crate::mcp::http::client_for(cfg, max_redirects, keep_alive)?;
         let mut config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str())
             .custom_headers(crate::mcp::http::headers_for(cfg)?);
         if let Some(token) = crate::mcp::http::bearer_token(cfg)? {

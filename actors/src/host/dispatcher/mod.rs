@@ -36,6 +36,15 @@ use toolslot::remote::session_record::{RecordedOptions, RoundRecord, SessionReco
 /// parent's); `spawn_agent`'s registry factory is one.
 pub type DepthRegistries = Arc<dyn Fn(usize) -> Arc<Registry> + Send + Sync>;
 
+/// Which thread a new session's stages live on.
+#[derive(Clone, Copy)]
+enum Place {
+    /// The next of the dispatcher's workers.
+    Spread,
+    /// The calling thread's arbiter, when it runs one.
+    Here,
+}
+
 struct SessionHandle {
     shared: Arc<SessionShared>,
     stages: Stages,
@@ -211,7 +220,28 @@ impl Dispatcher {
         };
         let id = random_hex(16);
         let durable = self.inner.store.get().map(|_| (SessionRecord::new(recorded), 0, 0));
-        self.start_session(id, options, self.inner.registry.clone(), durable)
+        self.start_session(id, options, self.inner.registry.clone(), durable, Place::Spread)
+    }
+
+    /// As [`Dispatcher::open_session_limited`], with the session's stages on the calling
+    /// thread's arbiter when it runs one (an HTTP worker whose connection carries every request
+    /// of the session: a call then reaches its stages, and its result the connection, without
+    /// waking another thread), else on a worker as usual.
+    ///
+    /// # Errors
+    /// [`DispatchError::TooManySessions`].
+    pub fn open_session_here_limited(&self, options: SessionOptions, max: usize) -> Result<String, DispatchError> {
+        if max > 0 && self.session_count() >= max {
+            return Err(DispatchError::TooManySessions(max));
+        }
+        let recorded = RecordedOptions {
+            workspace: options.workspace.clone(),
+            approval_mode: options.approval_mode,
+            dialect: options.dialect,
+            depth: 0,
+        };
+        let durable = self.inner.store.get().map(|_| (SessionRecord::new(recorded), 0, 0));
+        Ok(self.start_session(random_hex(16), options, self.inner.registry.clone(), durable, Place::Here))
     }
 
     /// As [`Dispatcher::open_session`], over another registry: a sub-agent's session at
@@ -227,7 +257,7 @@ impl Dispatcher {
             depth,
         };
         let durable = self.inner.store.get().map(|_| (SessionRecord::new(recorded), 0, 0));
-        self.start_session(random_hex(16), options, registry.into(), durable)
+        self.start_session(random_hex(16), options, registry.into(), durable, Place::Spread)
     }
 
     /// How sub-agent sessions' registries are built (see [`Dispatcher::open_session_on`]), for
@@ -245,9 +275,16 @@ impl Dispatcher {
         options: SessionOptions,
         registry: LiveRegistry,
         durable: Option<(SessionRecord, u64, u64)>,
+        place: Place,
     ) -> String {
-        let i = self.inner.next_worker.fetch_add(1, Ordering::Relaxed) % self.inner.workers.len();
-        let (arbiter, config) = self.inner.workers[i].clone();
+        let here = match place {
+            Place::Here => Arbiter::try_current().map(|a| (a, Arc::clone(&self.inner.config))),
+            Place::Spread => None,
+        };
+        let (arbiter, config) = here.unwrap_or_else(|| {
+            let i = self.inner.next_worker.fetch_add(1, Ordering::Relaxed) % self.inner.workers.len();
+            self.inner.workers[i].clone()
+        });
         let shared = SessionShared::new(id.clone(), registry, config, options, Arc::clone(&self.inner.overflow));
         shared
             .answers_input
@@ -393,7 +430,7 @@ impl Dispatcher {
             (0, _) | (_, None) => self.inner.registry.clone(),
             (depth, Some(build)) => LiveRegistry::from(build(depth)),
         };
-        self.start_session(id.to_string(), options, registry, Some((record, revision, lease)));
+        self.start_session(id.to_string(), options, registry, Some((record, revision, lease)), Place::Spread);
         Ok(())
     }
 

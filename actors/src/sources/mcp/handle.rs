@@ -1,6 +1,6 @@
 //! What a server's tools call through: its actor's address.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -12,19 +12,39 @@ use toolslot::mcp::{McpCallError, McpCaller, ResourceSource};
 
 use super::server::{GetClient, McpServerActor, ReportDead, ServerState, Shutdown, Status};
 
+/// A server's open connection, set by its actor alone and read by its handles: a call while
+/// it is open goes straight to it, without a message to the actor and back (two thread
+/// wake-ups per call in front of a busy server, when the actor lives on another thread).
+#[derive(Clone, Default)]
+pub(super) struct Live(Arc<Mutex<Option<Arc<McpClient>>>>);
+
+impl Live {
+    /// The connection, when there is one.
+    pub(super) fn get(&self) -> Option<Arc<McpClient>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the connection, returning the one it had.
+    pub(super) fn set(&self, client: Option<Arc<McpClient>>) -> Option<Arc<McpClient>> {
+        std::mem::replace(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()), client)
+    }
+}
+
 /// A server's handle, as its tools see it.
 #[derive(Clone)]
 pub struct McpServerHandle {
     server: String,
     addr: Addr<McpServerActor>,
+    live: Live,
     call_timeout: Duration,
 }
 
 impl McpServerHandle {
-    pub(super) fn new(server: String, addr: Addr<McpServerActor>, call_timeout: Duration) -> Self {
+    pub(super) fn new(server: String, addr: Addr<McpServerActor>, live: Live, call_timeout: Duration) -> Self {
         Self {
             server,
             addr,
+            live,
             call_timeout,
         }
     }
@@ -75,6 +95,15 @@ impl McpServerHandle {
     }
 
     async fn client(&self) -> Result<Arc<McpClient>, McpCallError> {
+        // A closed connection is the actor's to notice, restart and report.
+        if let Some(open) = self.live.get().filter(|c| !c.is_closed()) {
+            return Ok(open);
+        }
+        self.fresh_client().await
+    }
+
+    /// The connection as the actor has it, after every message sent to it before.
+    async fn fresh_client(&self) -> Result<Arc<McpClient>, McpCallError> {
         self.addr.send(GetClient).await.unwrap_or_else(|_| {
             Err(McpCallError::Unavailable {
                 server: self.server.clone(),
@@ -95,8 +124,14 @@ impl McpCaller for McpServerHandle {
             // have acted already, so it is not sent twice.
             let attempts = if read_only { 2 } else { 1 };
             let mut last = String::new();
-            for _ in 0..attempts {
-                let client = self.client().await?;
+            for attempt in 0..attempts {
+                // A retry asks the actor, behind the death just reported to it, so the
+                // connection that failed is never handed out again.
+                let client = if attempt == 0 {
+                    self.client().await?
+                } else {
+                    self.fresh_client().await?
+                };
                 let answer = match client.start_call(tool, args.clone(), hooks.clone()).await {
                     Ok(pending) => {
                         // If this future is dropped (the round was cancelled, the call timed

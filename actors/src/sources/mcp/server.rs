@@ -12,7 +12,7 @@ use toolslot::mcp::client::{ConnectOptions, McpClient, ToolChanges, ToolsChanged
 use toolslot::mcp::{McpCallError, McpCaller};
 use toolslot::output::Tail;
 
-use super::handle::McpServerHandle;
+use super::handle::{Live, McpServerHandle};
 use super::intake::ToolIntake;
 
 /// Where a server is in its life.
@@ -52,7 +52,8 @@ pub struct McpServerActor {
     backoff: Duration,
     backoff_max: Duration,
     intake: Arc<ToolIntake>,
-    client: Option<Arc<McpClient>>,
+    /// The open connection, shared with the server's handles.
+    client: Live,
     connecting: Option<Connecting>,
     /// Starts begun, and the last one whose outcome was recorded: every caller waiting on
     /// a start sees its outcome, but only the first records it.
@@ -66,7 +67,7 @@ pub struct McpServerActor {
 }
 
 impl McpServerActor {
-    pub(super) fn new(cfg: McpServerConfig, global: &Config, intake: Arc<ToolIntake>, idle: bool, elicitation: bool) -> Self {
+    pub(super) fn new(cfg: McpServerConfig, global: &Config, intake: Arc<ToolIntake>, live: Live, idle: bool, elicitation: bool) -> Self {
         let m = &global.mcp;
         Self {
             startup: Duration::from_millis(cfg.startup_timeout_ms.unwrap_or(m.startup_timeout_ms)),
@@ -80,7 +81,7 @@ impl McpServerActor {
             backoff_max: Duration::from_millis(m.restart_backoff_max_ms),
             cfg,
             intake,
-            client: None,
+            client: live,
             connecting: None,
             attempts: 0,
             settled: 0,
@@ -100,7 +101,7 @@ impl McpServerActor {
         } else {
             format!("{reason}; its stderr ends: {said}")
         };
-        if let Some(c) = self.client.take() {
+        if let Some(c) = self.client.set(None) {
             tracing::warn!(server = %self.cfg.name, pid = ?c.pid(), %reason, "MCP server stopped");
         }
         self.state = ServerState::Failed(reason);
@@ -108,7 +109,7 @@ impl McpServerActor {
 
     /// The tools of a fresh listing go to the intake, calling through this actor.
     fn accept(&self, listing: &[Value], ctx: &Context<Self>) {
-        let handle = McpServerHandle::new(self.cfg.name.clone(), ctx.address(), self.call_timeout);
+        let handle = McpServerHandle::new(self.cfg.name.clone(), ctx.address(), self.client.clone(), self.call_timeout);
         let caller: Arc<dyn McpCaller> = Arc::new(handle);
         self.intake.offer(&self.cfg, listing, caller, true);
     }
@@ -122,7 +123,7 @@ impl Supervised for McpServerActor {
     fn restarting(&mut self, _ctx: &mut Context<Self>) {
         // The actor failed, not necessarily the server; a fresh connection is made on the
         // next call.
-        self.client = None;
+        self.client.set(None);
         self.connecting = None;
         self.relisting = false;
         self.state = ServerState::Starting;
@@ -159,7 +160,7 @@ impl Handler<GetClient> for McpServerActor {
     type Result = ResponseActFuture<Self, Result<Arc<McpClient>, McpCallError>>;
 
     fn handle(&mut self, _msg: GetClient, ctx: &mut Context<Self>) -> Self::Result {
-        if let Some(c) = &self.client {
+        if let Some(c) = &self.client.get() {
             if !c.is_closed() {
                 return Box::pin(fut::ready(Ok(Arc::clone(c))));
             }
@@ -230,7 +231,7 @@ impl Handler<GetClient> for McpServerActor {
                             ctx.add_stream(tool_changes(changes));
                         }
                         tracing::info!(server = %act.cfg.name, pid = ?client.pid(), tools = listing.len(), "MCP server ready");
-                        act.client = Some(Arc::clone(&client));
+                        act.client.set(Some(Arc::clone(&client)));
                         act.stderr_tail = Tail::new(act.stderr_tail_bytes.max(1));
                         if let Some(stderr) = client.take_stderr() {
                             ctx.add_stream(stderr_chunks(stderr));
@@ -290,7 +291,7 @@ fn start(cfg: McpServerConfig, options: ConnectOptions) -> Connecting {
 impl Handler<Relist> for McpServerActor {
     type Result = ();
     fn handle(&mut self, _msg: Relist, ctx: &mut Context<Self>) {
-        let client = self.client.clone().filter(|c| !c.is_closed());
+        let client = self.client.get().filter(|c| !c.is_closed());
         // Servers send several changes in a burst: one listing runs at a time, and one more
         // follows if a change arrived meanwhile (or while the server was starting).
         let Some(client) = client.filter(|_| !self.relisting) else {
@@ -368,7 +369,7 @@ impl Handler<Shutdown> for McpServerActor {
     fn handle(&mut self, _msg: Shutdown, _ctx: &mut Context<Self>) -> Self::Result {
         self.shut = true;
         // A start under way is left to finish and is stopped then (see GetClient).
-        let client = self.client.take();
+        let client = self.client.set(None);
         self.state = ServerState::Failed("stopped: toolslot is shutting down".into());
         Box::pin(async move {
             if let Some(c) = client {

@@ -10,7 +10,7 @@ use toolslot::mcp::{ListMcpResources, McpCaller, ReadMcpResource, ResourceSource
 use toolslot::notice::{Notice, NoticeKind};
 use toolslot::tool::ToolSpec;
 
-use super::handle::McpServerHandle;
+use super::handle::{Live, McpServerHandle};
 use super::intake::ToolIntake;
 use super::server::McpServerActor;
 
@@ -44,8 +44,10 @@ pub async fn start_servers(config: &Config, answers_input: bool) -> Result<McpSe
         let kept = if cfg.required { None } else { intake.kept_listing(cfg) };
         let call_timeout = Duration::from_millis(cfg.call_timeout_ms.unwrap_or(config.mcp.call_timeout_ms));
         let (actor_cfg, global, actor_intake, idle) = (cfg.clone(), config.clone(), Arc::clone(&intake), kept.is_some());
-        let addr = Supervisor::start(move |_| McpServerActor::new(actor_cfg, &global, actor_intake, idle, answers_input));
-        let handle = McpServerHandle::new(cfg.name.clone(), addr, call_timeout);
+        let live = Live::default();
+        let actor_live = live.clone();
+        let addr = Supervisor::start(move |_| McpServerActor::new(actor_cfg, &global, actor_intake, actor_live, idle, answers_input));
+        let handle = McpServerHandle::new(cfg.name.clone(), addr, live, call_timeout);
         match kept {
             Some(listing) => {
                 tracing::info!(server = %cfg.name, tools = listing.len(), "MCP server will start on first use");

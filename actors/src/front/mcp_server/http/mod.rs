@@ -170,7 +170,7 @@ impl HttpSessions {
         let policy = Arc::new(policy);
         let session = self
             .dispatcher
-            .open_session_limited(
+            .open_session_here_limited(
                 SessionOptions {
                     workspace: Some(workspace),
                     approval_mode: None,

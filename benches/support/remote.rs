@@ -225,6 +225,24 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// Times this process's threads went to sleep (voluntary context switches over its threads):
+/// each is a wake-up later, a figure the machine's noise does not move as it moves CPU time.
+fn self_sleeps() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
 fn self_cpu_us() -> u64 {
     cpu_us_of(std::process::id())
 }
@@ -300,9 +318,9 @@ pub fn run(args: RemoteArgs) -> usize {
         args.tool, args.slots, args.seconds
     );
     println!(
-        "| workers N | ideal calls/s | in-process calls/s | remote calls/s | remote / ideal | CPU-µs per call: dispatcher | workers | nats-server |"
+        "| workers N | ideal calls/s | in-process calls/s | remote calls/s | remote / ideal | CPU-µs per call: dispatcher | workers | nats-server | dispatcher wake-ups per call |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut bad_total = 0;
     let mut overhead = None;
     let system = actix_rt::System::new();
@@ -326,21 +344,22 @@ pub fn run(args: RemoteArgs) -> usize {
             let sessions = 2 * n;
             let inproc = drive(&local, args.tool, sessions, args.slots, args.seconds, None).await;
             let cpu = |workers: &[Kid]| (self_cpu_us(), workers.iter().map(|w| cpu_us_of(w.0.id())).sum::<u64>(), cpu_us_of(nats.0.id()));
-            let before = cpu(&workers);
+            let (before, slept) = (cpu(&workers), self_sleeps());
             let rem = drive(&remote, args.tool, sessions, args.slots, args.seconds, None).await;
-            let after = cpu(&workers);
+            let (after, sleeps) = (cpu(&workers), self_sleeps().saturating_sub(slept));
             bad_total += inproc.bad + rem.bad;
             let rate = |m: &Measured| m.calls as f64 / m.elapsed.as_secs_f64();
             let ideal = n as f64 * args.slots as f64 * ideal_per_slot;
             let per = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / rem.calls.max(1) as f64;
             println!(
-                "| {n} | {ideal:.0} | {:.0} | {:.0} | {:.0}% | {:.0} | {:.0} | {:.0} |",
+                "| {n} | {ideal:.0} | {:.0} | {:.0} | {:.0}% | {:.0} | {:.0} | {:.0} | {:.1} |",
                 rate(&inproc),
                 rate(&rem),
                 100.0 * rate(&rem) / ideal,
                 per(before.0, after.0),
                 per(before.1, after.1),
-                per(before.2, after.2)
+                per(before.2, after.2),
+                sleeps as f64 / rem.calls.max(1) as f64
             );
             // Overhead: one session, one call per round, nothing queued, one worker (more
             // idle workers would poll beside it and share the two cores with it).

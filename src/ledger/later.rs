@@ -26,8 +26,8 @@ struct Due {
 }
 
 enum What {
-    /// Record `seq` and the ones before it, with their head.
-    Record(u64),
+    /// Every record written by then, with its head.
+    Written,
     /// The head written last.
     Head,
 }
@@ -59,15 +59,23 @@ static QUEUE: OnceLock<Option<mpsc::Sender<Due>>> = OnceLock::new();
 /// zero, else by whichever comes first, a sync of the ledger for a later record or the sealing
 /// thread at the deadline (a failure there is logged: the record's writer has moved on).
 ///
+/// A ledger has one entry at the sealing thread at a time, sealing everything written when it
+/// is due: a record due no sooner than that entry is left to it. An entry per record woke the
+/// thread twice per call (once to queue it, once at its time), most often to find it sealed.
+///
 /// # Errors
 /// [`LedgerError`] only when it sealed at once and that failed.
 pub fn seal_within(sealer: Arc<Sealer>, seq: u64, within: Duration) -> Result<(), LedgerError> {
     if within.is_zero() {
         return sealer.seal_through(seq);
     }
+    let at = Instant::now() + within;
+    if !sealer.needs_due(at) {
+        return Ok(());
+    }
     queue(Due {
-        at: Instant::now() + within,
-        what: What::Record(seq),
+        at,
+        what: What::Written,
         sealer,
     })
 }
@@ -106,7 +114,7 @@ fn queue(due: Due) -> Result<(), LedgerError> {
 
 fn now(due: &Due) -> Result<(), LedgerError> {
     match due.what {
-        What::Record(seq) => due.sealer.seal_through(seq),
+        What::Written => due.sealer.seal_written(due.at),
         What::Head => due.sealer.sync_head(),
     }
 }

@@ -556,6 +556,56 @@ fn a_record_sealed_within_a_bound_is_sealed_by_the_next_sync_or_at_its_deadline(
 }
 
 #[test]
+fn a_ledger_has_one_entry_at_the_sealing_thread_and_it_seals_every_record_written_before_it() {
+    let place = Place::new();
+    let input = json!({});
+    let heads = Seal::heads_dir(&place.key_file);
+    let sealed = || read_head(&heads, "d").unwrap().unwrap().records;
+    let mut ledger = place.open("d");
+    ledger.append(&entry(&input, Kind::Decision, "allow")).unwrap();
+    let sealer = ledger.sealer();
+    let now = Instant::now();
+    // An entry due later than the one queued needs none of its own; an earlier one does.
+    assert!(sealer.needs_due(now + Duration::from_secs(60)));
+    assert!(!sealer.needs_due(now + Duration::from_secs(90)));
+    assert!(sealer.needs_due(now + Duration::from_secs(30)));
+    assert!(!sealer.needs_due(now + Duration::from_secs(30)));
+    // Once it has sealed, the next record queues an entry again.
+    sealer.seal_written(now + Duration::from_secs(30)).unwrap();
+    assert!(sealer.needs_due(now + Duration::from_secs(90)));
+    sealer.seal_written(now + Duration::from_secs(90)).unwrap();
+    sealer.seal_written(now + Duration::from_secs(60)).unwrap();
+    // Records left to an entry due sooner are sealed with it, each by its own deadline.
+    let (_, first) = ledger.append_written(&entry(&input, Kind::Outcome, "allow")).unwrap();
+    later::seal_within(std::sync::Arc::clone(&sealer), first, Duration::from_millis(20)).unwrap();
+    let (_, second) = ledger.append_written(&entry(&input, Kind::Outcome, "allow")).unwrap();
+    later::seal_within(std::sync::Arc::clone(&sealer), second, Duration::from_secs(600)).unwrap();
+    let waited = Instant::now();
+    while sealed() < second {
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "a record left to an earlier entry was never sealed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // A record due sooner than the entry queued gets its own.
+    let (_, third) = ledger.append_written(&entry(&input, Kind::Outcome, "allow")).unwrap();
+    later::seal_within(std::sync::Arc::clone(&sealer), third, Duration::from_secs(600)).unwrap();
+    let (_, fourth) = ledger.append_written(&entry(&input, Kind::Outcome, "allow")).unwrap();
+    later::seal_within(std::sync::Arc::clone(&sealer), fourth, Duration::from_millis(20)).unwrap();
+    let waited = Instant::now();
+    while sealed() < fourth {
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "an earlier deadline waited for a later entry"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    ledger.close().unwrap();
+    assert_eq!(place.verify(ledger.path()).unwrap().unsealed, 0);
+}
+
+#[test]
 fn a_head_whose_sync_waits_is_written_at_once_and_never_ahead_of_the_records() {
     let place = Place::new();
     let input = json!({});

@@ -13,7 +13,7 @@
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::LedgerError;
 use super::head::HeadFile;
@@ -25,6 +25,9 @@ pub struct Sealer {
     io: Mutex<Io>,
     /// The head of the newest record written (set under the ledger's lock, after the write).
     latest: Mutex<Option<Head>>,
+    /// When the sealing thread will next seal everything written, if it will: a record due
+    /// later than that needs no entry of its own (see `later::seal_within`).
+    next_due: Mutex<Option<Instant>>,
 }
 
 #[derive(Debug)]
@@ -56,6 +59,34 @@ impl Sealer {
                 head_unsynced: false,
             }),
             latest: Mutex::new(None),
+            next_due: Mutex::new(None),
+        }
+    }
+
+    /// Whether a record due by `at` needs an entry of its own at the sealing thread: none is
+    /// due by then. If so, its entry is the one due next.
+    pub(super) fn needs_due(&self, at: Instant) -> bool {
+        let mut next = self.next_due.lock().unwrap_or_else(|p| p.into_inner());
+        if next.is_some_and(|due| due <= at) {
+            return false;
+        }
+        *next = Some(at);
+        true
+    }
+
+    /// Makes everything written so far durable, as the entry due at `at`: the records that
+    /// left it to that entry were all written before it is cleared here.
+    pub(super) fn seal_written(&self, at: Instant) -> Result<(), LedgerError> {
+        {
+            let mut next = self.next_due.lock().unwrap_or_else(|p| p.into_inner());
+            if *next == Some(at) {
+                *next = None;
+            }
+        }
+        let written = self.latest.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|h| h.records);
+        match written {
+            Some(seq) => self.seal_through(seq),
+            None => Ok(()),
         }
     }
 

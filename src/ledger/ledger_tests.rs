@@ -4,6 +4,15 @@ use serde_json::json;
 
 use super::*;
 
+/// Waits up to ten seconds for `done`, failing with `what` if it never is.
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    let waited = Instant::now();
+    while !done() {
+        assert!(waited.elapsed() < Duration::from_secs(10), "{what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn entry<'a>(input: &'a Value, kind: Kind, decision: &'a str) -> Entry<'a> {
     Entry {
         call_id: "call_0",
@@ -527,11 +536,7 @@ fn a_record_sealed_within_a_bound_is_sealed_by_the_next_sync_or_at_its_deadline(
     // With nothing after it, the sealing thread seals it when its time is up.
     let (_, seq) = ledger.append_written(&entry(&input, Kind::Outcome, "allow")).unwrap();
     later::seal_within(ledger.sealer(), seq, Duration::from_millis(20)).unwrap();
-    let waited = Instant::now();
-    while sealed() < 4 {
-        assert!(waited.elapsed() < Duration::from_secs(10), "never sealed by the sealing thread");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    eventually("never sealed by the sealing thread", || sealed() >= 4);
     // Records later in the queue but earlier due are not held up by one due later.
     let (_, late) = ledger.append_written(&entry(&input, Kind::Outcome, "allow")).unwrap();
     let sealer = ledger.sealer();
@@ -540,14 +545,9 @@ fn a_record_sealed_within_a_bound_is_sealed_by_the_next_sync_or_at_its_deadline(
     other.append(&entry(&input, Kind::Decision, "allow")).unwrap();
     let (_, early) = other.append_written(&entry(&input, Kind::Outcome, "allow")).unwrap();
     later::seal_within(other.sealer(), early, Duration::from_millis(20)).unwrap();
-    let waited = Instant::now();
-    while read_head(&heads, "c").unwrap().unwrap().records < 2 {
-        assert!(
-            waited.elapsed() < Duration::from_secs(10),
-            "an earlier deadline waited for a later one"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    eventually("an earlier deadline waited for a later one", || {
+        read_head(&heads, "c").unwrap().unwrap().records >= 2
+    });
     assert_eq!(sealed(), 4, "a record due in ten minutes was sealed early");
     // Zero is at once.
     later::seal_within(sealer, late, Duration::ZERO).unwrap();
@@ -580,27 +580,13 @@ fn a_ledger_has_one_entry_at_the_sealing_thread_and_it_seals_every_record_writte
     later::seal_within(std::sync::Arc::clone(&sealer), first, Duration::from_millis(20)).unwrap();
     let (_, second) = ledger.append_written(&entry(&input, Kind::Outcome, "allow")).unwrap();
     later::seal_within(std::sync::Arc::clone(&sealer), second, Duration::from_secs(600)).unwrap();
-    let waited = Instant::now();
-    while sealed() < second {
-        assert!(
-            waited.elapsed() < Duration::from_secs(10),
-            "a record left to an earlier entry was never sealed"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    eventually("a record left to an earlier entry was never sealed", || sealed() >= second);
     // A record due sooner than the entry queued gets its own.
     let (_, third) = ledger.append_written(&entry(&input, Kind::Outcome, "allow")).unwrap();
     later::seal_within(std::sync::Arc::clone(&sealer), third, Duration::from_secs(600)).unwrap();
     let (_, fourth) = ledger.append_written(&entry(&input, Kind::Outcome, "allow")).unwrap();
     later::seal_within(std::sync::Arc::clone(&sealer), fourth, Duration::from_millis(20)).unwrap();
-    let waited = Instant::now();
-    while sealed() < fourth {
-        assert!(
-            waited.elapsed() < Duration::from_secs(10),
-            "an earlier deadline waited for a later entry"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    eventually("an earlier deadline waited for a later entry", || sealed() >= fourth);
     ledger.close().unwrap();
     assert_eq!(place.verify(ledger.path()).unwrap().unsealed, 0);
 }

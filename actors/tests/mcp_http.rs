@@ -168,6 +168,16 @@ fn calls_of_the_newest_revision_share_one_session_per_workspace_and_token() {
     let out = client(&s, "read", "auto").env("MCP_SESSION", "agent-2").output().unwrap();
     assert!(out.status.success());
     assert_eq!(sessions(&s).len(), 2);
+    // A session closed by someone else is not handed to its client again: the next call gets
+    // a new one, and runs.
+    let id = open[0]["session_id"].as_str().unwrap().to_string();
+    let (status, body) = s.http("DELETE", &format!("/v1/sessions/{id}"), b"");
+    assert!(status == 200 || status == 204, "{status} {body}");
+    let v = run(&s, "read", "auto");
+    assert!(v.to_string().contains("some notes"), "{v}");
+    let now: Vec<String> = sessions(&s).iter().map(|x| x["session_id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert!(!now.contains(&id), "the closed session came back: {now:?}");
 }
 
 #[test]

@@ -80,6 +80,8 @@ pub struct State {
     watchers: Arc<disconnect::Watchers>,
     /// MCP's Streamable HTTP at `/mcp`, over the same dispatcher.
     mcp_endpoint: McpEndpoint,
+    /// The sessions of `/mcp`'s clients, reaped with the others.
+    mcp_sessions: Arc<crate::front::mcp_server::http::HttpSessions>,
 }
 
 impl State {
@@ -138,6 +140,7 @@ impl State {
     /// forgets what belongs to sessions closed otherwise and to wrong tokens of past minutes.
     fn reap(&self) {
         self.admission.forget_old_failures();
+        self.mcp_sessions.reap();
         self.activity().retain(|id, _| self.dispatcher.is_running(id).is_ok());
         let secs = self.config.server.idle_session_secs;
         if secs == 0 {
@@ -193,12 +196,11 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
     // becomes the port the system chose).
     let listeners = bind_all(&config.server.bind)?;
     let bound = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
-    let mcp_endpoint = crate::front::mcp_server::http::bridge::endpoint(
-        crate::front::mcp_server::http::HttpSessions::new(Arc::clone(&dispatcher), Arc::clone(&config)),
-        &config,
-    );
+    let mcp_sessions = crate::front::mcp_server::http::HttpSessions::new(Arc::clone(&dispatcher), Arc::clone(&config));
+    let mcp_endpoint = crate::front::mcp_server::http::bridge::endpoint(Arc::clone(&mcp_sessions), &config);
     let state = web::Data::new(State {
         mcp_endpoint,
+        mcp_sessions,
         dispatcher,
         mcp,
         config: Arc::clone(&config),

@@ -136,10 +136,34 @@ impl HttpSessions {
             .unwrap_or_default();
         let named = query(context, "session").unwrap_or_default();
         let key = (asked.clone().unwrap_or_default(), named, credentials);
-        let idle = Duration::from_secs(self.config.server.idle_session_secs);
         let mut keyed = self.keyed.lock().unwrap_or_else(|p| p.into_inner());
-        // Sessions idle too long, or closed by someone else (DELETE /v1/sessions/{id}), go.
-        keyed.retain(|_, (shared, last)| match self.dispatcher.is_running(&shared.session) {
+        // Only the request's own session is looked at here; the others are the reaper's
+        // (`reap`), so a request costs the same with ten thousand sessions as with one.
+        if let Some((shared, last)) = keyed.get_mut(&key) {
+            if self.keeps(shared, *last) {
+                *last = Instant::now();
+                return Ok(Arc::clone(shared));
+            }
+            keyed.remove(&key);
+        }
+        let shared = self.open(asked.as_deref(), false)?;
+        keyed.insert(key, (Arc::clone(&shared), Instant::now()));
+        Ok(shared)
+    }
+
+    /// Closes the sessions of clients without connections idle past
+    /// `server.idle_session_secs`, and forgets those closed by someone else (`DELETE
+    /// /v1/sessions/{id}`). The server's reaper calls it on its period.
+    pub fn reap(&self) {
+        let mut keyed = self.keyed.lock().unwrap_or_else(|p| p.into_inner());
+        keyed.retain(|_, (shared, last)| self.keeps(shared, *last));
+    }
+
+    /// Whether a keyed session last asked for at `last` lives on: a session closed by someone
+    /// else does not, and one idle too long is closed here.
+    fn keeps(&self, shared: &Shared, last: Instant) -> bool {
+        let idle = Duration::from_secs(self.config.server.idle_session_secs);
+        match self.dispatcher.is_running(&shared.session) {
             Err(_) => false,
             Ok(running) if !running && !idle.is_zero() && last.elapsed() > idle => {
                 tracing::info!(session = %shared.session, "idle MCP session closed");
@@ -147,14 +171,7 @@ impl HttpSessions {
                 false
             }
             Ok(_) => true,
-        });
-        if let Some((shared, last)) = keyed.get_mut(&key) {
-            *last = Instant::now();
-            return Ok(Arc::clone(shared));
         }
-        let shared = self.open(asked.as_deref(), false)?;
-        keyed.insert(key, (Arc::clone(&shared), Instant::now()));
-        Ok(shared)
     }
 
     /// Opens a session in `asked` (else `server.workspace_root`) under the server's rules.

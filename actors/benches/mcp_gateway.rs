@@ -19,6 +19,10 @@ use serde_json::json;
 use toolslot::config::McpServerConfig;
 use toolslot::mcp::client::{ConnectOptions, McpClient, connect};
 
+#[path = "../../benches/support/proc_stat.rs"]
+mod proc_stat;
+use proc_stat::{cpu_us_of, sleeps_of};
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -124,38 +128,9 @@ fn await_port(port: u16) {
     panic!("nothing listens on {port}");
 }
 
-/// CPU time (user and system) `pid` has used so far, from `/proc` (ticks of 10 ms: read over
-/// many calls).
-fn cpu_of(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The fields after the command's name, which is in parentheses and may hold spaces.
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 = [11, 12].iter().filter_map(|&i| fields.get(i)?.parse::<u64>().ok()).sum();
-    Duration::from_millis(ticks * 10)
-}
-
-/// Times the threads of `pid` went to sleep (voluntary context switches, summed over its
-/// threads): a thread that sleeps must be woken, so this counts the wake-ups a call costs, a
-/// figure the machine's noise does not move.
-fn sleeps_of(pid: u32) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
-        .filter_map(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-        })
-        .sum()
-}
-
-/// CPU-µs per call `pid` spent since `since`.
-fn cpu_per_call(pid: u32, since: Duration, calls: usize) -> f64 {
-    (cpu_of(pid).saturating_sub(since)).as_secs_f64() * 1e6 / calls.max(1) as f64
+/// CPU-µs per call `pid` spent since `since` (µs).
+fn cpu_per_call(pid: u32, since: u64, calls: usize) -> f64 {
+    cpu_us_of(pid).saturating_sub(since) as f64 / calls.max(1) as f64
 }
 
 /// A child process killed when dropped.
@@ -271,18 +246,18 @@ fn main() {
         }
         let (up, gw) = (upstream.0.id(), serve.0.id());
         // The CPU each side spends per call, direct and through toolslot, beside the latency.
-        let cost = |label: &str, up_before: Duration, gw_before: Duration, up_mid: Duration, sleeps_before: u64, n: usize| {
+        let cost = |label: &str, up_before: u64, gw_before: u64, up_mid: u64, sleeps_before: u64, n: usize| {
             println!(
                 "  {label}: upstream {:.0} CPU-µs per call direct, {:.0} through toolslot; toolslot {:.0} CPU-µs and {:.1} thread wake-ups per call",
-                (up_mid.saturating_sub(up_before)).as_secs_f64() * 1e6 / n.max(1) as f64,
+                up_mid.saturating_sub(up_before) as f64 / n.max(1) as f64,
                 cpu_per_call(up, up_mid, n),
                 cpu_per_call(gw, gw_before, n),
                 sleeps_of(gw).saturating_sub(sleeps_before) as f64 / n.max(1) as f64,
             );
         };
-        let u0 = cpu_of(up);
+        let u0 = cpu_us_of(up);
         let d = timed(&direct[0], "echo", calls / 2, clients).await;
-        let (u1, g1, s1) = (cpu_of(up), cpu_of(gw), sleeps_of(gw));
+        let (u1, g1, s1) = (cpu_us_of(up), cpu_us_of(gw), sleeps_of(gw));
         let v = timed(&via[0], "everything__echo", calls / 2, clients).await;
         let n = v.len();
         report("1 client, Streamable HTTP", d, v);
@@ -298,9 +273,9 @@ fn main() {
             ("closed loop (saturated)", None, false, 2000),
         ];
         for (label, pace, spread, tags) in phases {
-            let u0 = cpu_of(up);
+            let u0 = cpu_us_of(up);
             let d = many(&direct, "echo", per_client, tags, pace, spread).await;
-            let (u1, g1, s1) = (cpu_of(up), cpu_of(gw), sleeps_of(gw));
+            let (u1, g1, s1) = (cpu_us_of(up), cpu_us_of(gw), sleeps_of(gw));
             let v = many(&via, "everything__echo", per_client, tags, pace, spread).await;
             let n = v.len();
             let load = match pace {

@@ -26,6 +26,7 @@ use toolslot_actors::sources::remote::RemoteHub;
 use toolslot_actors::{Dispatcher, RoundInput, SessionOptions};
 
 use super::Cost;
+use super::proc_stat::{cpu_us_of, sleeps_of};
 
 /// What `--remote` runs.
 pub struct RemoteArgs {
@@ -56,19 +57,6 @@ impl Drop for Kid {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// User + system CPU time of process `pid` so far (from /proc), in µs.
-fn cpu_us_of(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<u64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
-    // SAFETY: sysconf only reads a system constant.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    ticks * 1_000_000 / hz
 }
 
 fn bench_config(nats_url: &str, overflow: &std::path::Path, slots: usize) -> Arc<Config> {
@@ -225,24 +213,6 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// Times this process's threads went to sleep (voluntary context switches over its threads):
-/// each is a wake-up later, a figure the machine's noise does not move as it moves CPU time.
-fn self_sleeps() -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
-        .filter_map(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 fn self_cpu_us() -> u64 {
     cpu_us_of(std::process::id())
 }
@@ -344,9 +314,9 @@ pub fn run(args: RemoteArgs) -> usize {
             let sessions = 2 * n;
             let inproc = drive(&local, args.tool, sessions, args.slots, args.seconds, None).await;
             let cpu = |workers: &[Kid]| (self_cpu_us(), workers.iter().map(|w| cpu_us_of(w.0.id())).sum::<u64>(), cpu_us_of(nats.0.id()));
-            let (before, slept) = (cpu(&workers), self_sleeps());
+            let (before, slept) = (cpu(&workers), sleeps_of(std::process::id()));
             let rem = drive(&remote, args.tool, sessions, args.slots, args.seconds, None).await;
-            let (after, sleeps) = (cpu(&workers), self_sleeps().saturating_sub(slept));
+            let (after, sleeps) = (cpu(&workers), sleeps_of(std::process::id()).saturating_sub(slept));
             bad_total += inproc.bad + rem.bad;
             let rate = |m: &Measured| m.calls as f64 / m.elapsed.as_secs_f64();
             let ideal = n as f64 * args.slots as f64 * ideal_per_slot;

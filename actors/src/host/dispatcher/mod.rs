@@ -212,15 +212,27 @@ impl Dispatcher {
     /// Opens a session with an unguessable id (128 random bits) and starts its five stages,
     /// each under a supervisor and wired into a chain, on one worker thread.
     pub fn open_session(&self, options: SessionOptions) -> String {
+        self.open_at(options, Place::Spread)
+    }
+
+    /// A top-level session over this dispatcher's registry, its stages at `place`.
+    fn open_at(&self, options: SessionOptions, place: Place) -> String {
         let recorded = RecordedOptions {
             workspace: options.workspace.clone(),
             approval_mode: options.approval_mode,
             dialect: options.dialect,
             depth: 0,
         };
-        let id = random_hex(16);
         let durable = self.inner.store.get().map(|_| (SessionRecord::new(recorded), 0, 0));
-        self.start_session(id, options, self.inner.registry.clone(), durable, Place::Spread)
+        self.start_session(random_hex(16), options, self.inner.registry.clone(), durable, place)
+    }
+
+    /// Refuses a new session past `max` open ones (0: no limit).
+    fn within_limit(&self, max: usize) -> Result<(), DispatchError> {
+        if max > 0 && self.session_count() >= max {
+            return Err(DispatchError::TooManySessions(max));
+        }
+        Ok(())
     }
 
     /// As [`Dispatcher::open_session_limited`], with the session's stages on the calling
@@ -231,17 +243,8 @@ impl Dispatcher {
     /// # Errors
     /// [`DispatchError::TooManySessions`].
     pub fn open_session_here_limited(&self, options: SessionOptions, max: usize) -> Result<String, DispatchError> {
-        if max > 0 && self.session_count() >= max {
-            return Err(DispatchError::TooManySessions(max));
-        }
-        let recorded = RecordedOptions {
-            workspace: options.workspace.clone(),
-            approval_mode: options.approval_mode,
-            dialect: options.dialect,
-            depth: 0,
-        };
-        let durable = self.inner.store.get().map(|_| (SessionRecord::new(recorded), 0, 0));
-        Ok(self.start_session(random_hex(16), options, self.inner.registry.clone(), durable, Place::Here))
+        self.within_limit(max)?;
+        Ok(self.open_at(options, Place::Here))
     }
 
     /// As [`Dispatcher::open_session`], over another registry: a sub-agent's session at
@@ -327,9 +330,7 @@ impl Dispatcher {
     /// # Errors
     /// [`DispatchError::TooManySessions`].
     pub fn open_session_limited(&self, options: SessionOptions, max: usize) -> Result<String, DispatchError> {
-        if max > 0 && self.session_count() >= max {
-            return Err(DispatchError::TooManySessions(max));
-        }
+        self.within_limit(max)?;
         Ok(self.open_session(options))
     }
 

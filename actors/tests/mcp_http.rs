@@ -291,3 +291,35 @@ fn a_question_of_an_mcp_client_waits_in_the_console_too_and_the_first_answer_win
     let (status, _) = s.http("POST", &path, body.as_bytes());
     assert_eq!(status, 404);
 }
+
+#[test]
+fn an_idle_keyed_session_is_closed_by_the_servers_sweep_and_the_next_call_gets_a_new_one() {
+    let serve = Serve::new();
+    std::fs::write(serve.workspace().join("notes.txt"), "some notes\n").unwrap();
+    let root = serve.dir().to_path_buf();
+    let s = serve
+        .server(&format!(
+            "workspace_root = \"{}\"\nidle_session_secs = 1\nreap_interval_secs = 1",
+            root.display()
+        ))
+        .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
+        .start();
+    run(&s, "read", "auto");
+    let first = sessions(&s);
+    assert_eq!(first.len(), 1, "{first:?}");
+    // Idle for a second, then swept within the next period: nothing else closes it.
+    let mut open = first.clone();
+    for _ in 0..80 {
+        if open.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        open = sessions(&s);
+    }
+    assert_eq!(open, Vec::<Value>::new(), "the idle session was closed by the sweep");
+    let v = run(&s, "read", "auto");
+    assert!(v.to_string().contains("some notes"), "{v}");
+    let now = sessions(&s);
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now[0]["session_id"], first[0]["session_id"], "a new session, not the closed one");
+}

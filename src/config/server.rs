@@ -20,6 +20,8 @@ pub struct ServerConfig {
     pub max_rounds_per_session: u64,
     /// Idle session expiry (s, 0 = never).
     pub idle_session_secs: u64,
+    /// How often idle sessions are looked for and closed (s, at least 1).
+    pub reap_interval_secs: u64,
     /// Request-head timeout (ms).
     pub client_request_timeout_ms: u64,
     /// Shutdown grace (s).

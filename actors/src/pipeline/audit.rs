@@ -57,6 +57,9 @@ struct Syncing {
     wanted: u64,
     /// A task of the blocking pool syncs (and goes on while decisions keep coming).
     running: bool,
+    /// How many syncs the syncing tasks ran.
+    #[cfg(test)]
+    passes: u64,
 }
 
 /// What the syncing task made durable.
@@ -210,6 +213,12 @@ impl Audit {
             !std::mem::replace(&mut syncing.running, true)
         };
         if start {
+            // Started once the work ready on this thread has run: a round's calls arrive as
+            // messages handled one after another (the early ones as the stream is read), and a
+            // sync started by the first would leave the others' decisions to a second. Yielding
+            // lets them be written first, so the round shares one sync (they wait, `running`
+            // being set); it costs no wake-up, the task being queued on this thread.
+            tokio::task::yield_now().await;
             let me = Arc::clone(self);
             // Not awaited: its word comes through `synced`, and a task that panicked says so
             // there too.
@@ -234,6 +243,10 @@ impl Audit {
     fn sync_while_wanted(&self, sealer: &Arc<Sealer>) {
         let mut target = self.syncing.lock().unwrap_or_else(|p| p.into_inner()).wanted;
         loop {
+            #[cfg(test)]
+            {
+                self.syncing.lock().unwrap_or_else(|p| p.into_inner()).passes += 1;
+            }
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sealer.seal_through_within(target, self.lazy_seal)))
                 .unwrap_or_else(|_| {
                     Err(LedgerError {
@@ -403,5 +416,20 @@ mod tests {
         let sealer = audit.open.lock().unwrap().as_ref().unwrap().sealer();
         let err = audit.synced_through(sealer, 50).await.unwrap_err();
         assert!(err.reason.contains("never written"), "{err}");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_decisions_written_in_one_turn_of_the_thread_share_one_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = audit(dir.path());
+        audit.append(decision(0)).await.unwrap();
+        let before = audit.syncing.lock().unwrap().passes;
+        // A round's calls, handled one after another on the session's thread: the first one's
+        // sync waits until the others are written.
+        let all = futures::future::join_all((1..=4).map(|i| audit.append(decision(i)))).await;
+        assert!(all.iter().all(Result::is_ok), "{all:?}");
+        assert_eq!(audit.syncing.lock().unwrap().passes - before, 1, "one sync for the four decisions");
+        let head = toolslot::ledger::read_head(&dir.path().join("keys/heads"), "s").unwrap().unwrap();
+        assert_eq!(head.records, 5);
     }
 }

@@ -212,7 +212,7 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
     let reaper = {
         let state = state.clone();
         actix_web::rt::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(30));
+            let mut tick = tokio::time::interval(Duration::from_secs(state.config.server.reap_interval_secs.max(1)));
             loop {
                 tick.tick().await;
                 state.reap();

@@ -5,7 +5,8 @@
 //! free (a write to the page cache: a round's parallel decisions then all land before the first
 //! sync starts); its sync runs on the blocking pool, so it never stalls the thread's other
 //! sessions, in one task that syncs for every decision written meanwhile while the others await
-//! its word (`Audit::synced_through`).
+//! its word (`Audit::synced_through`). That task starts once the work ready on the thread has
+//! run, so a round's calls, handled one after another, share one sync.
 //!
 //! The executor writes a call's decision before the call runs (a write that fails refuses the
 //! call) and its outcome once it ended, before the result is handed on. The decision is synced

@@ -12,8 +12,7 @@
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::{LedgerError, Sealer};
@@ -53,7 +52,64 @@ impl Ord for Due {
 }
 
 /// The sealing thread's queue; `None` when the thread could not be started.
-static QUEUE: OnceLock<Option<mpsc::Sender<Due>>> = OnceLock::new();
+static QUEUE: OnceLock<Option<Arc<Queue>>> = OnceLock::new();
+
+/// What waits for the sealing thread, and whether that thread sleeps.
+///
+/// Not a channel: a send wakes the thread for every entry, while an entry due after the one
+/// the thread already sleeps for (nearly all: every entry waits the same bound) can wait until
+/// that wake-up. Only an entry due sooner, or one for a thread with nothing to wait for, wakes it.
+struct Queue {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+struct State {
+    waiting: BinaryHeap<Reverse<Due>>,
+    /// The thread sleeps: until this instant, or (`Some(None)`) until woken.
+    sleeping: Option<Option<Instant>>,
+    /// How many times an entry woke the thread.
+    #[cfg(test)]
+    woken: usize,
+}
+
+impl Queue {
+    fn new() -> Queue {
+        Queue {
+            state: Mutex::new(State {
+                waiting: BinaryHeap::new(),
+                sleeping: None,
+                #[cfg(test)]
+                woken: 0,
+            }),
+            wake: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every change leaves the heap whole; a panic while sealing happens outside the lock.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, due: Due) {
+        let mut state = self.lock();
+        let sooner = match state.sleeping {
+            Some(None) => true,
+            Some(Some(until)) => due.at < until,
+            // Awake: it looks at the heap again before it sleeps.
+            None => false,
+        };
+        state.waiting.push(Reverse(due));
+        if sooner {
+            state.sleeping = None;
+            #[cfg(test)]
+            {
+                state.woken += 1;
+            }
+            self.wake.notify_one();
+        }
+    }
+}
 
 /// Makes record `seq` of `sealer`'s ledger durable within `within`: at once when `within` is
 /// zero, else by whichever comes first, a sync of the ledger for a later record or the sealing
@@ -95,19 +151,20 @@ pub(super) fn sync_head_within(sealer: Arc<Sealer>, within: Duration) {
 /// Hands `due` to the sealing thread (started on first use), or does it now without one.
 fn queue(due: Due) -> Result<(), LedgerError> {
     let queue = QUEUE.get_or_init(|| {
-        let (tx, rx) = mpsc::channel();
+        let queue = Arc::new(Queue::new());
+        let theirs = Arc::clone(&queue);
         std::thread::Builder::new()
             .name("toolslot-ledger-seal".into())
-            .spawn(move || run(&rx))
-            .map(|_| tx)
+            .spawn(move || run(&theirs))
+            .map(|_| queue)
             .map_err(|e| tracing::warn!(error = %e, "ledger: no sealing thread; every record is sealed before it is handed on"))
             .ok()
     });
     match queue {
-        Some(tx) => match tx.send(due) {
-            Ok(()) => Ok(()),
-            Err(mpsc::SendError(due)) => now(&due),
-        },
+        Some(queue) => {
+            queue.push(due);
+            Ok(())
+        }
         None => now(&due),
     }
 }
@@ -120,36 +177,85 @@ fn now(due: &Due) -> Result<(), LedgerError> {
 }
 
 /// The sealing thread: seals each record, and syncs each head, when its time is up (one
-/// another sync covered costs a look at its ledger's state).
-fn run(rx: &mpsc::Receiver<Due>) {
-    let mut waiting: BinaryHeap<Reverse<Due>> = BinaryHeap::new();
+/// another sync covered costs a look at its ledger's state). It lives as long as the process.
+fn run(queue: &Queue) {
+    let mut state = queue.lock();
     loop {
-        let got = match waiting.peek() {
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(Reverse(first)) => rx.recv_timeout(first.at.saturating_duration_since(Instant::now())),
-        };
-        match got {
-            Ok(due) => waiting.push(Reverse(due)),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                // Nobody can add more: seal what is left and end.
-                while let Some(Reverse(due)) = waiting.pop() {
-                    seal(&due);
-                }
-                return;
-            }
-        }
         let now = Instant::now();
-        while waiting.peek().is_some_and(|Reverse(first)| first.at <= now) {
-            if let Some(Reverse(due)) = waiting.pop() {
-                seal(&due);
+        let mut ready = Vec::new();
+        while state.waiting.peek().is_some_and(|Reverse(first)| first.at <= now) {
+            if let Some(Reverse(due)) = state.waiting.pop() {
+                ready.push(due);
             }
         }
+        if !ready.is_empty() {
+            drop(state);
+            for due in &ready {
+                seal(due);
+            }
+            state = queue.lock();
+            continue;
+        }
+        let until = state.waiting.peek().map(|Reverse(first)| first.at);
+        state.sleeping = Some(until);
+        state = match until {
+            None => queue.wake.wait(state).unwrap_or_else(|p| p.into_inner()),
+            Some(at) => {
+                queue
+                    .wake
+                    .wait_timeout(state, at.saturating_duration_since(now))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0
+            }
+        };
+        state.sleeping = None;
     }
 }
 
 fn seal(due: &Due) {
     if let Err(e) = now(due) {
         tracing::error!(error = %e, "ledger: a record or head written earlier could not be made durable");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::{Ledger, Seal};
+
+    fn until(queue: &Queue, what: &str, done: impl Fn(&State) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done(&queue.lock()) {
+            assert!(Instant::now() < deadline, "the sealing thread never got to: {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn only_an_entry_due_sooner_than_the_threads_wake_up_wakes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let seal = Seal::open_or_create(&dir.path().join("keys/ledger.key"), &[&dir.path().join("ledger")]).unwrap();
+        let sealer = Ledger::open(&dir.path().join("ledger"), "s", seal).unwrap().sealer();
+        let queue = Arc::new(Queue::new());
+        let theirs = Arc::clone(&queue);
+        std::thread::spawn(move || run(&theirs));
+        until(&queue, "sleep with nothing to wait for", |s| s.sleeping == Some(None));
+        let head = |at: Instant| Due {
+            at,
+            what: What::Head,
+            sealer: Arc::clone(&sealer),
+        };
+        let first = Instant::now() + Duration::from_secs(60);
+        queue.push(head(first));
+        until(&queue, "sleep until the first entry", |s| s.sleeping == Some(Some(first)));
+        // Due later than the thread's wake-up: they wait for it.
+        for n in 1..=10 {
+            queue.push(head(first + Duration::from_millis(n)));
+        }
+        assert_eq!(queue.lock().woken, 1, "only the entry it had nothing to wait for woke it");
+        // Due sooner: woken, and it is done at once, the others left waiting.
+        queue.push(head(Instant::now()));
+        until(&queue, "take the entry due now", |s| s.waiting.len() == 11 && s.sleeping == Some(Some(first)));
+        assert_eq!(queue.lock().woken, 2);
     }
 }

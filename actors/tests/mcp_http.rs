@@ -48,6 +48,19 @@ fn sessions(served: &Served) -> Vec<Value> {
         .clone()
 }
 
+/// The sessions the server has open once none is left, or after `tries` looks 100 ms apart.
+fn sessions_within(served: &Served, tries: usize) -> Vec<Value> {
+    let mut open = sessions(served);
+    for _ in 0..tries {
+        if open.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        open = sessions(served);
+    }
+    open
+}
+
 const DENY_WRITE: &str = "[[policy.rules]]\ntool = \"write_file\"\ndecision = \"deny\"\n";
 
 fn lists_without_denied_tools(mode: &str, protocol: &str) {
@@ -146,15 +159,7 @@ fn a_handshake_session_ends_with_its_connection() {
     let v = run(&s, "read", "legacy");
     assert_eq!(v["is_error"], false, "{v}");
     // The client's DELETE ended the MCP session, and toolslot's with it.
-    let mut open = sessions(&s);
-    for _ in 0..50 {
-        if open.is_empty() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        open = sessions(&s);
-    }
-    assert_eq!(open, Vec::<Value>::new(), "the session was closed");
+    assert_eq!(sessions_within(&s, 50), Vec::<Value>::new(), "the session was closed");
 }
 
 #[test]
@@ -308,15 +313,7 @@ fn an_idle_keyed_session_is_closed_by_the_servers_sweep_and_the_next_call_gets_a
     let first = sessions(&s);
     assert_eq!(first.len(), 1, "{first:?}");
     // Idle for a second, then swept within the next period: nothing else closes it.
-    let mut open = first.clone();
-    for _ in 0..80 {
-        if open.is_empty() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        open = sessions(&s);
-    }
-    assert_eq!(open, Vec::<Value>::new(), "the idle session was closed by the sweep");
+    assert_eq!(sessions_within(&s, 80), Vec::<Value>::new(), "the idle session was closed by the sweep");
     let v = run(&s, "read", "auto");
     assert!(v.to_string().contains("some notes"), "{v}");
     let now = sessions(&s);

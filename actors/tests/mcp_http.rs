@@ -313,7 +313,11 @@ fn an_idle_keyed_session_is_closed_by_the_servers_sweep_and_the_next_call_gets_a
     let first = sessions(&s);
     assert_eq!(first.len(), 1, "{first:?}");
     // Idle for a second, then swept within the next period: nothing else closes it.
-    assert_eq!(sessions_within(&s, 80), Vec::<Value>::new(), "the idle session was closed by the sweep");
+    assert_eq!(
+        sessions_within(&s, 80),
+        Vec::<Value>::new(),
+        "the idle session was closed by the sweep"
+    );
     let v = run(&s, "read", "auto");
     assert!(v.to_string().contains("some notes"), "{v}");
     let now = sessions(&s);

@@ -255,7 +255,9 @@ mod tests {
         assert_eq!(queue.lock().woken, 1, "only the entry it had nothing to wait for woke it");
         // Due sooner: woken, and it is done at once, the others left waiting.
         queue.push(head(Instant::now()));
-        until(&queue, "take the entry due now", |s| s.waiting.len() == 11 && s.sleeping == Some(Some(first)));
+        until(&queue, "take the entry due now", |s| {
+            s.waiting.len() == 11 && s.sleeping == Some(Some(first))
+        });
         assert_eq!(queue.lock().woken, 2);
     }
 }

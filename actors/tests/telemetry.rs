@@ -411,26 +411,27 @@ fn a_hung_collector_delays_only_the_exit_by_its_timeout() {
     drop(held);
 }
 
-#[test]
-fn an_mcp_clients_traceparent_makes_the_round_a_child_of_its_trace() {
+/// The spans exported once a round of trace `trace` is: `toolslot mcp` under `env` answers one
+/// `tools/call` of `read_file` whose `_meta` carries `traceparent`.
+fn spans_of_an_mcp_call(env: &[(&str, &str)], trace: &str, traceparent: &str) -> Vec<Value> {
     use std::io::Write;
     let receiver = Receiver::start();
     let bed = Bed::new();
     std::fs::write(bed.ws.join("a.txt"), "a\n").unwrap();
     let config = bed.config(&receiver.table(""));
-    let mut proc = Proc::spawn(
-        std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
-            .args(["mcp", "--workspace"])
-            .arg(&bed.ws)
-            .arg("--config")
-            .arg(&config)
-            .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit()),
-    );
-    let trace = "0af7651916cd43dd8448eb211c80319c";
-    let parent = "b7ad6b7169203331";
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"));
+    cmd.args(["mcp", "--workspace"])
+        .arg(&bed.ws)
+        .arg("--config")
+        .arg(&config)
+        .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut proc = Proc::spawn(&mut cmd);
     let mut stdin = proc.child.stdin.take().unwrap();
     let mut stdout = BufReader::new(proc.child.stdout.take().unwrap());
     let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
@@ -441,12 +442,18 @@ fn an_mcp_clients_traceparent_makes_the_round_a_child_of_its_trace() {
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "read_file", "arguments": {"path": "a.txt"},
-        "_meta": {"traceparent": format!("00-{trace}-{parent}-01")}}}));
+        "_meta": {"traceparent": traceparent}}}));
     answer.clear();
     stdout.read_line(&mut answer).unwrap();
     assert!(answer.contains("\"id\":2") && !answer.contains("isError\":true"), "{answer}");
+    receiver.spans_when(|s| s.iter().any(|x| x["trace_id"] == trace && x["name"] == "round"))
+}
 
-    let spans = receiver.spans_when(|s| s.iter().any(|x| x["trace_id"] == trace && x["name"] == "round"));
+#[test]
+fn an_mcp_clients_traceparent_makes_the_round_a_child_of_its_trace() {
+    let trace = "0af7651916cd43dd8448eb211c80319c";
+    let parent = "b7ad6b7169203331";
+    let spans = spans_of_an_mcp_call(&[], trace, &format!("00-{trace}-{parent}-01"));
     let server = spans
         .iter()
         .find(|s| s["trace_id"] == trace && s["parent_span_id"] == parent)
@@ -458,5 +465,19 @@ fn an_mcp_clients_traceparent_makes_the_round_a_child_of_its_trace() {
         round["parent_span_id"], server["span_id"],
         "the round is a child of the MCP request"
     );
-    drop(stdin);
+}
+
+#[test]
+fn otel_traces_sampler_always_on_exports_a_trace_its_client_did_not_sample() {
+    let trace = "5af7651916cd43dd8448eb211c80319d";
+    let parent = "b7ad6b7169203332";
+    // Flags 00: the client's trace is not sampled, which a parent-based sampler (the default)
+    // follows; `always_on` decides for itself.
+    let spans = spans_of_an_mcp_call(&[("OTEL_TRACES_SAMPLER", "always_on")], trace, &format!("00-{trace}-{parent}-00"));
+    // Only sampled spans are exported: their presence is the sampler's decision.
+    assert!(
+        spans.iter().any(|s| s["trace_id"] == trace && s["name"] == "round")
+            && spans.iter().any(|s| s["trace_id"] == trace && s["parent_span_id"] == parent),
+        "the unsampled client's trace was exported under always_on: {spans:#?}"
+    );
 }

@@ -15,6 +15,10 @@ pub struct TelemetryConfig {
     pub service_name: String,
     /// The share of traces kept (0.0 to 1.0), decided at the root and followed by children.
     pub sampling_ratio: f64,
+    /// The sampler, as `OTEL_TRACES_SAMPLER` names them (`parentbased_traceidratio`,
+    /// `traceidratio`, `always_on`, …); "" = `OTEL_TRACES_SAMPLER` if set, else
+    /// `parentbased_traceidratio`.
+    pub sampler: String,
     /// Headers sent with every export (`name=value`, e.g. an API key), besides
     /// `OTEL_EXPORTER_OTLP_HEADERS`.
     pub headers: Vec<String>,

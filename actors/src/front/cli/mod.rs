@@ -127,6 +127,9 @@ pub fn init_tracing(args: &Cli) -> Option<crate::front::telemetry::Telemetry> {
     if let Ok(s) = built {
         let _ = tracing::subscriber::set_global_default(s);
     }
+    for note in telemetry.iter().flat_map(|t| t.notes()) {
+        tracing::warn!("telemetry: {note}");
+    }
     telemetry
 }
 

@@ -44,8 +44,23 @@ pub(super) trait SpanSink: Send + Sync {
 /// The sink the layer holds.
 pub(super) type Sink = Arc<dyn SpanSink>;
 
-/// The layer. Sampling is the SDK's `ParentBased(TraceIdRatioBased(ratio))`, decided when a
-/// span without a parent starts.
+/// The ratio sampler's decision on `trace`, on the trace id's low 63 bits as the SDK's
+/// `TraceIdRatioBased`: every span of a trace gets the same one, wherever it is decided.
+pub(super) fn ratio_keeps(ratio: f64, trace: TraceId) -> bool {
+    if ratio >= 1.0 {
+        return true;
+    }
+    if ratio <= 0.0 {
+        return false;
+    }
+    let bytes = trace.to_bytes();
+    let mut low = [0u8; 8];
+    low.copy_from_slice(&bytes[8..]);
+    (u64::from_be_bytes(low) >> 1) < (ratio * (1u64 << 63) as f64) as u64
+}
+
+/// The layer. A span without a parent in this process is sampled by [`ratio_keeps`]; its
+/// children follow it, and a parent from another process decides as [`adopt`] is told.
 pub(super) struct SpanLayer {
     sink: Sink,
     ratio: f64,
@@ -61,18 +76,8 @@ impl SpanLayer {
         }
     }
 
-    /// The ratio sampler's decision, on the trace id's low 63 bits as the SDK's.
     fn sampled(&self, trace: TraceId) -> bool {
-        if self.ratio >= 1.0 {
-            return true;
-        }
-        if self.ratio <= 0.0 {
-            return false;
-        }
-        let bytes = trace.to_bytes();
-        let mut low = [0u8; 8];
-        low.copy_from_slice(&bytes[8..]);
-        (u64::from_be_bytes(low) >> 1) < (self.ratio * (1u64 << 63) as f64) as u64
+        ratio_keeps(self.ratio, trace)
     }
 }
 

@@ -507,3 +507,27 @@ fn progress_reported_on_a_worker_reaches_the_host() {
     let last = replay.seen.iter().rposition(|e| e["type"] == "progress").unwrap();
     assert!(last < finished, "{:?}", replay.seen);
 }
+
+#[test]
+fn what_the_sessions_policy_hides_stays_hidden_from_a_command_run_on_a_worker() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let ws = dir.path().join("ws");
+    std::fs::write(ws.join("secret.txt"), "TOPSECRET-5150\n").unwrap();
+    std::fs::write(ws.join("notes.txt"), "plain notes\n").unwrap();
+    // The repository's own policy: the dispatcher reads it, the worker never does.
+    std::fs::create_dir_all(ws.join(".toolslot")).unwrap();
+    std::fs::write(
+        ws.join(".toolslot/policy.toml"),
+        "[[policy.rules]]\ntool = \"exec_shell\"\npath = \"secret.txt\"\ndecision = \"deny\"\n",
+    )
+    .unwrap();
+    let _w = worker(&config, "shell", &[("WHO", "the-worker")]);
+    // Its words name no hidden path, so the rules let it run; it reads every file it finds.
+    let mut replay = Replay::start(&config, &ws, &[sse(&[shell("echo on $WHO; grep -r . .")])]);
+    let results = replay.round(1, 60);
+    let out = results[0]["content"].as_str().unwrap();
+    assert!(out.contains("on the-worker") && out.contains("plain notes"), "{results:?}");
+    assert!(!out.contains("TOPSECRET"), "the hidden file was read on the worker: {out}");
+}

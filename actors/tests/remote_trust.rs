@@ -501,6 +501,7 @@ fn job(key: &str, ws: &Path, command: &str) -> Vec<u8> {
             network: false,
         },
         reply: None,
+        hidden: Vec::new(),
     })
     .unwrap()
 }

@@ -53,6 +53,49 @@ impl HiddenPaths for Policy {
         }
         Ok(outermost(found))
     }
+
+    fn globs(&self, tool: &str) -> Vec<String> {
+        self.hiding(tool).iter().map(|g| g.text().to_string()).collect()
+    }
+}
+
+impl Policy {
+    /// A policy that only hides `globs` (as [`HiddenPaths::globs`] gives them) from `tool`,
+    /// within `config`'s limits: what a remote worker applies for the dispatcher's session.
+    ///
+    /// # Errors
+    /// [`PolicyError`] for a glob that does not compile.
+    pub fn hiding_only(
+        config: &crate::config::Config,
+        tool: &str,
+        globs: &[String],
+        workspace: &Path,
+    ) -> Result<Policy, super::PolicyError> {
+        let rules = globs
+            .iter()
+            .map(|glob| {
+                serde_json::from_value(serde_json::json!({"tool": tool, "path": glob, "decision": "deny"})).map_err(|e| {
+                    super::PolicyError::Rule {
+                        place: "the dispatcher's hidden paths".into(),
+                        index: 0,
+                        tool: tool.to_string(),
+                        reason: format!("`{glob}`: {e}"),
+                    }
+                })
+            })
+            .collect::<Result<Vec<crate::config::RuleConfig>, _>>()?;
+        let mut policy = Policy::empty();
+        policy.limits = super::Limits::of(config);
+        policy.add_rules(
+            &rules,
+            super::LayerKind::Config,
+            None,
+            "the dispatcher's hidden paths",
+            workspace,
+            false,
+        )?;
+        Ok(policy)
+    }
 }
 
 /// Whether `path` (absolute) or a folder holding it matches one of `globs`, in the spelling its

@@ -140,7 +140,7 @@ impl Policy {
 
     /// Compiles and checks `rules`; with `apply_allows` false (an untrusted project file) its
     /// allow rules are kept aside, checked like the rest but never applied.
-    fn add_rules(
+    pub(super) fn add_rules(
         &mut self,
         rules: &[RuleConfig],
         layer: LayerKind,

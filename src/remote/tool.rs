@@ -175,6 +175,7 @@ impl Tool for RemoteTool {
                 grant: ctx.grant,
                 // The caller names where it hears answers.
                 reply: None,
+                hidden: ctx.services.hidden().map(|h| h.globs(name)).unwrap_or_default(),
             };
             let services = Arc::clone(&ctx.services);
             let (index, call_id) = (ctx.index, ctx.call_id.clone());

@@ -58,6 +58,11 @@ pub struct Job {
     /// for the record's write. The record stays the call's truth: the message is a hint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
+    /// The path globs the session's policy hides from the tool (deny rules by `path` alone),
+    /// as written: the worker hides them in its turn (its walks skip them, its sandbox masks
+    /// what exists of them), since the call reads the worker's view of the workspace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<String>,
 }
 
 /// The fate of a call, kept under its key.

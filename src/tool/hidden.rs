@@ -27,4 +27,10 @@ pub trait HiddenPaths: Send + Sync {
     /// Why they could not all be found (the search passed its limit, which the text names):
     /// the program must then not start, since a mask that may miss a file hides nothing.
     fn existing(&self, tool: &str, workspace: &Path) -> Result<Vec<PathBuf>, String>;
+
+    /// The path globs, as written, that hide paths from `tool`: what a process that runs the
+    /// session's calls elsewhere (a remote worker) hides in its turn. None by default.
+    fn globs(&self, _tool: &str) -> Vec<String> {
+        Vec::new()
+    }
 }

@@ -80,6 +80,8 @@ pub struct CallServices {
     pub sealer: toolslot::remote::seal::Sealer,
     /// The call's key (what a report is sealed for).
     pub key: String,
+    /// What the dispatcher's session hides from the call ([`Job::hidden`](toolslot::remote::wire::Job)).
+    pub hidden: Option<Arc<dyn toolslot::tool::HiddenPaths>>,
 }
 
 impl SessionServices for CallServices {
@@ -113,5 +115,8 @@ impl SessionServices for CallServices {
     }
     fn run_detached(&self, work: toolslot::tool::Detached) -> Result<(), toolslot::tool::Detached> {
         self.session.run_detached(work)
+    }
+    fn hidden(&self) -> Option<Arc<dyn toolslot::tool::HiddenPaths>> {
+        self.hidden.clone()
     }
 }

@@ -27,6 +27,21 @@ impl Worker {
             ));
         };
         tool.validate_input(&job.input)?;
+        let hidden = match job.hidden.as_slice() {
+            [] => None,
+            globs => match toolslot::policy::Policy::hiding_only(&self.config, &job.tool, globs, &job.workspace) {
+                Ok(policy) => Some(Arc::new(policy) as Arc<dyn toolslot::tool::HiddenPaths>),
+                Err(e) => {
+                    return Err(ToolError::refused(
+                        ErrorCategory::Unavailable,
+                        format!(
+                            "worker `{}` cannot hide what the session's policy hides ({e}); nothing was run.",
+                            self.id
+                        ),
+                    ));
+                }
+            },
+        };
         let ctx = ToolContext {
             session_id: job.session.clone(),
             workspace: job.workspace.clone(),
@@ -41,6 +56,7 @@ impl Worker {
                 subject: super::super::broker::progress_subject(&job.key),
                 sealer: self.broker.sealer.clone(),
                 key: job.key.clone(),
+                hidden,
             }),
             // The dispatcher's approval gate decided it; this worker's sandbox enforces it.
             grant: job.grant,

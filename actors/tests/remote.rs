@@ -508,21 +508,26 @@ fn progress_reported_on_a_worker_reaches_the_host() {
     assert!(last < finished, "{:?}", replay.seen);
 }
 
-#[test]
-fn what_the_sessions_policy_hides_stays_hidden_from_a_command_run_on_a_worker() {
-    let _one = serial();
-    let nats = Nats::start();
-    let (dir, config) = setup(&nats);
-    let ws = dir.path().join("ws");
+/// `secret.txt` and `notes.txt` in `ws`, and the repository's own policy hiding the first from
+/// exec_shell: the dispatcher reads that policy, a worker never does.
+fn hide_a_secret(ws: &Path) {
     std::fs::write(ws.join("secret.txt"), "TOPSECRET-5150\n").unwrap();
     std::fs::write(ws.join("notes.txt"), "plain notes\n").unwrap();
-    // The repository's own policy: the dispatcher reads it, the worker never does.
     std::fs::create_dir_all(ws.join(".toolslot")).unwrap();
     std::fs::write(
         ws.join(".toolslot/policy.toml"),
         "[[policy.rules]]\ntool = \"exec_shell\"\npath = \"secret.txt\"\ndecision = \"deny\"\n",
     )
     .unwrap();
+}
+
+#[test]
+fn what_the_sessions_policy_hides_stays_hidden_from_a_command_run_on_a_worker() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let ws = dir.path().join("ws");
+    hide_a_secret(&ws);
     let _w = worker(&config, "shell", &[("WHO", "the-worker")]);
     // Its words name no hidden path, so the rules let it run; it reads every file it finds.
     let mut replay = Replay::start(&config, &ws, &[sse(&[shell("echo on $WHO; grep -r . .")])]);
@@ -530,4 +535,40 @@ fn what_the_sessions_policy_hides_stays_hidden_from_a_command_run_on_a_worker() 
     let out = results[0]["content"].as_str().unwrap();
     assert!(out.contains("on the-worker") && out.contains("plain notes"), "{results:?}");
     assert!(!out.contains("TOPSECRET"), "the hidden file was read on the worker: {out}");
+}
+
+#[test]
+fn a_call_with_hidden_paths_is_not_sent_where_a_worker_too_old_to_hide_them_could_take_it() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let ws = dir.path().join("ws");
+    hide_a_secret(&ws);
+    // The dispatcher makes the buckets.
+    let out = toolslot().args(["catalog", "--config"]).arg(&config).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Announced as a worker from before `hides` announces itself: it would ignore the paths.
+    let announcement = json!({
+        "worker": "shell.old", "pool": "shell", "slots": 2, "running": [], "version": "0.0.9",
+        "tools": [{"name": "exec_shell", "description": "", "input_schema": {"type": "object"}, "capabilities": [],
+                   "parallel": false, "defer": false, "loop_exempt": false, "source": "builtin"}]
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let client = async_nats::connect(nats.url()).await.unwrap();
+        let workers = async_nats::jetstream::new(client).get_key_value("toolslot_workers").await.unwrap();
+        workers
+            .put("shell.old", serde_json::to_vec(&announcement).unwrap().into())
+            .await
+            .unwrap();
+    });
+    let mut replay = Replay::start(&config, &ws, &[sse(&[shell("grep -r . .")])]);
+    let results = replay.round(1, 60);
+    let content = results[0]["content"].as_str().unwrap();
+    assert_eq!(results[0]["is_error"], true, "{results:?}");
+    assert!(
+        content.contains("`shell.old`") && content.contains("too old to hide them"),
+        "{content}"
+    );
+    assert!(!content.contains("TOPSECRET"), "{content}");
 }

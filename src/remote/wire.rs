@@ -258,6 +258,10 @@ pub struct Announcement {
     pub version: String,
     /// The tools it hosts.
     pub tools: Vec<AnnouncedTool>,
+    /// It hides what a job's `hidden` names. A worker from before that field ignores it, so a
+    /// dispatcher sends it a call with hidden paths never.
+    #[serde(default)]
+    pub hides: bool,
 }
 
 /// One tool a worker hosts, described as the pipeline needs it.

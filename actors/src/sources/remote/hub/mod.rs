@@ -71,6 +71,8 @@ struct Seen {
     signer: Option<String>,
     tools: HashSet<String>,
     at: Instant,
+    /// It hides what a job's `hidden` names.
+    hides: bool,
 }
 
 /// Tools known only from announcements, in the order they arrived, and their names.
@@ -257,6 +259,7 @@ impl RemoteHub {
                 signer,
                 tools: a.tools.into_iter().map(|t| t.name).collect(),
                 at: Instant::now(),
+                hides: a.hides,
             },
         );
         if !new.is_empty()
@@ -272,6 +275,24 @@ impl RemoteHub {
     }
 
     /// Whether a live worker of `pool` hosts `tool`.
+    /// The workers that could take a call of `tool` (`target`, else the pool's live workers
+    /// hosting it) and would not hide what its `hidden` names: workers older than that field.
+    fn cannot_hide(&self, pool: &str, tool: &str, target: Option<&str>) -> Vec<String> {
+        let ttl = self.ttl();
+        let heard = self.broker.link.heard_for(ttl);
+        let mut old: Vec<String> = lock(&self.workers)
+            .iter()
+            .filter(|(id, w)| match target {
+                Some(t) => id.as_str() == t,
+                None => w.pool == pool && w.tools.contains(tool) && (!heard || w.at.elapsed() < ttl),
+            })
+            .filter(|(_, w)| !w.hides)
+            .map(|(id, _)| id.clone())
+            .collect();
+        old.sort();
+        old
+    }
+
     fn pool_serves(&self, pool: &str, tool: &str) -> bool {
         let ttl = self.ttl();
         if !self.broker.link.heard_for(ttl) {
@@ -431,6 +452,18 @@ impl RemoteHub {
                 ));
             }
             _ => {}
+        }
+        if !job.hidden.is_empty() {
+            let old = self.cannot_hide(&pool, &tool, target.as_deref());
+            if !old.is_empty() {
+                return Err(ToolError::refused(
+                    ErrorCategory::Unavailable,
+                    format!(
+                        "`{tool}` was not run: the session's policy hides paths from it, and worker(s) `{}` of pool `{pool}` could take it but run a toolslot too old to hide them. Nothing was run.",
+                        old.join("`, `")
+                    ),
+                ));
+            }
         }
         // Sealed for the subject it goes to: a worker refuses it anywhere else.
         let body = serde_json::to_vec(&job).unwrap_or_default();

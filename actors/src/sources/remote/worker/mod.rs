@@ -206,6 +206,7 @@ impl Worker {
             running: lock(&self.running).keys().cloned().collect(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             tools: self.hosted(),
+            hides: true,
         };
         let value = serde_json::to_vec(&a).map_err(|e| e.to_string())?;
         let value = self.broker.sealer.seal(Domain::Announcement, &self.id, &value);

@@ -508,9 +508,12 @@ fn progress_reported_on_a_worker_reaches_the_host() {
     assert!(last < finished, "{:?}", replay.seen);
 }
 
-/// `secret.txt` and `notes.txt` in `ws`, and the repository's own policy hiding the first from
-/// exec_shell: the dispatcher reads that policy, a worker never does.
-fn hide_a_secret(ws: &Path) {
+/// A server and a config (as [`setup`]) whose workspace (returned last) holds `secret.txt` and
+/// `notes.txt`, and the repository's own policy hiding the first from exec_shell: the
+/// dispatcher reads that policy, a worker never does.
+fn with_a_hidden_secret(nats: &Nats) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let (dir, config) = setup(nats);
+    let ws = dir.path().join("ws");
     std::fs::write(ws.join("secret.txt"), "TOPSECRET-5150\n").unwrap();
     std::fs::write(ws.join("notes.txt"), "plain notes\n").unwrap();
     std::fs::create_dir_all(ws.join(".toolslot")).unwrap();
@@ -519,15 +522,14 @@ fn hide_a_secret(ws: &Path) {
         "[[policy.rules]]\ntool = \"exec_shell\"\npath = \"secret.txt\"\ndecision = \"deny\"\n",
     )
     .unwrap();
+    (dir, config, ws)
 }
 
 #[test]
 fn what_the_sessions_policy_hides_stays_hidden_from_a_command_run_on_a_worker() {
     let _one = serial();
     let nats = Nats::start();
-    let (dir, config) = setup(&nats);
-    let ws = dir.path().join("ws");
-    hide_a_secret(&ws);
+    let (_dir, config, ws) = with_a_hidden_secret(&nats);
     let _w = worker(&config, "shell", &[("WHO", "the-worker")]);
     // Its words name no hidden path, so the rules let it run; it reads every file it finds.
     let mut replay = Replay::start(&config, &ws, &[sse(&[shell("echo on $WHO; grep -r . .")])]);
@@ -541,9 +543,7 @@ fn what_the_sessions_policy_hides_stays_hidden_from_a_command_run_on_a_worker() 
 fn a_call_with_hidden_paths_is_not_sent_where_a_worker_too_old_to_hide_them_could_take_it() {
     let _one = serial();
     let nats = Nats::start();
-    let (dir, config) = setup(&nats);
-    let ws = dir.path().join("ws");
-    hide_a_secret(&ws);
+    let (_dir, config, ws) = with_a_hidden_secret(&nats);
     // The dispatcher makes the buckets.
     let out = toolslot().args(["catalog", "--config"]).arg(&config).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

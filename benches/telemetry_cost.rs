@@ -7,50 +7,11 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use toolslot_actors::front::telemetry::{LogStyle, Telemetry, subscriber};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
-
-/// An OTLP/HTTP endpoint that reads each request whole and answers 200 (keep-alive).
-fn discard() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for conn in listener.incoming().map_while(Result::ok) {
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(conn.try_clone().unwrap());
-                let mut conn = conn;
-                loop {
-                    let mut length = 0usize;
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            length = v.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    if reader.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n");
-                }
-            });
-        }
-    });
-    url
-}
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
@@ -75,7 +36,9 @@ fn bench(c: &mut Criterion) {
     }
     // Started only now: it installs the slot's hook (the histograms) for the whole process.
     let mut cfg = config.telemetry.clone();
-    cfg.otlp_endpoint = discard();
+    // An OTLP/HTTP endpoint that reads each request whole and answers 200 (keep-alive).
+    cfg.otlp_endpoint =
+        support::http_stub::serve(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n").0;
     let telemetry = Telemetry::start(&cfg).unwrap().unwrap();
     // The same, with `opentelemetry-otlp`'s span exporter (what export used before toolslot
     // encoded spans itself): the "before" column.

@@ -17,6 +17,7 @@ use toolslot::session::SessionMemory;
 use toolslot::stream::{Assembler, AssemblyEvent, StopReason};
 use toolslot::tool::{Capability, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec};
 
+pub mod http_stub;
 pub mod proc_stat;
 pub mod remote;
 

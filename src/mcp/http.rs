@@ -105,10 +105,13 @@ fn same_origin_redirects(max: usize) -> Policy {
     })
 }
 
+// The endpoint the benches answer with, shared rather than written again.
+#[cfg(test)]
+#[path = "../../benches/support/http_stub.rs"]
+mod http_stub;
+
 #[cfg(test)]
 mod tests {
-    use std::io::{BufRead, BufReader, Write};
-    use std::net::TcpListener;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -117,36 +120,8 @@ mod tests {
     /// An HTTP server answering every request `ok`, keeping connections open; returns its URL
     /// and the count of connections it accepted.
     fn counting_server() -> (String, Arc<AtomicUsize>) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let count = Arc::clone(&accepted);
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { return };
-                count.fetch_add(1, Ordering::SeqCst);
-                std::thread::spawn(move || {
-                    let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    loop {
-                        // A request is its head up to the blank line (GETs carry no body).
-                        let mut line = String::new();
-                        loop {
-                            line.clear();
-                            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                                return;
-                            }
-                            if line == "\r\n" {
-                                break;
-                            }
-                        }
-                        if stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        (url, accepted)
+        let (base, accepted) = super::http_stub::serve(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+        (format!("{base}/mcp"), accepted)
     }
 
     async fn connections_for(keep_alive: Duration) -> usize {

@@ -304,6 +304,76 @@ fn nats_killed_and_restarted_mid_call_loses_nothing() {
 }
 
 #[test]
+fn a_result_finished_while_nats_was_down_is_found_in_its_record() {
+    let _one = serial();
+    let mut nats = Nats::start();
+    let (dir, config) = setup(&nats);
+    let marker = dir.path().join("ws/marker");
+    let _w = worker(&config, "shell", &[]);
+    // It ends while the server is down: the answer its worker publishes has nobody to reach;
+    // the `done` it writes, retried, lands once the server is back.
+    let command = format!("echo run >> {}; sleep 1; echo finished", marker.display());
+    let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[shell(&command)])]);
+    wait_until(30, "the command to start", || lines(&marker).len() == 1);
+    nats.kill();
+    std::thread::sleep(Duration::from_millis(2500));
+    nats.restart();
+    let results = replay.round(1, 90);
+    assert_eq!(results[0]["is_error"], false, "{results:?}");
+    assert!(results[0]["content"].as_str().unwrap().contains("finished"), "{results:?}");
+    assert_eq!(lines(&marker).len(), 1, "run once");
+}
+
+/// The messages nats-server delivered to each closed connection named `name`, from its
+/// monitoring endpoint on `port`.
+fn delivered_to_closed(port: u16, name: &str) -> Vec<u64> {
+    let (status, text) = http(&format!("127.0.0.1:{port}"), "GET", "/connz?state=closed&limit=1024", b"");
+    assert_eq!(status, 200, "{text}");
+    let connz: serde_json::Value = serde_json::from_str(&text).unwrap();
+    connz["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"] == name)
+        .map(|c| c["out_msgs"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_remote_call_brings_its_dispatcher_the_acknowledgement_and_the_answer_and_little_else() {
+    let _one = serial();
+    let monitor = free_port();
+    let nats = Nats::start_with(&["-m", &monitor.to_string()], &[]);
+    let (dir, config) = setup_with(&nats, "none");
+    let ws = dir.path().join("ws");
+    let _w = worker(&config, "shell", &[]);
+    // Two dispatchers, one after the other, making 4 and 24 calls: what the second received
+    // beyond the first is what 20 calls cost, start-up left out.
+    let mut delivered = Vec::new();
+    for (run, calls) in [4, 24].into_iter().enumerate() {
+        let rounds: Vec<String> = (0..calls).map(|i| sse(&[shell(&format!("echo call {i}"))])).collect();
+        let mut replay = Replay::start(&config, &ws, &rounds);
+        for i in 0..calls {
+            let results = replay.round(1, 60);
+            let content = results[0]["content"].as_str().unwrap();
+            assert!(content.contains(&format!("call {i}")), "{results:?}");
+        }
+        drop(replay);
+        wait_until(10, "the dispatcher's connection to close", || {
+            delivered_to_closed(monitor, "toolslot-dispatcher").len() > run
+        });
+        delivered = delivered_to_closed(monitor, "toolslot-dispatcher");
+    }
+    let per_call = (delivered[1] as f64 - delivered[0] as f64) / 20.0;
+    // The publish's acknowledgement and the worker's answer; following every record would
+    // bring each call's claim and its `done` again (four).
+    assert!(
+        per_call < 3.0,
+        "{per_call:.2} messages per call reached the dispatcher ({delivered:?})"
+    );
+}
+
+#[test]
 fn background_tasks_stay_on_the_worker_that_started_them() {
     let _one = serial();
     let nats = Nats::start();

@@ -288,9 +288,9 @@ pub fn run(args: RemoteArgs) -> usize {
         args.tool, args.slots, args.seconds
     );
     println!(
-        "| workers N | ideal calls/s | in-process calls/s | in-process CPU-µs per call | remote calls/s | remote / ideal | CPU-µs per call: dispatcher | workers | nats-server | dispatcher wake-ups per call |"
+        "| workers N | ideal calls/s | in-process calls/s | in-process CPU-µs per call | remote calls/s | remote / ideal | CPU-µs per call: dispatcher | workers | nats-server | dispatcher wake-ups per call | NATS messages per call at the dispatcher (in / out) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let mut bad_total = 0;
     let mut overhead = None;
     let system = actix_rt::System::new();
@@ -318,22 +318,29 @@ pub fn run(args: RemoteArgs) -> usize {
             let inproc = drive(&local, args.tool, sessions, args.slots, args.seconds, None).await;
             let local_cpu = self_cpu_us().saturating_sub(local_before) as f64 / inproc.calls.max(1) as f64;
             let cpu = |workers: &[Kid]| (self_cpu_us(), workers.iter().map(|w| cpu_us_of(w.0.id())).sum::<u64>(), cpu_us_of(nats.0.id()));
-            let (before, slept) = (cpu(&workers), sleeps_of(std::process::id()));
+            // What the dispatcher's connection carries: the figure the machine's noise does not move.
+            let messages = || {
+                let s = hub.broker().client.statistics();
+                (s.in_messages.load(Ordering::Relaxed), s.out_messages.load(Ordering::Relaxed))
+            };
+            let (before, slept, sent) = (cpu(&workers), sleeps_of(std::process::id()), messages());
             let rem = drive(&remote, args.tool, sessions, args.slots, args.seconds, None).await;
-            let (after, sleeps) = (cpu(&workers), sleeps_of(std::process::id()).saturating_sub(slept));
+            let (after, sleeps, got) = (cpu(&workers), sleeps_of(std::process::id()).saturating_sub(slept), messages());
             bad_total += inproc.bad + rem.bad;
             let rate = |m: &Measured| m.calls as f64 / m.elapsed.as_secs_f64();
             let ideal = n as f64 * args.slots as f64 * ideal_per_slot;
             let per = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / rem.calls.max(1) as f64;
             println!(
-                "| {n} | {ideal:.0} | {:.0} | {local_cpu:.0} | {:.0} | {:.0}% | {:.0} | {:.0} | {:.0} | {:.1} |",
+                "| {n} | {ideal:.0} | {:.0} | {local_cpu:.0} | {:.0} | {:.0}% | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} / {:.1} |",
                 rate(&inproc),
                 rate(&rem),
                 100.0 * rate(&rem) / ideal,
                 per(before.0, after.0),
                 per(before.1, after.1),
                 per(before.2, after.2),
-                sleeps as f64 / rem.calls.max(1) as f64
+                sleeps as f64 / rem.calls.max(1) as f64,
+                per(sent.0, got.0),
+                per(sent.1, got.1),
             );
             // Overhead: one session, one call per round, nothing queued, one worker (more
             // idle workers would poll beside it and share the two cores with it).

@@ -120,6 +120,8 @@ pub struct Link {
     /// or came back, whichever is later (set to "now" on both events).
     changed: std::sync::Mutex<Option<std::time::Instant>>,
     up: std::sync::atomic::AtomicBool,
+    /// Woken when the connection comes back: what was published to us meanwhile is lost.
+    back: tokio::sync::Notify,
 }
 
 impl Link {
@@ -127,12 +129,21 @@ impl Link {
         Self {
             changed: std::sync::Mutex::new(None),
             up: std::sync::atomic::AtomicBool::new(true),
+            back: tokio::sync::Notify::new(),
         }
     }
 
     fn set(&self, up: bool) {
-        self.up.store(up, std::sync::atomic::Ordering::SeqCst);
+        let was = self.up.swap(up, std::sync::atomic::Ordering::SeqCst);
         *self.changed.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+        if up && !was {
+            self.back.notify_waiters();
+        }
+    }
+
+    /// Returns when the connection next comes back after a break.
+    pub async fn came_back(&self) {
+        self.back.notified().await;
     }
 
     /// Whether the connection has been up, without a break, for at least `period`: only then

@@ -2,7 +2,10 @@
 //! records, and keeps what the workers announce.
 //!
 //! A call is published to its pool's queue with its key as the message id (a repeated publish
-//! is dropped as a duplicate), then its record is awaited: `done` is the answer. What the
+//! is dropped as a duplicate), then its answer is awaited: the worker publishes its `done`
+//! record to this hub before writing it. The record is what counts: it is read when the
+//! watchdog ticks and when the connection comes back (a lost answer is found there), and, with
+//! signing on, followed as it changes, since only the claim in it says whose answer counts. What the
 //! server reports (a delivery that ran out of acknowledgements, on the max-deliveries
 //! advisory) and what the watchdog finds (a worker that stopped announcing itself, a pool with
 //! no live worker left) settle the call instead: the hub writes `abandoned` over the record
@@ -133,13 +136,23 @@ impl RemoteHub {
         }
         actix::spawn(Arc::clone(&hub).watch_workers());
         // Subscribed before any call is sent, so no answer is published to nobody.
-        match hub.broker.client.subscribe(format!("{}.>", hub.answers)).await {
+        let answered = match hub.broker.client.subscribe(format!("{}.>", hub.answers)).await {
             Ok(sub) => {
                 actix::spawn(Arc::clone(&hub).hear_answers(sub));
+                true
             }
-            Err(e) => tracing::warn!(error = %e, "answers will arrive through the call records only"),
+            Err(e) => {
+                tracing::warn!(error = %e, "answers will arrive through the call records only");
+                false
+            }
+        };
+        // Following every record brings each call's claim and its `done` once more after the
+        // answer: two messages a call. Only a claim can say whose answer counts when signing
+        // is on; otherwise a call's record is read when its watchdog ticks or the connection
+        // comes back, which is where an answer lost on the way is found.
+        if hub.broker.sealer.is_on() || !answered {
+            actix::spawn(Arc::clone(&hub).watch_records());
         }
-        actix::spawn(Arc::clone(&hub).watch_records());
         actix::spawn(Arc::clone(&hub).watch_advisories());
         Ok(hub)
     }
@@ -436,24 +449,9 @@ impl RemoteHub {
                     }
                     None => None,
                 },
-                _ = watchdog.tick() => match records::read_signed(&self.broker.records, &self.broker.sealer, &job.key).await {
-                    Ok(Some((r, _, signer))) => Some((r, signer)),
-                    Err(e @ ReadError::Forged { .. }) => {
-                        tracing::warn!(key = %job.key, error = %e, "a call record not written by a worker or dispatcher");
-                        return call.settle(FORGED.into()).await;
-                    }
-                    Ok(None) => {
-                        let lost = match &target {
-                            Some(w) => !self.is_alive(w),
-                            None => !self.pool_serves(&pool, &tool),
-                        };
-                        if lost {
-                            return call.settle(format!("no live worker of pool `{pool}` took it")).await;
-                        }
-                        None
-                    }
-                    // NATS is not answering: keep waiting; the call's timeout bounds the wait.
-                    Err(ReadError::Nats(_)) => None,
+                () = self.time_to_look(&mut watchdog) => match self.look(&job.key, &pool, &tool, target.as_deref()).await {
+                    Ok(record) => record,
+                    Err(why) => return call.settle(why).await,
                 },
             };
             if let Some((r, signer)) = &record
@@ -479,6 +477,42 @@ impl RemoteHub {
                 Some(CallRecord::Abandoned { reason, .. }) => return call.settle(reason).await,
                 None => {}
             }
+        }
+    }
+}
+
+impl RemoteHub {
+    /// When a waiting call reads its record: at the watchdog's tick, and at once when the
+    /// connection comes back (an answer published while it was down never arrives).
+    async fn time_to_look(&self, watchdog: &mut tokio::time::Interval) {
+        tokio::select! {
+            _ = watchdog.tick() => {}
+            () = self.broker.link.came_back() => {}
+        }
+    }
+
+    /// A waiting call's record as it stands (`None`: nothing to act on yet), or why the call
+    /// is to be settled: its record was forged over, or nobody claimed it and no live worker
+    /// could.
+    async fn look(&self, key: &str, pool: &str, tool: &str, target: Option<&str>) -> Result<Option<(CallRecord, Option<String>)>, String> {
+        match records::read_signed(&self.broker.records, &self.broker.sealer, key).await {
+            Ok(Some((r, _, signer))) => Ok(Some((r, signer))),
+            Err(e @ ReadError::Forged { .. }) => {
+                tracing::warn!(key, error = %e, "a call record not written by a worker or dispatcher");
+                Err(FORGED.into())
+            }
+            Ok(None) => {
+                let lost = match target {
+                    Some(w) => !self.is_alive(w),
+                    None => !self.pool_serves(pool, tool),
+                };
+                if lost {
+                    return Err(format!("no live worker of pool `{pool}` took it"));
+                }
+                Ok(None)
+            }
+            // NATS is not answering: keep waiting; the call's timeout bounds the wait.
+            Err(ReadError::Nats(_)) => Ok(None),
         }
     }
 }

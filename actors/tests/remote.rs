@@ -218,6 +218,21 @@ fn a_call_wakes_one_idle_worker_and_none_is_lost_with_a_woken_worker() {
     let total: usize = woken.iter().sum();
     // One wake-up per call (a whole-pool bell would be four per call).
     assert!(total >= 1 && total <= calls + 1, "wake-ups per worker: {woken:?} for {calls} calls");
+    // A woken worker waits at the server only on the queue its bell named: these calls all
+    // went to one queue, and a wait at the other, empty one would hold each call for the wait.
+    let text: String = logs.iter().map(|l| std::fs::read_to_string(l).unwrap()).collect();
+    let queue_of = |line: &str| {
+        line.split("queue=")
+            .nth(1)
+            .map(|q| q.trim_matches('"').split(['"', ' ']).next().unwrap().to_string())
+    };
+    let rung: Vec<_> = text.lines().filter(|l| l.contains("woken by the bell")).map(queue_of).collect();
+    let waited: Vec<_> = text.lines().filter(|l| l.contains("waiting at the server")).map(queue_of).collect();
+    assert_eq!(rung.len(), waited.len(), "one wait per bell:\n{text}");
+    assert!(
+        rung.iter().chain(&waited).all(|q| q.is_some() && *q == rung[0]),
+        "bells on {rung:?}, waits on {waited:?}"
+    );
 
     // A worker rung but stopped (it keeps its place in the group) or killed: every call still
     // gets its real result, from the others.

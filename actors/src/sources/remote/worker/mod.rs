@@ -176,6 +176,10 @@ async fn wait_for_signal() {
 /// stored (it returns as soon as one is).
 const BELL_WAIT: Duration = Duration::from_millis(5);
 
+/// The last token of each queue's subject, in the order of the worker's queues (calls that
+/// may write, then read-only ones; see `broker::call_subject`).
+const QUEUE_NAMES: [&str; 2] = ["write", "read"];
+
 /// The bell: the calls published to `pool`'s queues, heard as a queue group, so that the
 /// server hands each publish to one member only (the message itself is not used: calls are
 /// taken from the queue, which decides who gets each). A worker is a member only while it has
@@ -246,10 +250,11 @@ impl Worker {
         let mut bell: Option<async_nats::Subscriber> = None;
         let poll = Duration::from_millis(self.config.remote.worker_poll_ms.max(1));
         let mut turn = 0usize;
-        // Set when the bell rang and the queues still looked empty: the bell can ring before
-        // the server has stored the call, so the next pass waits a moment at the server
-        // instead of until the next poll.
-        let mut behind_bell = false;
+        // The queue a bell named (its subject ends with it), set when it rang: the bell can
+        // ring before the server has stored the call, so the next pass asks that queue first
+        // and waits a moment there instead of until the next poll. Only there: a wait at the
+        // other, empty queue would hold the call for the whole wait.
+        let mut behind_bell: Option<usize> = None;
         loop {
             let first = tokio::select! {
                 p = Arc::clone(&slots).acquire_owned() => match p { Ok(p) => p, Err(_) => return },
@@ -262,12 +267,15 @@ impl Worker {
             let mut got = 0usize;
             // Both queues are asked in turn, starting with a different one each time, so that
             // neither starves the other.
+            let start = behind_bell.unwrap_or(turn);
             for i in 0..queues.len() {
                 if permits.is_empty() {
                     break;
                 }
-                let queue = &queues[(turn + i) % queues.len()];
-                let fetched = if behind_bell {
+                let at = (start + i) % queues.len();
+                let queue = &queues[at];
+                let fetched = if behind_bell == Some(at) {
+                    tracing::debug!(worker = %self.id, queue = QUEUE_NAMES[at], "waiting at the server for the bell's call");
                     queue.batch().max_messages(permits.len()).expires(BELL_WAIT).messages().await
                 } else {
                     queue.fetch().max_messages(permits.len()).messages().await
@@ -295,33 +303,40 @@ impl Worker {
                         Ok(sub) => {
                             bell = Some(sub);
                             // One more look: a call published before the join rang nobody here.
-                            behind_bell = false;
+                            behind_bell = None;
                             continue;
                         }
                         Err(e) => {
                             tracing::debug!(worker = %self.id, error = %e, "cannot join the bell group; polling");
-                            behind_bell = tokio::select! {
-                                _ = tokio::time::sleep(poll) => false,
+                            behind_bell = None;
+                            tokio::select! {
+                                _ = tokio::time::sleep(poll) => {}
                                 _ = stop.changed() => return,
-                            };
+                            }
                             continue;
                         }
                     }
                 };
                 let rang = tokio::select! {
-                    rang = ringing.next() => Some(rang.is_some()),
+                    rang = ringing.next() => Some(rang),
                     _ = tokio::time::sleep(poll) => None,
                     _ = stop.changed() => return,
                 };
-                behind_bell = rang == Some(true);
+                behind_bell = None;
                 match rang {
-                    Some(true) => tracing::debug!(worker = %self.id, "woken by the bell"),
+                    Some(Some(msg)) => {
+                        let last = msg.subject.as_str().rsplit('.').next();
+                        let at = QUEUE_NAMES.iter().position(|q| Some(*q) == last);
+                        tracing::debug!(worker = %self.id, queue = at.map_or("?", |q| QUEUE_NAMES[q]), "woken by the bell");
+                        // A subject naming neither queue (none is published): both are asked, neither waited on.
+                        behind_bell = at;
+                    }
                     // The subscription ended: joined again at the next idle pass.
-                    Some(false) => bell = None,
+                    Some(None) => bell = None,
                     None => {}
                 }
             } else {
-                behind_bell = false;
+                behind_bell = None;
                 if slots.available_permits() == 0
                     && let Some(mut full) = bell.take()
                 {

@@ -298,19 +298,20 @@ fn a_worker_stopped_past_the_ack_wait_loses_the_call_and_kills_it_when_it_wakes(
     assert_eq!(lines(&marker), vec!["start".to_string()], "stopped before its end");
 }
 
-#[test]
-fn nats_killed_and_restarted_mid_call_loses_nothing() {
+/// A command that marks its start, sleeps `secs` and prints `finished`, with nats-server
+/// killed once it has started and restarted `down_ms` later: its real result, run once.
+fn across_a_nats_restart(secs: u64, down_ms: u64) {
     let _one = serial();
     let mut nats = Nats::start();
     let (dir, config) = setup(&nats);
     // Inside the workspace: the only folder an approved command may write in the sandbox.
     let marker = dir.path().join("ws/marker");
     let _w = worker(&config, "shell", &[]);
-    let command = format!("echo run >> {}; sleep 3; echo finished", marker.display());
+    let command = format!("echo run >> {}; sleep {secs}; echo finished", marker.display());
     let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[shell(&command)])]);
     wait_until(30, "the command to start", || lines(&marker).len() == 1);
     nats.kill();
-    std::thread::sleep(Duration::from_millis(1000));
+    std::thread::sleep(Duration::from_millis(down_ms));
     nats.restart();
     let results = replay.round(1, 90);
     assert_eq!(results[0]["is_error"], false, "{results:?}");
@@ -319,24 +320,15 @@ fn nats_killed_and_restarted_mid_call_loses_nothing() {
 }
 
 #[test]
+fn nats_killed_and_restarted_mid_call_loses_nothing() {
+    across_a_nats_restart(3, 1000);
+}
+
+#[test]
 fn a_result_finished_while_nats_was_down_is_found_in_its_record() {
-    let _one = serial();
-    let mut nats = Nats::start();
-    let (dir, config) = setup(&nats);
-    let marker = dir.path().join("ws/marker");
-    let _w = worker(&config, "shell", &[]);
     // It ends while the server is down: the answer its worker publishes has nobody to reach;
     // the `done` it writes, retried, lands once the server is back.
-    let command = format!("echo run >> {}; sleep 1; echo finished", marker.display());
-    let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[shell(&command)])]);
-    wait_until(30, "the command to start", || lines(&marker).len() == 1);
-    nats.kill();
-    std::thread::sleep(Duration::from_millis(2500));
-    nats.restart();
-    let results = replay.round(1, 90);
-    assert_eq!(results[0]["is_error"], false, "{results:?}");
-    assert!(results[0]["content"].as_str().unwrap().contains("finished"), "{results:?}");
-    assert_eq!(lines(&marker).len(), 1, "run once");
+    across_a_nats_restart(1, 2500);
 }
 
 /// The messages nats-server delivered to each closed connection named `name`, from its

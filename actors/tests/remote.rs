@@ -380,6 +380,39 @@ fn a_remote_call_brings_its_dispatcher_the_acknowledgement_and_the_answer_and_li
     );
 }
 
+/// The subjects the open connection named `name` is subscribed to, from nats-server's
+/// monitoring endpoint on `port`.
+fn subscriptions_of(port: u16, name: &str) -> Vec<String> {
+    let (status, text) = http(&format!("127.0.0.1:{port}"), "GET", "/connz?subs=1&limit=1024", b"");
+    assert_eq!(status, 200, "{text}");
+    let connz: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let conn = connz["connections"].as_array().unwrap().iter().find(|c| c["name"] == name);
+    let subjects = conn.and_then(|c| c["subscriptions_list"].as_array()).cloned().unwrap_or_default();
+    subjects.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()
+}
+
+#[test]
+fn a_waiting_call_costs_its_dispatcher_no_subscription_of_its_own() {
+    let _one = serial();
+    let monitor = free_port();
+    let nats = Nats::start_with(&["-m", &monitor.to_string()], &[]);
+    let (dir, config) = setup_with(&nats, "none");
+    let ws = dir.path().join("ws");
+    let started = dir.path().join("started");
+    let _w = worker(&config, "shell", &[]);
+    let rounds = [sse(&[shell(&format!("touch {}; sleep 2; echo slept", started.display()))])];
+    let mut replay = Replay::start(&config, &ws, &rounds);
+    wait_until(30, "the call to start on its worker", || started.exists());
+    // While the call waits for its answer: the hub's own subscriptions (answers, every
+    // call's progress reports), none made for this call.
+    let subjects = subscriptions_of(monitor, "toolslot-dispatcher");
+    assert!(subjects.iter().any(|s| s == "toolslot.progress.>"), "{subjects:?}");
+    let own: Vec<&String> = subjects.iter().filter(|s| s.starts_with("toolslot.progress.shell")).collect();
+    assert!(own.is_empty(), "a subscription made for the waiting call: {own:?}");
+    let results = replay.round(1, 60);
+    assert!(results[0]["content"].as_str().unwrap().contains("slept"), "{results:?}");
+}
+
 #[test]
 fn background_tasks_stay_on_the_worker_that_started_them() {
     let _one = serial();

@@ -54,6 +54,14 @@ pub fn progress_subject(key: &str) -> String {
     format!("toolslot.progress.{key}")
 }
 
+/// The subjects of every call's progress reports, which a dispatcher hears on one subscription.
+pub const ALL_PROGRESS: &str = "toolslot.progress.>";
+
+/// The call key a progress subject names.
+pub fn progress_key(subject: &str) -> Option<&str> {
+    subject.strip_prefix("toolslot.progress.")
+}
+
 /// The subjects a dispatcher hears its calls' answers on (`<prefix>.<key>`), one prefix per
 /// dispatcher.
 pub fn answer_prefix(dispatcher: &str) -> String {

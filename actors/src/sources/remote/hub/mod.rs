@@ -34,27 +34,20 @@ use tokio::sync::mpsc;
 use toolslot::config::{Config, RemoteConfig};
 use toolslot::registry::LiveRegistry;
 use toolslot::remote::seal::Domain;
-use toolslot::remote::wire::{CallRecord, Job, ProgressReport};
+use toolslot::remote::wire::{CallRecord, Job};
 use toolslot::remote::{RemoteAnswer, RemoteCaller, RemoteProgress, RemoteTool, Routes};
 use toolslot::tool::{ErrorCategory, ToolError, ToolSpec};
 use tracing::Instrument;
 
-use super::broker::{Broker, DISPATCHER_INBOX, MAX_DELIVERIES_ADVISORY, answer_prefix, call_subject, direct_subject, progress_subject};
+use super::broker::{ALL_PROGRESS, Broker, DISPATCHER_INBOX, MAX_DELIVERIES_ADVISORY, answer_prefix, call_subject, direct_subject};
 use super::records::{self, ReadError};
 
 mod pending;
+mod progress;
 mod workers;
 use pending::{FORGED, Pending};
+use progress::Relay;
 use workers::Seen;
-
-/// Stops a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 /// What a call's waiter hears.
 enum Signal {
@@ -83,6 +76,8 @@ pub struct RemoteHub {
     routes: Routes,
     workers: Mutex<HashMap<String, Seen>>,
     waiters: Mutex<HashMap<String, mpsc::UnboundedSender<Signal>>>,
+    /// The waiting calls whose progress reports are relayed, by key.
+    relays: Mutex<HashMap<String, Relay>>,
     by_seq: Mutex<HashMap<u64, String>>,
     /// Names defined here (local tools routed away): announcements never replace them.
     local: Mutex<HashSet<String>>,
@@ -118,6 +113,7 @@ impl RemoteHub {
             cfg,
             workers: Mutex::new(HashMap::new()),
             waiters: Mutex::new(HashMap::new()),
+            relays: Mutex::new(HashMap::new()),
             by_seq: Mutex::new(HashMap::new()),
             local: Mutex::new(HashSet::new()),
             announced: Mutex::new(Announced::default()),
@@ -146,6 +142,12 @@ impl RemoteHub {
                 false
             }
         };
+        match hub.broker.client.subscribe(ALL_PROGRESS).await {
+            Ok(sub) => {
+                actix::spawn(Arc::clone(&hub).hear_progress(sub));
+            }
+            Err(e) => tracing::warn!(error = %e, "the progress reports of remote calls will not be relayed"),
+        }
         // Following every record brings each call's claim and its `done` once more after the
         // answer: two messages a call. Only a claim can say whose answer counts when signing
         // is on; otherwise a call's record is read when its watchdog ticks or the connection
@@ -279,44 +281,6 @@ impl RemoteHub {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-    }
-
-    /// Relays the progress reports of call `key` to `sink` until the returned guard drops.
-    async fn relay_progress(&self, key: &str, sink: RemoteProgress) -> Option<AbortOnDrop> {
-        let mut sub = match self.broker.client.subscribe(progress_subject(key)).await {
-            Ok(sub) => sub,
-            Err(e) => {
-                tracing::warn!(key, error = %e, "progress reports of the call will not be relayed");
-                return None;
-            }
-        };
-        let (sealer, key) = (self.broker.sealer.clone(), key.to_string());
-        let store = self.broker.records.clone();
-        let task = tokio::spawn(async move {
-            // The key that signed the call's claim, once read: only its worker reports progress.
-            let mut claim: Option<String> = None;
-            while let Some(msg) = sub.next().await {
-                let Ok(opened) = sealer.open_any(Domain::Progress, &key, &msg.payload) else {
-                    tracing::warn!(key, "a progress report that is not a worker's was dropped");
-                    continue;
-                };
-                if sealer.is_on() && claim != opened.signer {
-                    claim = match records::read_signed(&store, &sealer, &key).await {
-                        Ok(Some((CallRecord::Started { .. }, _, signer))) => signer,
-                        _ => None,
-                    };
-                    if claim.is_none() || claim != opened.signer {
-                        tracing::warn!(key, "a progress report not signed by the call's claiming worker was dropped");
-                        continue;
-                    }
-                }
-                let body = opened.body;
-                if let Ok(r) = serde_json::from_slice::<ProgressReport>(body) {
-                    sink(r.progress, r.total, r.message);
-                }
-            }
-        });
-        Some(AbortOnDrop(task))
     }
 
     async fn run_call(self: Arc<Self>, pool: String, mut job: Job, target: Option<String>) -> Result<RemoteAnswer, ToolError> {
@@ -479,9 +443,7 @@ impl RemoteHub {
             }
         }
     }
-}
 
-impl RemoteHub {
     /// When a waiting call reads its record: at the watchdog's tick, and at once when the
     /// connection comes back (an answer published while it was down never arrives).
     async fn time_to_look(&self, watchdog: &mut tokio::time::Interval) {
@@ -547,10 +509,7 @@ impl RemoteCaller for RemoteHub {
             async move {
                 // Listening before the call is queued, so the first report is not missed; the
                 // relay ends with the call.
-                let _relay = match progress {
-                    Some(sink) => hub.relay_progress(&job.key, sink).await,
-                    None => None,
-                };
+                let _relay = progress.map(|sink| hub.relay_progress(&job.key, sink));
                 hub.run_call(pool.to_string(), job, target.map(str::to_string)).await
             }
             .instrument(span),

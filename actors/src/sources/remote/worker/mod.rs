@@ -265,8 +265,8 @@ impl Worker {
                 permits.push(p);
             }
             let mut got = 0usize;
-            // Both queues are asked in turn, starting with a different one each time, so that
-            // neither starves the other.
+            // Both queues are asked: first the one a bell named, else a different one each
+            // time, so that neither starves the other.
             let start = behind_bell.unwrap_or(turn);
             for i in 0..queues.len() {
                 if permits.is_empty() {
@@ -322,19 +322,21 @@ impl Worker {
                     _ = tokio::time::sleep(poll) => None,
                     _ = stop.changed() => return,
                 };
-                behind_bell = None;
-                match rang {
+                behind_bell = match rang {
                     Some(Some(msg)) => {
                         let last = msg.subject.as_str().rsplit('.').next();
                         let at = QUEUE_NAMES.iter().position(|q| Some(*q) == last);
                         tracing::debug!(worker = %self.id, queue = at.map_or("?", |q| QUEUE_NAMES[q]), "woken by the bell");
                         // A subject naming neither queue (none is published): both are asked, neither waited on.
-                        behind_bell = at;
+                        at
                     }
                     // The subscription ended: joined again at the next idle pass.
-                    Some(None) => bell = None,
-                    None => {}
-                }
+                    Some(None) => {
+                        bell = None;
+                        None
+                    }
+                    None => None,
+                };
             } else {
                 behind_bell = None;
                 if slots.available_permits() == 0

@@ -413,6 +413,42 @@ fn a_waiting_call_costs_its_dispatcher_no_subscription_of_its_own() {
     assert!(results[0]["content"].as_str().unwrap().contains("slept"), "{results:?}");
 }
 
+/// How many subscriptions nats-server (monitoring endpoint on `port`) has taken in so far.
+fn subscriptions_made(port: u16) -> u64 {
+    let (status, text) = http(&format!("127.0.0.1:{port}"), "GET", "/subsz", b"");
+    assert_eq!(status, 200, "{text}");
+    let subsz: serde_json::Value = serde_json::from_str(&text).unwrap();
+    subsz["num_inserts"].as_u64().unwrap()
+}
+
+#[test]
+fn calls_are_pulled_and_answered_without_a_subscription_per_call() {
+    let _one = serial();
+    let monitor = free_port();
+    let nats = Nats::start_with(&["-m", &monitor.to_string()], &[]);
+    let (dir, config) = setup_with(&nats, "none");
+    let ws = dir.path().join("ws");
+    let _w = worker(&config, "shell", &[]);
+    let rounds: Vec<String> = (0..24).map(|i| sse(&[shell(&format!("echo call {i}"))])).collect();
+    let mut replay = Replay::start(&config, &ws, &rounds);
+    let mut made = Vec::new();
+    for i in 0..24 {
+        if i == 4 {
+            made.push(subscriptions_made(monitor));
+        }
+        let results = replay.round(1, 60);
+        assert!(
+            results[0]["content"].as_str().unwrap().contains(&format!("call {i}")),
+            "{results:?}"
+        );
+    }
+    made.push(subscriptions_made(monitor));
+    // Twenty calls, start-up left out: a pull over an inbox of its own (async-nats' `fetch`)
+    // or a progress subscription per call would each make twenty or more.
+    let per_call = (made[1] - made[0]) as f64 / 20.0;
+    assert!(per_call < 0.5, "{per_call:.2} subscriptions per call ({made:?})");
+}
+
 #[test]
 fn background_tasks_stay_on_the_worker_that_started_them() {
     let _one = serial();

@@ -40,6 +40,8 @@ use super::records::{self, CasError, ReadError};
 use super::worker_session::WorkerSessions;
 
 mod outcome;
+mod queue;
+use queue::Queue;
 
 /// Tools that need the dispatcher's own session (its catalog, its saved outputs): never hosted.
 const SESSION_BOUND: &[&str] = &["tool_search", "retrieve_tool_result", "spawn_agent"];
@@ -113,10 +115,15 @@ pub async fn run_worker(config: Arc<Config>, registry: LiveRegistry, options: Wo
     if !broker.sealer.is_on() {
         tracing::warn!("remote.worker_key_file is not set: this worker runs any call published on its pool's subjects");
     }
-    let queues = [
-        broker.queue(cfg, &options.pool, false).await?,
-        broker.queue(cfg, &options.pool, true).await?,
-    ];
+    let mut queues = Vec::with_capacity(2);
+    for read_only in [false, true] {
+        let consumer = broker.queue(cfg, &options.pool, read_only).await?;
+        queues.push(
+            Queue::open(consumer, broker.js.clone(), &broker.client)
+                .await
+                .map_err(WorkerError::Nats)?,
+        );
+    }
     let client = broker.client.clone();
     let sub = |subject: String| {
         let client = client.clone();
@@ -244,7 +251,7 @@ impl Worker {
     /// rang nobody here. A bell lost with its worker (killed, stopped, or full a moment
     /// after it was rung) delays the call until another worker looks (`remote.worker_poll_ms`)
     /// or a slot frees; the call stays queued, so nothing is lost.
-    async fn pull(self: Arc<Self>, queues: [jetstream::consumer::PullConsumer; 2], mut stop: watch::Receiver<bool>) {
+    async fn pull(self: Arc<Self>, mut queues: Vec<Queue>, mut stop: watch::Receiver<bool>) {
         let slots = Arc::new(Semaphore::new(self.slots));
         let (bell_subject, bell_group) = bell_subject(&self.pool);
         let mut bell: Option<async_nats::Subscriber> = None;
@@ -273,23 +280,26 @@ impl Worker {
                     break;
                 }
                 let at = (start + i) % queues.len();
-                let queue = &queues[at];
-                let fetched = if behind_bell == Some(at) {
+                let wait = (behind_bell == Some(at)).then_some(BELL_WAIT);
+                if wait.is_some() {
                     tracing::debug!(worker = %self.id, queue = QUEUE_NAMES[at], "waiting at the server for the bell's call");
-                    queue.batch().max_messages(permits.len()).expires(BELL_WAIT).messages().await
-                } else {
-                    queue.fetch().max_messages(permits.len()).messages().await
-                };
-                match fetched {
-                    Ok(mut batch) => {
-                        while let Some(msg) = batch.next().await {
-                            let Ok(msg) = msg else { break };
-                            let Some(permit) = permits.pop() else { break };
+                }
+                let pulled = queues[at]
+                    .pull(permits.len(), wait, |msg| match permits.pop() {
+                        Some(permit) => {
                             got += 1;
                             actix::spawn(Arc::clone(&self).delivered(msg, permit));
                         }
-                    }
-                    Err(e) => tracing::debug!(worker = %self.id, error = %e, "fetch failed"),
+                        // Never more than asked for; a stray one goes back at once.
+                        None => {
+                            actix::spawn(async move {
+                                let _ = msg.ack_with(AckKind::Nak(None)).await;
+                            });
+                        }
+                    })
+                    .await;
+                if let Err(e) = pulled {
+                    tracing::debug!(worker = %self.id, queue = QUEUE_NAMES[at], error = %e, "pull failed");
                 }
             }
             turn = turn.wrapping_add(1);

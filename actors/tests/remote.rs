@@ -449,6 +449,54 @@ fn calls_are_pulled_and_answered_without_a_subscription_per_call() {
     assert!(per_call < 0.5, "{per_call:.2} subscriptions per call ({made:?})");
 }
 
+/// The messages nats-server delivered to, and received from, the open connection whose name
+/// starts with `name` (monitoring endpoint on `port`).
+fn messages_of(port: u16, name: &str) -> (u64, u64) {
+    let (status, text) = http(&format!("127.0.0.1:{port}"), "GET", "/connz?limit=1024", b"");
+    assert_eq!(status, 200, "{text}");
+    let connz: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let conn = connz["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"].as_str().is_some_and(|n| n.starts_with(name)))
+        .unwrap_or_else(|| panic!("no connection named {name}…: {text}"));
+    (conn["out_msgs"].as_u64().unwrap(), conn["in_msgs"].as_u64().unwrap())
+}
+
+#[test]
+fn an_idle_worker_woken_for_a_call_asks_the_server_for_it_once() {
+    let _one = serial();
+    let monitor = free_port();
+    let nats = Nats::start_with(&["-m", &monitor.to_string()], &[]);
+    let (dir, config) = setup_with(&nats, "none");
+    let ws = dir.path().join("ws");
+    let _w = worker(&config, "shell", &[]);
+    let rounds: Vec<String> = (0..24).map(|i| sse(&[shell(&format!("echo call {i}"))])).collect();
+    let mut replay = Replay::start(&config, &ws, &rounds);
+    let mut seen = Vec::new();
+    for i in 0..24 {
+        if i == 4 {
+            seen.push(messages_of(monitor, "toolslot-worker-"));
+        }
+        let results = replay.round(1, 60);
+        assert!(
+            results[0]["content"].as_str().unwrap().contains(&format!("call {i}")),
+            "{results:?}"
+        );
+    }
+    seen.push(messages_of(monitor, "toolslot-worker-"));
+    let to_worker = (seen[1].0 - seen[0].0) as f64 / 20.0;
+    let from_worker = (seen[1].1 - seen[0].1) as f64 / 20.0;
+    // To the worker: the bell, the call, the acknowledgements of its claim and of its `done`.
+    // From it: one pull, the claim, the answer, the `done`, the call's acknowledgement. Asking
+    // both queues again after each call would add two pulls and the server's two "no messages".
+    assert!(
+        to_worker < 5.0 && from_worker < 6.0,
+        "per call: {to_worker:.2} messages to the worker, {from_worker:.2} from it ({seen:?})"
+    );
+}
+
 #[test]
 fn background_tasks_stay_on_the_worker_that_started_them() {
     let _one = serial();

@@ -284,8 +284,11 @@ impl Worker {
                 if wait.is_some() {
                     tracing::debug!(worker = %self.id, queue = QUEUE_NAMES[at], "waiting at the server for the bell's call");
                 }
+                // A bell rings for one call: asking for more would hold the pull at the
+                // server for the whole wait and end it with a `408`.
+                let ask = if wait.is_some() { 1 } else { permits.len() };
                 let pulled = queues[at]
-                    .pull(permits.len(), wait, |msg| match permits.pop() {
+                    .pull(ask, wait, |msg| match permits.pop() {
                         Some(permit) => {
                             got += 1;
                             actix::spawn(Arc::clone(&self).delivered(msg, permit));
@@ -301,13 +304,20 @@ impl Worker {
                 if let Err(e) = pulled {
                     tracing::debug!(worker = %self.id, queue = QUEUE_NAMES[at], error = %e, "pull failed");
                 }
+                if wait.is_some() && got > 0 {
+                    break;
+                }
             }
             turn = turn.wrapping_add(1);
             drop(permits);
             if *stop.borrow() {
                 return;
             }
-            if got == 0 {
+            // The bell's call taken, with a slot still free and the bell still heard: every
+            // call published since rings here or at another idle worker, so the queues are not
+            // asked again, which would only bring the server's `404`s back.
+            let served_bell = behind_bell.is_some() && got > 0 && bell.is_some() && slots.available_permits() > 0;
+            if got == 0 || served_bell {
                 let Some(ringing) = bell.as_mut() else {
                     match self.broker.client.queue_subscribe(bell_subject.clone(), bell_group.clone()).await {
                         Ok(sub) => {

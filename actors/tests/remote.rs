@@ -346,40 +346,6 @@ fn delivered_to_closed(port: u16, name: &str) -> Vec<u64> {
         .collect()
 }
 
-#[test]
-fn a_remote_call_brings_its_dispatcher_the_acknowledgement_and_the_answer_and_little_else() {
-    let _one = serial();
-    let monitor = free_port();
-    let nats = Nats::start_with(&["-m", &monitor.to_string()], &[]);
-    let (dir, config) = setup_with(&nats, "none");
-    let ws = dir.path().join("ws");
-    let _w = worker(&config, "shell", &[]);
-    // Two dispatchers, one after the other, making 4 and 24 calls: what the second received
-    // beyond the first is what 20 calls cost, start-up left out.
-    let mut delivered = Vec::new();
-    for (run, calls) in [4, 24].into_iter().enumerate() {
-        let rounds: Vec<String> = (0..calls).map(|i| sse(&[shell(&format!("echo call {i}"))])).collect();
-        let mut replay = Replay::start(&config, &ws, &rounds);
-        for i in 0..calls {
-            let results = replay.round(1, 60);
-            let content = results[0]["content"].as_str().unwrap();
-            assert!(content.contains(&format!("call {i}")), "{results:?}");
-        }
-        drop(replay);
-        wait_until(10, "the dispatcher's connection to close", || {
-            delivered_to_closed(monitor, "toolslot-dispatcher").len() > run
-        });
-        delivered = delivered_to_closed(monitor, "toolslot-dispatcher");
-    }
-    let per_call = (delivered[1] as f64 - delivered[0] as f64) / 20.0;
-    // The publish's acknowledgement and the worker's answer; following every record would
-    // bring each call's claim and its `done` again (four).
-    assert!(
-        per_call < 3.0,
-        "{per_call:.2} messages per call reached the dispatcher ({delivered:?})"
-    );
-}
-
 /// The subjects the open connection named `name` is subscribed to, from nats-server's
 /// monitoring endpoint on `port`.
 fn subscriptions_of(port: u16, name: &str) -> Vec<String> {
@@ -421,34 +387,6 @@ fn subscriptions_made(port: u16) -> u64 {
     subsz["num_inserts"].as_u64().unwrap()
 }
 
-#[test]
-fn calls_are_pulled_and_answered_without_a_subscription_per_call() {
-    let _one = serial();
-    let monitor = free_port();
-    let nats = Nats::start_with(&["-m", &monitor.to_string()], &[]);
-    let (dir, config) = setup_with(&nats, "none");
-    let ws = dir.path().join("ws");
-    let _w = worker(&config, "shell", &[]);
-    let rounds: Vec<String> = (0..24).map(|i| sse(&[shell(&format!("echo call {i}"))])).collect();
-    let mut replay = Replay::start(&config, &ws, &rounds);
-    let mut made = Vec::new();
-    for i in 0..24 {
-        if i == 4 {
-            made.push(subscriptions_made(monitor));
-        }
-        let results = replay.round(1, 60);
-        assert!(
-            results[0]["content"].as_str().unwrap().contains(&format!("call {i}")),
-            "{results:?}"
-        );
-    }
-    made.push(subscriptions_made(monitor));
-    // Twenty calls, start-up left out: a pull over an inbox of its own (async-nats' `fetch`)
-    // or a progress subscription per call would each make twenty or more.
-    let per_call = (made[1] - made[0]) as f64 / 20.0;
-    assert!(per_call < 0.5, "{per_call:.2} subscriptions per call ({made:?})");
-}
-
 /// The messages nats-server delivered to, and received from, the open connection whose name
 /// starts with `name` (monitoring endpoint on `port`).
 fn messages_of(port: u16, name: &str) -> (u64, u64) {
@@ -465,35 +403,68 @@ fn messages_of(port: u16, name: &str) -> (u64, u64) {
 }
 
 #[test]
-fn an_idle_worker_woken_for_a_call_asks_the_server_for_it_once() {
+fn a_remote_call_costs_the_worker_one_pull_the_dispatcher_two_messages_and_nobody_a_subscription() {
     let _one = serial();
     let monitor = free_port();
     let nats = Nats::start_with(&["-m", &monitor.to_string()], &[]);
     let (dir, config) = setup_with(&nats, "none");
     let ws = dir.path().join("ws");
-    let _w = worker(&config, "shell", &[]);
-    let rounds: Vec<String> = (0..24).map(|i| sse(&[shell(&format!("echo call {i}"))])).collect();
-    let mut replay = Replay::start(&config, &ws, &rounds);
-    let mut seen = Vec::new();
-    for i in 0..24 {
-        if i == 4 {
-            seen.push(messages_of(monitor, "toolslot-worker-"));
+    // Its idle look at the queues (every 200 ms in these tests) would be counted with the calls.
+    let _w = worker(&config, "shell", &[("TOOLSLOT_REMOTE__WORKER_POLL_MS", "600000")]);
+    // What the server counted: subscriptions made, messages to and from the worker, messages
+    // to each dispatcher that has closed. Read once the worker has finished what it was doing
+    // (its last `done` and acknowledgement can follow the dispatcher's exit).
+    let count = || {
+        let mut last = None;
+        loop {
+            let now = (subscriptions_made(monitor), messages_of(monitor, "toolslot-worker-"));
+            if last == Some(now) {
+                return (now, delivered_to_closed(monitor, "toolslot-dispatcher"));
+            }
+            last = Some(now);
+            std::thread::sleep(Duration::from_millis(200));
         }
-        let results = replay.round(1, 60);
-        assert!(
-            results[0]["content"].as_str().unwrap().contains(&format!("call {i}")),
-            "{results:?}"
-        );
+    };
+    // Two dispatchers, one after the other, making 4 and 24 calls: what the second cost beyond
+    // the first is what 20 calls cost, start-up left out.
+    let mut seen = vec![count()];
+    for (run, calls) in [4, 24].into_iter().enumerate() {
+        let rounds: Vec<String> = (0..calls).map(|i| sse(&[shell(&format!("echo call {i}"))])).collect();
+        let mut replay = Replay::start(&config, &ws, &rounds);
+        for i in 0..calls {
+            let results = replay.round(1, 60);
+            let content = results[0]["content"].as_str().unwrap();
+            assert!(content.contains(&format!("call {i}")), "{results:?}");
+        }
+        drop(replay);
+        wait_until(10, "the dispatcher's connection to close", || {
+            delivered_to_closed(monitor, "toolslot-dispatcher").len() > run
+        });
+        seen.push(count());
     }
-    seen.push(messages_of(monitor, "toolslot-worker-"));
-    let to_worker = (seen[1].0 - seen[0].0) as f64 / 20.0;
-    let from_worker = (seen[1].1 - seen[0].1) as f64 / 20.0;
+    let per_call = |of: fn(&((u64, (u64, u64)), Vec<u64>)) -> u64| {
+        let (first, second) = (of(&seen[1]) - of(&seen[0]), of(&seen[2]) - of(&seen[1]));
+        (second as f64 - first as f64) / 20.0
+    };
+    // A pull over an inbox of its own (async-nats' `fetch`) or a progress subscription per
+    // call would each make twenty or more.
+    let subscriptions = per_call(|c| c.0.0);
+    assert!(subscriptions < 0.5, "{subscriptions:.2} subscriptions per call ({seen:?})");
     // To the worker: the bell, the call, the acknowledgements of its claim and of its `done`.
     // From it: one pull, the claim, the answer, the `done`, the call's acknowledgement. Asking
     // both queues again after each call would add two pulls and the server's two "no messages".
+    let (to_worker, from_worker) = (per_call(|c| c.0.1.0), per_call(|c| c.0.1.1));
     assert!(
         to_worker < 5.0 && from_worker < 6.0,
         "per call: {to_worker:.2} messages to the worker, {from_worker:.2} from it ({seen:?})"
+    );
+    // To the dispatcher: the publish's acknowledgement and the worker's answer; following
+    // every record would bring each call's claim and its `done` again (four).
+    let delivered = &seen[2].1;
+    let to_dispatcher = (delivered[1] as f64 - delivered[0] as f64) / 20.0;
+    assert!(
+        to_dispatcher < 3.0,
+        "{to_dispatcher:.2} messages per call reached the dispatcher ({seen:?})"
     );
 }
 

@@ -411,15 +411,16 @@ fn a_remote_call_costs_the_worker_one_pull_the_dispatcher_two_messages_and_nobod
     let ws = dir.path().join("ws");
     // Its idle look at the queues (every 200 ms in these tests) would be counted with the calls.
     let _w = worker(&config, "shell", &[("TOOLSLOT_REMOTE__WORKER_POLL_MS", "600000")]);
-    // What the server counted: subscriptions made, messages to and from the worker, messages
-    // to each dispatcher that has closed. Read once the worker has finished what it was doing
-    // (its last `done` and acknowledgement can follow the dispatcher's exit).
+    // What the server counted: subscriptions made, messages to and from the worker. Read once
+    // the worker has finished what it was doing (its last `done` and acknowledgement can
+    // follow the dispatcher's exit).
     let count = || {
         let mut last = None;
         loop {
-            let now = (subscriptions_made(monitor), messages_of(monitor, "toolslot-worker-"));
+            let (to_worker, from_worker) = messages_of(monitor, "toolslot-worker-");
+            let now = [subscriptions_made(monitor), to_worker, from_worker];
             if last == Some(now) {
-                return (now, delivered_to_closed(monitor, "toolslot-dispatcher"));
+                return now;
             }
             last = Some(now);
             std::thread::sleep(Duration::from_millis(200));
@@ -442,29 +443,29 @@ fn a_remote_call_costs_the_worker_one_pull_the_dispatcher_two_messages_and_nobod
         });
         seen.push(count());
     }
-    let per_call = |of: fn(&((u64, (u64, u64)), Vec<u64>)) -> u64| {
-        let (first, second) = (of(&seen[1]) - of(&seen[0]), of(&seen[2]) - of(&seen[1]));
+    let per_call = |k: usize| {
+        let (first, second) = (seen[1][k] - seen[0][k], seen[2][k] - seen[1][k]);
         (second as f64 - first as f64) / 20.0
     };
     // A pull over an inbox of its own (async-nats' `fetch`) or a progress subscription per
     // call would each make twenty or more.
-    let subscriptions = per_call(|c| c.0.0);
+    let subscriptions = per_call(0);
     assert!(subscriptions < 0.5, "{subscriptions:.2} subscriptions per call ({seen:?})");
     // To the worker: the bell, the call, the acknowledgements of its claim and of its `done`.
     // From it: one pull, the claim, the answer, the `done`, the call's acknowledgement. Asking
     // both queues again after each call would add two pulls and the server's two "no messages".
-    let (to_worker, from_worker) = (per_call(|c| c.0.1.0), per_call(|c| c.0.1.1));
+    let (to_worker, from_worker) = (per_call(1), per_call(2));
     assert!(
         to_worker < 5.0 && from_worker < 6.0,
         "per call: {to_worker:.2} messages to the worker, {from_worker:.2} from it ({seen:?})"
     );
     // To the dispatcher: the publish's acknowledgement and the worker's answer; following
     // every record would bring each call's claim and its `done` again (four).
-    let delivered = &seen[2].1;
+    let delivered = delivered_to_closed(monitor, "toolslot-dispatcher");
     let to_dispatcher = (delivered[1] as f64 - delivered[0] as f64) / 20.0;
     assert!(
         to_dispatcher < 3.0,
-        "{to_dispatcher:.2} messages per call reached the dispatcher ({seen:?})"
+        "{to_dispatcher:.2} messages per call reached the dispatcher ({delivered:?})"
     );
 }
 

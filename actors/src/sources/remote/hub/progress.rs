@@ -60,6 +60,8 @@ impl RemoteHub {
                 continue;
             };
             if sealer.is_on() && claim != opened.signer {
+                // Read here, holding the other calls' reports back one record read: it happens
+                // once per call (its first report, or a claim taken over), and a report is a hint.
                 let claim = match records::read_signed(&self.broker.records, sealer, key).await {
                     Ok(Some((CallRecord::Started { .. }, _, signer))) => signer,
                     _ => None,

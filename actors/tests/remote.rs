@@ -331,38 +331,53 @@ fn a_result_finished_while_nats_was_down_is_found_in_its_record() {
     across_a_nats_restart(1, 2500);
 }
 
-/// The messages nats-server delivered to each closed connection named `name`, from its
-/// monitoring endpoint on `port`.
-fn delivered_to_closed(port: u16, name: &str) -> Vec<u64> {
-    let (status, text) = http(&format!("127.0.0.1:{port}"), "GET", "/connz?state=closed&limit=1024", b"");
-    assert_eq!(status, 200, "{text}");
-    let connz: serde_json::Value = serde_json::from_str(&text).unwrap();
-    connz["connections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["name"] == name)
-        .map(|c| c["out_msgs"].as_u64().unwrap())
-        .collect()
+/// A nats-server with its monitoring endpoint, which counts what each connection cost.
+struct Monitored {
+    nats: Nats,
+    port: u16,
 }
 
-/// The subjects the open connection named `name` is subscribed to, from nats-server's
-/// monitoring endpoint on `port`.
-fn subscriptions_of(port: u16, name: &str) -> Vec<String> {
-    let (status, text) = http(&format!("127.0.0.1:{port}"), "GET", "/connz?subs=1&limit=1024", b"");
-    assert_eq!(status, 200, "{text}");
-    let connz: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let conn = connz["connections"].as_array().unwrap().iter().find(|c| c["name"] == name);
-    let subjects = conn.and_then(|c| c["subscriptions_list"].as_array()).cloned().unwrap_or_default();
-    subjects.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()
+impl Monitored {
+    fn start() -> Monitored {
+        let port = free_port();
+        let nats = Nats::start_with(&["-m", &port.to_string()], &[]);
+        Monitored { nats, port }
+    }
+
+    /// The connections in `state` (`open`, `closed`) whose name starts with `name`, oldest first.
+    fn connections(&self, state: &str, name: &str) -> Vec<serde_json::Value> {
+        let path = format!("/connz?state={state}&subs=1&limit=1024");
+        let connz = self.get(&path);
+        let all = connz["connections"].as_array().cloned().unwrap_or_default();
+        all.into_iter()
+            .filter(|c| c["name"].as_str().is_some_and(|n| n.starts_with(name)))
+            .collect()
+    }
+
+    /// The open connection whose name starts with `name`.
+    fn open(&self, name: &str) -> serde_json::Value {
+        let mut found = self.connections("open", name);
+        assert_eq!(found.len(), 1, "one open connection named {name}…: {found:?}");
+        found.remove(0)
+    }
+
+    /// The subscriptions the server has taken in so far, from every connection.
+    fn subscriptions_made(&self) -> u64 {
+        self.get("/subsz")["num_inserts"].as_u64().unwrap()
+    }
+
+    fn get(&self, path: &str) -> serde_json::Value {
+        let (status, text) = http(&format!("127.0.0.1:{}", self.port), "GET", path, b"");
+        assert_eq!(status, 200, "{text}");
+        serde_json::from_str(&text).unwrap()
+    }
 }
 
 #[test]
 fn a_waiting_call_costs_its_dispatcher_no_subscription_of_its_own() {
     let _one = serial();
-    let monitor = free_port();
-    let nats = Nats::start_with(&["-m", &monitor.to_string()], &[]);
-    let (dir, config) = setup_with(&nats, "none");
+    let monitored = Monitored::start();
+    let (dir, config) = setup_with(&monitored.nats, "none");
     let ws = dir.path().join("ws");
     let started = dir.path().join("started");
     let _w = worker(&config, "shell", &[]);
@@ -371,43 +386,25 @@ fn a_waiting_call_costs_its_dispatcher_no_subscription_of_its_own() {
     wait_until(30, "the call to start on its worker", || started.exists());
     // While the call waits for its answer: the hub's own subscriptions (answers, every
     // call's progress reports), none made for this call.
-    let subjects = subscriptions_of(monitor, "toolslot-dispatcher");
-    assert!(subjects.iter().any(|s| s == "toolslot.progress.>"), "{subjects:?}");
-    let own: Vec<&String> = subjects.iter().filter(|s| s.starts_with("toolslot.progress.shell")).collect();
+    let dispatcher = monitored.open("toolslot-dispatcher");
+    let subjects: Vec<&str> = dispatcher["subscriptions_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s.as_str())
+        .collect();
+    assert!(subjects.contains(&"toolslot.progress.>"), "{subjects:?}");
+    let own: Vec<&&str> = subjects.iter().filter(|s| s.starts_with("toolslot.progress.shell")).collect();
     assert!(own.is_empty(), "a subscription made for the waiting call: {own:?}");
     let results = replay.round(1, 60);
     assert!(results[0]["content"].as_str().unwrap().contains("slept"), "{results:?}");
 }
 
-/// How many subscriptions nats-server (monitoring endpoint on `port`) has taken in so far.
-fn subscriptions_made(port: u16) -> u64 {
-    let (status, text) = http(&format!("127.0.0.1:{port}"), "GET", "/subsz", b"");
-    assert_eq!(status, 200, "{text}");
-    let subsz: serde_json::Value = serde_json::from_str(&text).unwrap();
-    subsz["num_inserts"].as_u64().unwrap()
-}
-
-/// The messages nats-server delivered to, and received from, the open connection whose name
-/// starts with `name` (monitoring endpoint on `port`).
-fn messages_of(port: u16, name: &str) -> (u64, u64) {
-    let (status, text) = http(&format!("127.0.0.1:{port}"), "GET", "/connz?limit=1024", b"");
-    assert_eq!(status, 200, "{text}");
-    let connz: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let conn = connz["connections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"].as_str().is_some_and(|n| n.starts_with(name)))
-        .unwrap_or_else(|| panic!("no connection named {name}…: {text}"));
-    (conn["out_msgs"].as_u64().unwrap(), conn["in_msgs"].as_u64().unwrap())
-}
-
 #[test]
 fn a_remote_call_costs_the_worker_one_pull_the_dispatcher_two_messages_and_nobody_a_subscription() {
     let _one = serial();
-    let monitor = free_port();
-    let nats = Nats::start_with(&["-m", &monitor.to_string()], &[]);
-    let (dir, config) = setup_with(&nats, "none");
+    let monitored = Monitored::start();
+    let (dir, config) = setup_with(&monitored.nats, "none");
     let ws = dir.path().join("ws");
     // Its idle look at the queues (every 200 ms in these tests) would be counted with the calls.
     let _w = worker(&config, "shell", &[("TOOLSLOT_REMOTE__WORKER_POLL_MS", "600000")]);
@@ -417,8 +414,9 @@ fn a_remote_call_costs_the_worker_one_pull_the_dispatcher_two_messages_and_nobod
     let count = || {
         let mut last = None;
         loop {
-            let (to_worker, from_worker) = messages_of(monitor, "toolslot-worker-");
-            let now = [subscriptions_made(monitor), to_worker, from_worker];
+            let worker = monitored.open("toolslot-worker-");
+            let messages = |k: &str| worker[k].as_u64().unwrap();
+            let now = [monitored.subscriptions_made(), messages("out_msgs"), messages("in_msgs")];
             if last == Some(now) {
                 return now;
             }
@@ -439,7 +437,7 @@ fn a_remote_call_costs_the_worker_one_pull_the_dispatcher_two_messages_and_nobod
         }
         drop(replay);
         wait_until(10, "the dispatcher's connection to close", || {
-            delivered_to_closed(monitor, "toolslot-dispatcher").len() > run
+            monitored.connections("closed", "toolslot-dispatcher").len() > run
         });
         seen.push(count());
     }
@@ -461,7 +459,11 @@ fn a_remote_call_costs_the_worker_one_pull_the_dispatcher_two_messages_and_nobod
     );
     // To the dispatcher: the publish's acknowledgement and the worker's answer; following
     // every record would bring each call's claim and its `done` again (four).
-    let delivered = delivered_to_closed(monitor, "toolslot-dispatcher");
+    let delivered: Vec<u64> = monitored
+        .connections("closed", "toolslot-dispatcher")
+        .iter()
+        .map(|c| c["out_msgs"].as_u64().unwrap())
+        .collect();
     let to_dispatcher = (delivered[1] as f64 - delivered[0] as f64) / 20.0;
     assert!(
         to_dispatcher < 3.0,

@@ -49,17 +49,22 @@ pub fn direct_subject(worker: &str) -> String {
     format!("toolslot.worker.{worker}.call")
 }
 
+/// What every progress subject starts with; the call's key follows.
+const PROGRESS_PREFIX: &str = "toolslot.progress.";
+
 /// The subject a call's progress reports travel on, from its worker to its dispatcher.
 pub fn progress_subject(key: &str) -> String {
-    format!("toolslot.progress.{key}")
+    format!("{PROGRESS_PREFIX}{key}")
 }
 
 /// The subjects of every call's progress reports, which a dispatcher hears on one subscription.
-pub const ALL_PROGRESS: &str = "toolslot.progress.>";
+pub fn all_progress() -> String {
+    format!("{PROGRESS_PREFIX}>")
+}
 
 /// The call key a progress subject names.
 pub fn progress_key(subject: &str) -> Option<&str> {
-    subject.strip_prefix("toolslot.progress.")
+    subject.strip_prefix(PROGRESS_PREFIX)
 }
 
 /// The subjects a dispatcher hears its calls' answers on (`<prefix>.<key>`), one prefix per

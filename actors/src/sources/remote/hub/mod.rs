@@ -39,7 +39,7 @@ use toolslot::remote::{RemoteAnswer, RemoteCaller, RemoteProgress, RemoteTool, R
 use toolslot::tool::{ErrorCategory, ToolError, ToolSpec};
 use tracing::Instrument;
 
-use super::broker::{ALL_PROGRESS, Broker, DISPATCHER_INBOX, MAX_DELIVERIES_ADVISORY, answer_prefix, call_subject, direct_subject};
+use super::broker::{Broker, DISPATCHER_INBOX, MAX_DELIVERIES_ADVISORY, all_progress, answer_prefix, call_subject, direct_subject};
 use super::records::{self, ReadError};
 
 mod pending;
@@ -142,7 +142,7 @@ impl RemoteHub {
                 false
             }
         };
-        match hub.broker.client.subscribe(ALL_PROGRESS).await {
+        match hub.broker.client.subscribe(all_progress()).await {
             Ok(sub) => {
                 actix::spawn(Arc::clone(&hub).hear_progress(sub));
             }

@@ -118,11 +118,7 @@ pub async fn run_worker(config: Arc<Config>, registry: LiveRegistry, options: Wo
     let mut queues = Vec::with_capacity(2);
     for read_only in [false, true] {
         let consumer = broker.queue(cfg, &options.pool, read_only).await?;
-        queues.push(
-            Queue::open(consumer, broker.js.clone(), &broker.client)
-                .await
-                .map_err(WorkerError::Nats)?,
-        );
+        queues.push(Queue::open(consumer, &broker).await.map_err(WorkerError::Nats)?);
     }
     let client = broker.client.clone();
     let sub = |subject: String| {

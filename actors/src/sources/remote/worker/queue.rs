@@ -13,6 +13,8 @@ use async_nats::jetstream::{self, Context};
 use async_nats::{StatusCode, Subject, Subscriber};
 use futures::StreamExt;
 
+use super::super::broker::Broker;
+
 /// How long past a pull's own wait its end may take to arrive before the pull is given up (a
 /// reply lost with the connection). async-nats allows a batch the same.
 const LATE_END: Duration = Duration::from_secs(5);
@@ -26,13 +28,13 @@ pub(super) struct Queue {
 }
 
 impl Queue {
-    /// Subscribes to the queue's inbox, once.
-    pub(super) async fn open(consumer: PullConsumer, context: Context, client: &async_nats::Client) -> Result<Self, String> {
-        let inbox = Subject::from(client.new_inbox());
-        let replies = client.subscribe(inbox.clone()).await.map_err(|e| e.to_string())?;
+    /// Subscribes to the queue's inbox on `broker`'s connection, once.
+    pub(super) async fn open(consumer: PullConsumer, broker: &Broker) -> Result<Self, String> {
+        let inbox = Subject::from(broker.client.new_inbox());
+        let replies = broker.client.subscribe(inbox.clone()).await.map_err(|e| e.to_string())?;
         Ok(Self {
             consumer,
-            context,
+            context: broker.js.clone(),
             inbox,
             replies,
         })

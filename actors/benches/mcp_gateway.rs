@@ -1,6 +1,6 @@
 //! What toolslot adds to an MCP call when it stands between a client and the server: the same
-//! MCP client (toolslot's own) calls server-everything's `echo` directly, then through
-//! toolslot (`toolslot mcp` over stdio with server-everything on stdio as its upstream; then
+//! MCP client (toolslot's own) calls server-everything's `echo` directly and through toolslot,
+//! alternately, call by call (`toolslot mcp` over stdio with server-everything on stdio as its upstream; then
 //! 32 clients at once, directly to server-everything over Streamable HTTP against `/mcp` of
 //! `toolslot serve` whose upstream is that same server), and the percentiles of both are
 //! printed side by side. Every call through toolslot goes through the whole chain (validation, policy, loop
@@ -49,12 +49,6 @@ async fn client(cfg: &McpServerConfig) -> McpClient {
         .unwrap_or_else(|e| panic!("{}: {e}", cfg.name))
 }
 
-/// Times `calls` calls of `tool` (each with its own message, so the loop guard sees no
-/// repeat), after a warm-up.
-async fn timed(client: &McpClient, tool: &str, calls: usize, tag: usize) -> Vec<Duration> {
-    paced(client, tool, calls, tag, None).await
-}
-
 /// When a paced client calls: every `every`, its first call `phase` after the warm-up.
 #[derive(Clone, Copy)]
 struct Pace {
@@ -62,12 +56,36 @@ struct Pace {
     phase: Duration,
 }
 
-/// As [`timed`], one call every `pace.every` when given (an open load below saturation), else
-/// each call as soon as the last one answered (a closed loop: the load the machine can take).
-async fn paced(client: &McpClient, tool: &str, calls: usize, tag: usize, pace: Option<Pace>) -> Vec<Duration> {
-    let call = |i: usize| client.call(tool, json!({"message": format!("m{tag}-{i}")}), Duration::from_secs(30));
+/// One client's two ways to the same server: straight to it, and through toolslot.
+struct Pair {
+    direct: McpClient,
+    via: McpClient,
+}
+
+/// The latencies of each way, in the order called.
+#[derive(Default)]
+struct Took {
+    direct: Vec<Duration>,
+    via: Vec<Duration>,
+}
+
+/// `calls` calls of the server's `echo` (each with its own message, so the loop guard sees no
+/// repeat) after a warm-up, alternating between the two ways: each call through toolslot is
+/// measured beside a direct one, under the same load and in the same second, so a server whose
+/// own speed drifts between minutes (node's does by 1.5x on this machine) moves both sides
+/// alike. One call every `pace.every` when given (an open load below saturation), else each call
+/// as soon as the last one answered (a closed loop: the load the machine can take).
+async fn paced(pair: &Pair, calls: usize, tag: usize, pace: Option<Pace>) -> Took {
+    let call = |via: bool, i: usize| {
+        let (client, tool) = if via {
+            (&pair.via, "everything__echo")
+        } else {
+            (&pair.direct, "echo")
+        };
+        client.call(tool, json!({"message": format!("m{tag}-{i}")}), Duration::from_secs(30))
+    };
     for i in 0..calls / 10 {
-        call(usize::MAX - i).await.expect("a warm-up call");
+        call(i % 2 == 1, usize::MAX - i).await.expect("a warm-up call");
     }
     // Made after the warm-up, and late ticks delayed rather than caught up in a burst, so the
     // load is the pace asked for.
@@ -76,15 +94,18 @@ async fn paced(client: &McpClient, tool: &str, calls: usize, tag: usize, pace: O
         t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         t
     });
-    let mut took = Vec::with_capacity(calls);
+    let mut took = Took::default();
     for i in 0..calls {
         if let Some(tick) = tick.as_mut() {
             tick.tick().await;
         }
+        // Which way goes first alternates too, so neither always follows the other.
+        let via = (i + tag) % 2 == 1;
         let started = Instant::now();
-        let result = call(i).await.expect("a call");
-        took.push(started.elapsed());
+        let result = call(via, i).await.expect("a call");
+        let elapsed = started.elapsed();
         assert!(result.to_string().contains(&format!("m{tag}-{i}")), "the echo came back: {result}");
+        if via { took.via.push(elapsed) } else { took.direct.push(elapsed) }
     }
     took
 }
@@ -94,7 +115,8 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1e3
 }
 
-fn report(label: &str, mut direct: Vec<Duration>, mut via: Vec<Duration>) {
+fn report(label: &str, took: &Took) {
+    let (mut direct, mut via) = (took.direct.clone(), took.via.clone());
     direct.sort();
     via.sort();
     let (d50, v50) = (percentile(&direct, 0.5), percentile(&via, 0.5));
@@ -146,20 +168,22 @@ impl Drop for Child {
 /// Every client at once, client `n` tagging its messages `n + tags` (no two runs repeat one).
 /// Paced clients call in step (`spread` false: every client's call in the same instant, a
 /// burst of 32 each period) or spread over the period (independent clients, as users are).
-async fn many(clients: &[Arc<McpClient>], tool: &str, calls: usize, tags: usize, every: Option<Duration>, spread: bool) -> Vec<Duration> {
+async fn many(clients: &[Arc<Pair>], calls: usize, tags: usize, every: Option<Duration>, spread: bool) -> Took {
     let mut tasks = Vec::new();
     let count = clients.len().max(1) as u32;
     for (n, c) in clients.iter().enumerate() {
-        let (c, tool) = (Arc::clone(c), tool.to_string());
+        let c = Arc::clone(c);
         let pace = every.map(|every| Pace {
             every,
             phase: if spread { every * n as u32 / count } else { Duration::ZERO },
         });
-        tasks.push(tokio::spawn(async move { paced(&c, &tool, calls, n + tags, pace).await }));
+        tasks.push(tokio::spawn(async move { paced(&c, calls, n + tags, pace).await }));
     }
-    let mut all = Vec::new();
+    let mut all = Took::default();
     for t in tasks {
-        all.extend(t.await.expect("a client"));
+        let took = t.await.expect("a client");
+        all.direct.extend(took.direct);
+        all.via.extend(took.via);
     }
     all
 }
@@ -188,17 +212,17 @@ fn main() {
 
     runtime.block_on(async {
         // One client over stdio.
-        let direct = client(&server(json!({"name": "everything", "command": ["node", everything(), "stdio"]}))).await;
-        let gateway = client(&server(json!({
-            "name": "toolslot",
-            "command": [toolslot, "mcp", "--workspace", ws, "--config", config],
-        })))
-        .await;
-        let d = timed(&direct, "echo", calls, 0).await;
-        let v = timed(&gateway, "everything__echo", calls, 0).await;
-        report("1 client, stdio", d, v);
-        direct.close().await;
-        gateway.close().await;
+        let stdio = Pair {
+            direct: client(&server(json!({"name": "everything", "command": ["node", everything(), "stdio"]}))).await,
+            via: client(&server(json!({
+                "name": "toolslot",
+                "command": [toolslot, "mcp", "--workspace", ws, "--config", config],
+            })))
+            .await,
+        };
+        report("1 client, stdio", &paced(&stdio, calls * 2, 0, None).await);
+        stdio.direct.close().await;
+        stdio.via.close().await;
 
         // Many clients at once over Streamable HTTP.
         let port = free_port();
@@ -230,38 +254,33 @@ fn main() {
         );
         await_port(serve_port);
         let per_client = (calls / clients).max(20);
-        let mut direct = Vec::new();
-        let mut via = Vec::new();
+        let mut pairs = Vec::new();
         for n in 0..clients {
-            direct.push(Arc::new(
-                client(&server(json!({"name": format!("d{n}"), "url": format!("http://127.0.0.1:{port}/mcp")}))).await,
-            ));
-            via.push(Arc::new(
-                client(&server(json!({
+            pairs.push(Arc::new(Pair {
+                direct: client(&server(json!({"name": format!("d{n}"), "url": format!("http://127.0.0.1:{port}/mcp")}))).await,
+                via: client(&server(json!({
                     "name": format!("v{n}"),
                     "url": format!("http://127.0.0.1:{serve_port}/mcp?workspace={}&session={n}", ws.display()),
                 })))
                 .await,
-            ));
+            }));
         }
         let (up, gw) = (upstream.0.id(), serve.0.id());
-        // The CPU each side spends per call, direct and through toolslot, beside the latency.
-        let cost = |label: &str, up_before: u64, gw_before: u64, up_mid: u64, sleeps_before: u64, n: usize| {
+        // The CPU each side spends per call beside the latency: the upstream's over both
+        // ways' calls, toolslot's over the calls through it.
+        let cost = |label: &str, up_before: u64, gw_before: u64, sleeps_before: u64, took: &Took| {
+            let (all, via) = (took.direct.len() + took.via.len(), took.via.len().max(1));
             println!(
-                "  {label}: upstream {:.0} CPU-µs per call direct, {:.0} through toolslot; toolslot {:.0} CPU-µs and {:.1} thread wake-ups per call",
-                up_mid.saturating_sub(up_before) as f64 / n.max(1) as f64,
-                cpu_per_call(up, up_mid, n),
-                cpu_per_call(gw, gw_before, n),
-                sleeps_of(gw).saturating_sub(sleeps_before) as f64 / n.max(1) as f64,
+                "  {label}: upstream {:.0} CPU-µs per call; toolslot {:.0} CPU-µs and {:.1} thread wake-ups per call through it",
+                cpu_per_call(up, up_before, all),
+                cpu_per_call(gw, gw_before, via),
+                sleeps_of(gw).saturating_sub(sleeps_before) as f64 / via as f64,
             );
         };
-        let u0 = cpu_us_of(up);
-        let d = timed(&direct[0], "echo", calls / 2, clients).await;
-        let (u1, g1, s1) = (cpu_us_of(up), cpu_us_of(gw), sleeps_of(gw));
-        let v = timed(&via[0], "everything__echo", calls / 2, clients).await;
-        let n = v.len();
-        report("1 client, Streamable HTTP", d, v);
-        cost("1 client", u0, g1, u1, s1, n);
+        let (u0, g0, s0) = (cpu_us_of(up), cpu_us_of(gw), sleeps_of(gw));
+        let took = paced(&pairs[0], calls, clients, None).await;
+        report("1 client, Streamable HTTP", &took);
+        cost("1 client", u0, g0, s0, &took);
         // Each client a call every 1/RATE s: 32 connections at once, below what two cores
         // take, so the difference is what toolslot adds to a call rather than to a queue.
         let every = Duration::from_secs_f64(1.0 / env_or("RATE", 5) as f64);
@@ -273,17 +292,14 @@ fn main() {
             ("closed loop (saturated)", None, false, 2000),
         ];
         for (label, pace, spread, tags) in phases {
-            let u0 = cpu_us_of(up);
-            let d = many(&direct, "echo", per_client, tags, pace, spread).await;
-            let (u1, g1, s1) = (cpu_us_of(up), cpu_us_of(gw), sleeps_of(gw));
-            let v = many(&via, "everything__echo", per_client, tags, pace, spread).await;
-            let n = v.len();
+            let (u0, g0, s0) = (cpu_us_of(up), cpu_us_of(gw), sleeps_of(gw));
+            let took = many(&pairs, per_client * 2, tags, pace, spread).await;
             let load = match pace {
                 Some(every) => format!("each a call every {every:?}, {label}"),
                 None => label.to_string(),
             };
-            report(&format!("{clients} clients at once, {load}, Streamable HTTP"), d, v);
-            cost(label, u0, g1, u1, s1, n);
+            report(&format!("{clients} clients at once, {load}, Streamable HTTP"), &took);
+            cost(label, u0, g0, s0, &took);
         }
     });
 }

@@ -25,6 +25,9 @@ pub struct McpConfig {
     pub http_max_redirects: usize,
     /// How long an idle connection to a streamable HTTP server is kept (ms; 0 = none).
     pub http_keep_alive_ms: u64,
+    /// Whether each thread that calls a streamable HTTP server opens a session of its own
+    /// with it, rather than handing every call to the thread of the shared one.
+    pub http_connection_per_thread: bool,
     /// How much of a stdio server's stderr (the end) a failure report quotes, in bytes.
     pub stderr_tail_bytes: usize,
     /// How long a server's question waits for the host's answer before it is declined (ms).

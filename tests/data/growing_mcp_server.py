@@ -7,7 +7,8 @@ a connection comes up.
 
 `--https PORT CA_PEM` serves streamable HTTP over TLS instead (uvicorn, as deployed servers
 run), with a certificate for 127.0.0.1 and localhost from a fresh CA written to CA_PEM for the
-client to trust; the pinned servers speak plain HTTP at most.
+client to trust; the pinned servers speak plain HTTP at most. `--http PORT` serves plain
+streamable HTTP; its `connection` tool says which connection a call came over.
 """
 
 import datetime
@@ -32,6 +33,25 @@ async def add_tool(name: str, reply: str, ctx: Context) -> str:
     else:
         await ctx.session.send_tool_list_changed()
     return f"added {name}"
+
+
+def connection_of(ctx: Context) -> str:
+    request = ctx.request_context.request
+    session = (getattr(request, "headers", None) or {}).get("mcp-session-id")
+    client = getattr(request, "client", None)
+    return f"connection {session or (client.port if client else 'stdio')}"
+
+
+@server.tool(description="Which connection this call (the nth) came over: its MCP session, else the client's port.")
+def connection(ctx: Context, nth: int = 0) -> str:
+    return connection_of(ctx)
+
+
+@server.tool(description="Counts to `steps`, reporting progress at each, and says which connection the call came over.")
+async def counted(steps: int, ctx: Context) -> str:
+    for i in range(1, steps + 1):
+        await ctx.report_progress(i, steps)
+    return f"counted {steps} over {connection_of(ctx)}"
 
 
 def issue_certificate(ca_out: str) -> tuple[str, str]:
@@ -104,6 +124,7 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--https", nargs=2, metavar=("PORT", "CA_PEM"))
+    parser.add_argument("--http", metavar="PORT", help="plain streamable HTTP on PORT")
     parser.add_argument("--require-bearer")
     parser.add_argument("--require-header", help="NAME=VALUE")
     args = parser.parse_args()
@@ -117,5 +138,9 @@ if __name__ == "__main__":
             header = tuple(args.require_header.split("=", 1)) if args.require_header else None
             app = guarded(app, args.require_bearer, header)
         uvicorn.run(app, host="127.0.0.1", port=int(port), ssl_certfile=cert, ssl_keyfile=key, log_level="warning")
+    elif args.http:
+        import uvicorn
+
+        uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=int(args.http), log_level="warning")
     else:
         server.run()

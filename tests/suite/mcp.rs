@@ -356,6 +356,81 @@ fn a_streamable_http_server_is_used_like_a_stdio_one() {
     });
 }
 
+/// The connection a call of the growing fixture's `connection` tool came over.
+async fn connection_of(d: &Dispatcher, s: &str, nth: usize) -> String {
+    // Each call its own argument: the loop guard stops a repeat.
+    let ev = round(d, s, &[("net__connection", json!({"nth": nth}))]).await;
+    let text = &results(&ev)[0].content;
+    let at = text.find("connection ").unwrap_or_else(|| panic!("no connection named: {text}"));
+    text[at..]
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .trim_matches(|c: char| !c.is_alphanumeric())
+        .to_string()
+}
+
+#[test]
+fn a_session_thread_calls_a_streamable_http_server_over_a_connection_of_its_own() {
+    let d = deps();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/growing_mcp_server.py");
+    let _server = Killed(
+        std::process::Command::new(d.join("venv/bin/python"))
+            .arg(script)
+            .args(["--http", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    system(async move {
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        for own in [true, false] {
+            let ws = tempfile::tempdir().unwrap();
+            // Sessions on arbiters of their own, not on the thread the server's actor lives on.
+            let file = ws.path().join("net.toml");
+            let toml = format!(
+                "[approval]\nmode = \"full-auto\"\n[execution]\nworkers = 2\n[mcp]\ntool_cache_dir = \"\"\nhttp_connection_per_thread = {own}\n[[mcp.servers]]\nname = \"net\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ndefer = false\nrequired = true\n"
+            );
+            std::fs::write(&file, toml).unwrap();
+            let cfg = Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap());
+            let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+            let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
+            let s = d.open_session(SessionOptions {
+                workspace: Some(ws.path().to_path_buf()),
+                ..Default::default()
+            });
+            // The first call goes over the shared connection while the thread's own opens.
+            let shared = connection_of(&d, &s, 0).await;
+            let mut seen = Vec::new();
+            for nth in 1..=40 {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+                seen.push(connection_of(&d, &s, nth).await);
+            }
+            if own {
+                let later = seen.last().unwrap().clone();
+                assert_ne!(later, shared, "the thread's own connection serves its calls: {seen:?}");
+                // Opened once, then kept: the last calls all came over it.
+                assert!(seen.iter().rev().take(10).all(|c| *c == later), "{seen:?}");
+                // A call's progress comes back over the thread's connection too.
+                let ev = round(&d, &s, &[("net__counted", json!({"steps": 3}))]).await;
+                let text = &results(&ev)[0].content;
+                assert!(text.contains(&format!("counted 3 over connection {later}")), "{text}");
+                let progress = ev.iter().filter(|e| matches!(e, PipelineEvent::Progress { .. })).count();
+                assert!(progress >= 2, "progress over the thread's own connection: {ev:?}");
+            } else {
+                assert!(seen.iter().all(|c| *c == shared), "every call over the shared connection: {seen:?}");
+            }
+        }
+    });
+}
+
 /// Loads a config of one `[[mcp.servers]]` table (listings not kept).
 fn one_server(ws: &std::path::Path, table: &str) -> Arc<Config> {
     let file = ws.join("one.toml");

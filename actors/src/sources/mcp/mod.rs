@@ -16,6 +16,7 @@
 
 mod handle;
 mod intake;
+mod per_thread;
 mod server;
 mod start;
 

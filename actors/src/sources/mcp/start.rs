@@ -12,6 +12,7 @@ use toolslot::tool::ToolSpec;
 
 use super::handle::{Live, McpServerHandle};
 use super::intake::ToolIntake;
+use super::per_thread::Opener;
 use super::server::McpServerActor;
 
 /// The configured servers and where their tools go.
@@ -44,7 +45,7 @@ pub async fn start_servers(config: &Config, answers_input: bool) -> Result<McpSe
         let kept = if cfg.required { None } else { intake.kept_listing(cfg) };
         let call_timeout = Duration::from_millis(cfg.call_timeout_ms.unwrap_or(config.mcp.call_timeout_ms));
         let (actor_cfg, global, actor_intake, idle) = (cfg.clone(), config.clone(), Arc::clone(&intake), kept.is_some());
-        let live = Live::default();
+        let live = Live::new(Opener::of(cfg, &config.mcp, answers_input));
         let actor_live = live.clone();
         let addr = Supervisor::start(move |_| McpServerActor::new(actor_cfg, &global, actor_intake, actor_live, idle, answers_input));
         let handle = McpServerHandle::new(cfg.name.clone(), addr, live, call_timeout);

@@ -334,14 +334,7 @@ fn a_streamable_http_server_is_used_like_a_stdio_one() {
         let file = ws.path().join("http.toml");
         std::fs::write(&file, format!("[approval]\nmode = \"full-auto\"\n[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"remote\"\nurl = \"http://127.0.0.1:{port}/mcp\"\nstartup_timeout_ms = 15000\n")).unwrap();
         let cfg = Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap());
-        // The server needs a moment to listen; start-up retries are the supervisor's job, so
-        // the test waits for the port instead.
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        listening(port, || true).await;
         let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
         assert!(toolset.notices.is_empty(), "{:?}", toolset.notices);
         assert!(toolset.registry.current().get("remote__echo").is_some());
@@ -354,6 +347,31 @@ fn a_streamable_http_server_is_used_like_a_stdio_one() {
         let ev = round(&d, &s, &[("remote__echo", json!({"message": "over http"}))]).await;
         assert!(results(&ev)[0].content.contains("Echo: over http"), "{}", results(&ev)[0].content);
     });
+}
+
+/// The growing fixture server (tests/data/growing_mcp_server.py) over HTTP, with `args`.
+fn growing_over_http(args: &[String]) -> Killed {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/growing_mcp_server.py");
+    Killed(
+        std::process::Command::new(deps().join("venv/bin/python"))
+            .arg(script)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Waits (10 s at most) until something listens on `port` and `ready` holds: a server's
+/// start-up retries are the supervisor's job, not what these tests are about.
+async fn listening(port: u16, ready: impl Fn() -> bool) {
+    for _ in 0..200 {
+        if ready() && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The connection a call of the growing fixture's `connection` tool came over.
@@ -372,25 +390,10 @@ async fn connection_of(d: &Dispatcher, s: &str, nth: usize) -> String {
 
 #[test]
 fn a_session_thread_calls_a_streamable_http_server_over_a_connection_of_its_own() {
-    let d = deps();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/growing_mcp_server.py");
-    let _server = Killed(
-        std::process::Command::new(d.join("venv/bin/python"))
-            .arg(script)
-            .args(["--http", &port.to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _server = growing_over_http(&["--http".into(), port.to_string()]);
     system(async move {
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        listening(port, || true).await;
         for own in [true, false] {
             let ws = tempfile::tempdir().unwrap();
             // Sessions on arbiters of their own, not on the thread the server's actor lives on.
@@ -441,28 +444,12 @@ fn one_server(ws: &std::path::Path, table: &str) -> Arc<Config> {
 
 #[test]
 fn an_https_server_is_reached_with_its_certificate_checked() {
-    let d = deps();
     let ws = tempfile::tempdir().unwrap();
     let cert = ws.path().join("server-cert.pem");
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/growing_mcp_server.py");
-    let _server = Killed(
-        std::process::Command::new(d.join("venv/bin/python"))
-            .arg(script)
-            .args(["--https", &port.to_string()])
-            .arg(&cert)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _server = growing_over_http(&["--https".into(), port.to_string(), cert.display().to_string()]);
     system(async move {
-        for _ in 0..200 {
-            if cert.is_file() && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        listening(port, || cert.is_file()).await;
         let url = format!("https://127.0.0.1:{port}/mcp");
         // Not trusted: the certificate is refused, and the reason says so.
         let cfg = one_server(ws.path(), &format!("name = \"tls\"\nurl = \"{url}\"\nrequired = true"));

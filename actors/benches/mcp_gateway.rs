@@ -115,17 +115,18 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1e3
 }
 
-fn report(label: &str, took: &Took) {
-    let (mut direct, mut via) = (took.direct.clone(), took.via.clone());
-    direct.sort();
-    via.sort();
-    let (d50, v50) = (percentile(&direct, 0.5), percentile(&via, 0.5));
+/// Prints both ways' percentiles side by side (sorting each in place).
+fn report(label: &str, took: &mut Took) {
+    took.direct.sort();
+    took.via.sort();
+    let (direct, via) = (&took.direct, &took.via);
+    let (d50, v50) = (percentile(direct, 0.5), percentile(via, 0.5));
     println!(
         "{label}: direct p50 {d50:.3} ms p90 {:.3} p99 {:.3} | through toolslot p50 {v50:.3} ms p90 {:.3} p99 {:.3} | added p50 {:.3} ms ({} calls each, all answered)",
-        percentile(&direct, 0.9),
-        percentile(&direct, 0.99),
-        percentile(&via, 0.9),
-        percentile(&via, 0.99),
+        percentile(direct, 0.9),
+        percentile(direct, 0.99),
+        percentile(via, 0.9),
+        percentile(via, 0.99),
         v50 - d50,
         direct.len()
     );
@@ -220,7 +221,7 @@ fn main() {
             })))
             .await,
         };
-        report("1 client, stdio", &paced(&stdio, calls * 2, 0, None).await);
+        report("1 client, stdio", &mut paced(&stdio, calls * 2, 0, None).await);
         stdio.direct.close().await;
         stdio.via.close().await;
 
@@ -278,8 +279,8 @@ fn main() {
             );
         };
         let (u0, g0, s0) = (cpu_us_of(up), cpu_us_of(gw), sleeps_of(gw));
-        let took = paced(&pairs[0], calls, clients, None).await;
-        report("1 client, Streamable HTTP", &took);
+        let mut took = paced(&pairs[0], calls, clients, None).await;
+        report("1 client, Streamable HTTP", &mut took);
         cost("1 client", u0, g0, s0, &took);
         // Each client a call every 1/RATE s: 32 connections at once, below what two cores
         // take, so the difference is what toolslot adds to a call rather than to a queue.
@@ -293,12 +294,12 @@ fn main() {
         ];
         for (label, pace, spread, tags) in phases {
             let (u0, g0, s0) = (cpu_us_of(up), cpu_us_of(gw), sleeps_of(gw));
-            let took = many(&pairs, per_client * 2, tags, pace, spread).await;
+            let mut took = many(&pairs, per_client * 2, tags, pace, spread).await;
             let load = match pace {
                 Some(every) => format!("each a call every {every:?}, {label}"),
                 None => label.to_string(),
             };
-            report(&format!("{clients} clients at once, {load}, Streamable HTTP"), &took);
+            report(&format!("{clients} clients at once, {load}, Streamable HTTP"), &mut took);
             cost(label, u0, g0, s0, &took);
         }
     });

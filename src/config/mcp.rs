@@ -101,6 +101,18 @@ pub struct McpServerConfig {
     pub defer: bool,
 }
 
+impl McpServerConfig {
+    /// Its start-up timeout: its own, else `mcp.startup_timeout_ms`.
+    pub fn startup_timeout(&self, mcp: &McpConfig) -> std::time::Duration {
+        std::time::Duration::from_millis(self.startup_timeout_ms.unwrap_or(mcp.startup_timeout_ms))
+    }
+
+    /// Its per-call timeout: its own, else `mcp.call_timeout_ms`.
+    pub fn call_timeout(&self, mcp: &McpConfig) -> std::time::Duration {
+        std::time::Duration::from_millis(self.call_timeout_ms.unwrap_or(mcp.call_timeout_ms))
+    }
+}
+
 fn default_true() -> bool {
     true
 }

@@ -16,7 +16,7 @@ use super::server::{GetClient, McpServerActor, ReportDead, ServerState, Shutdown
 /// A server's open connection, set by its actor alone and read by its handles: a call while
 /// it is open goes straight to it, without a message to the actor and back (two thread
 /// wake-ups per call in front of a busy server, when the actor lives on another thread).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(super) struct Live {
     shared: Arc<Mutex<Option<Arc<McpClient>>>>,
     /// How a calling thread opens a connection of its own beside the shared one (streamable

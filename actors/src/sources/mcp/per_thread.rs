@@ -40,7 +40,7 @@ impl Opener {
             Arc::new(Self {
                 cfg: cfg.clone(),
                 mcp: mcp.clone(),
-                startup: Duration::from_millis(cfg.startup_timeout_ms.unwrap_or(mcp.startup_timeout_ms)),
+                startup: cfg.startup_timeout(mcp),
                 elicitation,
                 home: std::thread::current().id(),
             })
@@ -51,19 +51,23 @@ impl Opener {
     /// the background (once at a time, and not again before `mcp.restart_backoff_ms` after a
     /// failure) and the caller goes on with `shared`.
     pub(super) fn here(self: &Arc<Self>, shared: &Arc<McpClient>) -> Option<Arc<McpClient>> {
-        // A thread with no runtime to run the connection's tasks keeps to the shared one.
+        // The shared connection's own thread wakes no other to use it.
         if std::thread::current().id() == self.home {
             return None;
         }
-        // A connection's tasks run where they are spawned: on a runtime of many threads they
-        // would not stay on this one.
+        // A connection's tasks run where they are spawned: a thread with no runtime has
+        // nowhere to run them, and on a runtime of many threads they would not stay on this one.
         let runtime = tokio::runtime::Handle::try_current()
             .ok()
             .filter(|r| r.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread)?;
         let beside = Arc::downgrade(shared);
         HERE.with(|here| {
             let mut here = here.borrow_mut();
-            let slot = here.entry(self.cfg.name.clone()).or_insert(Slot::Failed { until: Instant::now() });
+            // The name is copied once per thread, not on every call.
+            if !here.contains_key(&self.cfg.name) {
+                here.insert(self.cfg.name.clone(), Slot::Failed { until: Instant::now() });
+            }
+            let slot = here.get_mut(&self.cfg.name)?;
             match slot {
                 Slot::Open { client, beside: b } if b.ptr_eq(&beside) && !client.is_closed() => return Some(Arc::clone(client)),
                 Slot::Connecting { beside: b } if b.ptr_eq(&beside) => return None,

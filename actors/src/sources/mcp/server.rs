@@ -70,8 +70,8 @@ impl McpServerActor {
     pub(super) fn new(cfg: McpServerConfig, global: &Config, intake: Arc<ToolIntake>, live: Live, idle: bool, elicitation: bool) -> Self {
         let m = &global.mcp;
         Self {
-            startup: Duration::from_millis(cfg.startup_timeout_ms.unwrap_or(m.startup_timeout_ms)),
-            call_timeout: Duration::from_millis(cfg.call_timeout_ms.unwrap_or(m.call_timeout_ms)),
+            startup: cfg.startup_timeout(m),
+            call_timeout: cfg.call_timeout(m),
             stderr_tail_bytes: m.stderr_tail_bytes,
             elicitation,
             stderr_tail: Tail::new(m.stderr_tail_bytes.max(1)),

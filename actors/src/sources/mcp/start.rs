@@ -2,7 +2,6 @@
 //! last listing is kept.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix::prelude::*;
 use toolslot::config::Config;
@@ -43,7 +42,7 @@ pub async fn start_servers(config: &Config, answers_input: bool) -> Result<McpSe
     let mut now = Vec::new();
     for cfg in &config.mcp.servers {
         let kept = if cfg.required { None } else { intake.kept_listing(cfg) };
-        let call_timeout = Duration::from_millis(cfg.call_timeout_ms.unwrap_or(config.mcp.call_timeout_ms));
+        let call_timeout = cfg.call_timeout(&config.mcp);
         let (actor_cfg, global, actor_intake, idle) = (cfg.clone(), config.clone(), Arc::clone(&intake), kept.is_some());
         let live = Live::new(Opener::of(cfg, &config.mcp, answers_input));
         let actor_live = live.clone();

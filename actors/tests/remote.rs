@@ -16,6 +16,9 @@ args = json.load(sys.stdin)
 with open(args["marker"], "a") as f:
     f.write(f"{os.getppid()}\n")
 time.sleep(float(args.get("secs", 0)))
+if "ended" in args:
+    with open(args["ended"], "a") as f:
+        f.write("ended\n")
 print("read ok")
 "#;
 
@@ -30,7 +33,7 @@ name = "slow_read"
 description = "Reads slowly"
 capabilities = ["read_only"]
 command = ["python3", "{}"]
-input_schema = '{{"type":"object","properties":{{"marker":{{"type":"string"}},"secs":{{"type":"number"}}}},"required":["marker"]}}'
+input_schema = '{{"type":"object","properties":{{"marker":{{"type":"string"}},"secs":{{"type":"number"}},"ended":{{"type":"string"}}}},"required":["marker"]}}'
 parallel = true
 "#,
         script.display()
@@ -400,9 +403,10 @@ fn a_waiting_call_costs_its_dispatcher_no_subscription_of_its_own() {
     assert!(results[0]["content"].as_str().unwrap().contains("slept"), "{results:?}");
 }
 
-#[test]
-fn a_remote_call_costs_the_worker_one_pull_the_dispatcher_two_messages_and_nobody_a_subscription() {
-    let _one = serial();
+/// What one of 20 remote calls `call(i)` (their results checked by `answered`) costs, counted
+/// by the server: subscriptions made, messages to and from the worker, messages to the
+/// dispatcher.
+fn messages_per_call(call: impl Fn(usize) -> (&'static str, serde_json::Value), answered: impl Fn(usize, &str) -> bool) -> [f64; 4] {
     let monitored = Monitored::start();
     let (dir, config) = setup_with(&monitored.nats, "none");
     let ws = dir.path().join("ws");
@@ -428,12 +432,11 @@ fn a_remote_call_costs_the_worker_one_pull_the_dispatcher_two_messages_and_nobod
     // the first is what 20 calls cost, start-up left out.
     let mut seen = vec![count()];
     for (run, calls) in [4, 24].into_iter().enumerate() {
-        let rounds: Vec<String> = (0..calls).map(|i| sse(&[shell(&format!("echo call {i}"))])).collect();
+        let rounds: Vec<String> = (0..calls).map(|i| sse(&[call(i)])).collect();
         let mut replay = Replay::start(&config, &ws, &rounds);
         for i in 0..calls {
             let results = replay.round(1, 60);
-            let content = results[0]["content"].as_str().unwrap();
-            assert!(content.contains(&format!("call {i}")), "{results:?}");
+            assert!(answered(i, results[0]["content"].as_str().unwrap()), "{results:?}");
         }
         drop(replay);
         wait_until(10, "the dispatcher's connection to close", || {
@@ -445,30 +448,55 @@ fn a_remote_call_costs_the_worker_one_pull_the_dispatcher_two_messages_and_nobod
         let (first, second) = (seen[1][k] - seen[0][k], seen[2][k] - seen[1][k]);
         (second as f64 - first as f64) / 20.0
     };
-    // A pull over an inbox of its own (async-nats' `fetch`) or a progress subscription per
-    // call would each make twenty or more.
-    let subscriptions = per_call(0);
-    assert!(subscriptions < 0.5, "{subscriptions:.2} subscriptions per call ({seen:?})");
-    // To the worker: the bell, the call, the acknowledgements of its claim and of its `done`.
-    // From it: one pull, the claim, the answer, the `done`, the call's acknowledgement. Asking
-    // both queues again after each call would add two pulls and the server's two "no messages".
-    let (to_worker, from_worker) = (per_call(1), per_call(2));
-    assert!(
-        to_worker < 5.0 && from_worker < 6.0,
-        "per call: {to_worker:.2} messages to the worker, {from_worker:.2} from it ({seen:?})"
-    );
-    // To the dispatcher: the publish's acknowledgement and the worker's answer; following
-    // every record would bring each call's claim and its `done` again (four).
     let delivered: Vec<u64> = monitored
         .connections("closed", "toolslot-dispatcher")
         .iter()
         .map(|c| c["out_msgs"].as_u64().unwrap())
         .collect();
     let to_dispatcher = (delivered[1] as f64 - delivered[0] as f64) / 20.0;
+    println!("server's counts after each dispatcher: {seen:?}; messages to each dispatcher: {delivered:?}");
+    [per_call(0), per_call(1), per_call(2), to_dispatcher]
+}
+
+#[test]
+fn a_remote_call_costs_the_worker_one_pull_the_dispatcher_two_messages_and_nobody_a_subscription() {
+    let _one = serial();
+    let echo = |i| shell(&format!("echo call {i}"));
+    let [subscriptions, to_worker, from_worker, to_dispatcher] =
+        messages_per_call(echo, |i, content| content.contains(&format!("call {i}")));
+    // A pull over an inbox of its own (async-nats' `fetch`) or a progress subscription per
+    // call would each make twenty or more.
+    assert!(subscriptions < 0.5, "{subscriptions:.2} subscriptions per call");
+    // A call that may write. To the worker: the bell, the call, the acknowledgements of its
+    // claim and of its `done`. From it: one pull, the claim, the answer, the `done`, the
+    // call's acknowledgement. Asking both queues again after each call would add two pulls
+    // and the server's two "no messages".
     assert!(
-        to_dispatcher < 3.0,
-        "{to_dispatcher:.2} messages per call reached the dispatcher ({delivered:?})"
+        to_worker < 5.0 && from_worker < 6.0,
+        "per call: {to_worker:.2} messages to the worker, {from_worker:.2} from it"
     );
+    // To the dispatcher: the publish's acknowledgement and the worker's answer; following
+    // every record would bring each call's claim and its `done` again (four).
+    assert!(to_dispatcher < 3.0, "{to_dispatcher:.2} messages per call reached the dispatcher");
+}
+
+#[test]
+fn a_read_only_call_that_ends_before_its_claim_is_due_writes_claim_and_result_at_once() {
+    let _one = serial();
+    let marker = tempfile::NamedTempFile::new().unwrap();
+    let path = marker.path().display().to_string();
+    // Each with its own arguments, or the loop guard would block the third.
+    let read = move |i: usize| ("slow_read", json!({ "marker": path, "secs": i as f64 / 10000.0 }));
+    let [_, to_worker, from_worker, to_dispatcher] = messages_per_call(read, |_, content| content.contains("read ok"));
+    // To the worker: the bell, the call, the acknowledgement of its `done`. From it: one pull,
+    // the answer, the `done` (written where there is no record), the call's acknowledgement.
+    // Claiming first, as a call that may write does, adds the claim and its acknowledgement.
+    assert!(
+        to_worker < 3.5 && from_worker < 4.5,
+        "per call: {to_worker:.2} messages to the worker, {from_worker:.2} from it"
+    );
+    assert!(to_dispatcher < 3.0, "{to_dispatcher:.2} messages per call reached the dispatcher");
+    assert_eq!(lines(marker.path()).len(), 28, "each call ran once");
 }
 
 #[test]
@@ -521,6 +549,37 @@ fn a_call_that_times_out_is_stopped_on_its_worker() {
     // group before it ends.
     std::thread::sleep(Duration::from_millis(3400).saturating_sub(started.elapsed()));
     assert_eq!(lines(&marker), vec!["start".to_string()], "stopped before its end");
+}
+
+#[test]
+fn a_read_only_call_given_up_before_its_claim_is_stopped_when_the_claim_falls_due() {
+    let _one = serial();
+    let nats = Nats::start();
+    let (dir, _) = setup_with(&nats, "none");
+    // The extension of `setup_with`, with the call's timeout shorter than its sleep.
+    let text = std::fs::read_to_string(dir.path().join("config.toml")).unwrap();
+    let config = dir.path().join("timed.toml");
+    std::fs::write(&config, format!("[execution]\ncall_timeout_ms = 1500\n{text}")).unwrap();
+    let (marker, ended) = (dir.path().join("ws/marker"), dir.path().join("ws/ended"));
+    // Its claim falls due after the call's timeout (1.5 s) and before the tool's end (3 s),
+    // which comes before the worker's own backstop (the timeout plus an ack wait, 3.5 s).
+    let _w = worker(&config, "shell", &[("TOOLSLOT_REMOTE__READ_ONLY_CLAIM_AFTER_MS", "2000")]);
+    let call = (
+        "slow_read",
+        json!({"marker": marker.display().to_string(), "secs": 3, "ended": ended.display().to_string()}),
+    );
+    let started = std::time::Instant::now();
+    let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[call])]);
+    let results = replay.round(1, 60);
+    // An extension's output comes in the external-content envelope.
+    let content = results[0]["content"].as_str().unwrap();
+    assert!(content.contains(r#"{"error":"timeout"}"#), "{results:?}");
+    assert_eq!(lines(&marker).len(), 1, "it began on the worker, unclaimed");
+    // Given up unclaimed: no worker to tell. When its claim falls due, the worker finds the
+    // call given up and stops the tool before it ends; its result is never recorded.
+    std::thread::sleep(Duration::from_millis(4500).saturating_sub(started.elapsed()));
+    assert!(!ended.exists(), "stopped when its claim fell due, before its end");
+    assert_eq!(lines(&marker).len(), 1, "run once");
 }
 
 #[test]

@@ -16,6 +16,9 @@ pub struct RemoteConfig {
     pub ack_wait_ms: u64,
     /// Deliveries of a read-only call at most (a lost worker's read-only call goes to another).
     pub read_only_max_deliveries: i64,
+    /// How long a read-only call runs on its first delivery before its worker claims it (ms;
+    /// 0: at once). One that ends sooner records its `done` as its claim, in one write.
+    pub read_only_claim_after_ms: u64,
     /// A worker not heard from for this long is gone (ms).
     pub announce_ttl_ms: u64,
     /// How often the dispatcher's watchdog looks at each remote call in flight (ms).

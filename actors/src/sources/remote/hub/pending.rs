@@ -160,9 +160,17 @@ impl Pending {
         self.forget_queued();
         let tool = &self.tool;
         match outcome {
-            Settled::NotStarted => Err(ToolError::refused(
+            Settled::NotStarted if self.writes => Err(ToolError::refused(
                 ErrorCategory::Unavailable,
                 format!("`{tool}` was not run: {reason}; no worker started it, and none will. Nothing was run."),
+            )),
+            // A read-only call runs a while before its worker claims it, so one may have begun:
+            // its claim, or its `done`, now finds the call given up, and the worker stops it.
+            Settled::NotStarted => Err(ToolError::refused(
+                ErrorCategory::Unavailable,
+                format!(
+                    "`{tool}` gave no result: {reason}; no worker had claimed it, and none will now. It only reads: a worker that had begun it stops it, and its result is dropped."
+                ),
             )),
             Settled::StartedOn(worker) => {
                 let _ = self

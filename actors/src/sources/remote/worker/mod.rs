@@ -5,10 +5,12 @@
 //! pool's two queues no more calls than it has free slots; while idle with a free slot it is a
 //! member of its pool's bell group, so a published call wakes one such worker, not the pool.
 //! Before a tool that may write runs, the worker claims the call's record with compare-and-set
-//! (`started`; a read-only tool starts while its claim is written, and its result counts only
-//! if the claim holds); while it runs, it acknowledges progress three times per
-//! `remote.ack_wait_ms` and checks that its claim still stands; when it ends, it writes `done`
-//! over its own claim and acknowledges the message. A claim that was overwritten (the
+//! (`started`); a read-only tool starts unclaimed and is claimed once it has run
+//! `remote.read_only_claim_after_ms` (at once on a later delivery or with signing on), and one
+//! that ends sooner writes its `done` as its claim, with compare-and-set on no record: either
+//! way its result counts only if the claim holds. While it runs, it acknowledges progress three
+//! times per `remote.ack_wait_ms` and checks that its claim still stands; when it ends, it
+//! writes `done` over its own claim and acknowledges the message. A claim that was overwritten (the
 //! dispatcher gave the call up) stops the tool, which kills its process group, and the late
 //! result is dropped. Calls addressed to this worker (the session's background
 //! tasks live here) arrive by request on its own subject, outside the slots: they only read a
@@ -89,8 +91,14 @@ enum Claim {
 enum Held {
     /// Written: the record's revision.
     Claimed(u64),
-    /// Being written while a read-only call runs (its delivery attempt).
-    Claiming(i64),
+    /// A read-only call, claimed while it runs once `after` has passed (zero: at once); one
+    /// that ends sooner records its `done` as its claim.
+    Unclaimed {
+        /// Its delivery attempt.
+        attempt: i64,
+        /// How long it runs before its claim is written.
+        after: Duration,
+    },
 }
 
 fn unix_ms() -> u64 {
@@ -383,9 +391,19 @@ impl Worker {
             return;
         }
         if job.read_only {
-            // A read-only call has no side effect to guard: it starts while its claim is being
-            // written, and its result counts only if the claim holds.
-            self.work(job, Held::Claiming(attempt), Some(msg), Some(slot), parent).await;
+            // A read-only call has no side effect to guard: it starts before it is claimed, and
+            // its result counts only if the claim holds. Most end before the claim is due and
+            // write claim and result in one record. A later delivery claims at once (it may take
+            // over a lost worker's claim), as does a call past its deadline (its claim gives it
+            // up) and, with signing on, every call: there the claim says whose answer counts.
+            let cfg = &self.config.remote;
+            let after = if attempt <= 1 && !self.broker.sealer.is_on() && unix_ms() <= job.not_after_ms {
+                Duration::from_millis(cfg.read_only_claim_after_ms)
+            } else {
+                Duration::ZERO
+            };
+            self.work(job, Held::Unclaimed { attempt, after }, Some(msg), Some(slot), parent)
+                .await;
             return;
         }
         match self.claim(&job, attempt).await {
@@ -499,9 +517,11 @@ impl Worker {
         async move {
             let (stop_tx, mut stopped) = oneshot::channel();
             lock(&self.running).insert(job.key.clone(), stop_tx);
-            let (mut rev, mut claiming) = match held {
-                Held::Claimed(rev) => (Some(rev), None),
-                Held::Claiming(attempt) => (None, Some(Box::pin(self.claim(&job, attempt)))),
+            // The claim, when written; being written; due at `claim_at` (a read-only call).
+            let (mut rev, mut claiming, mut claim_at) = match held {
+                Held::Claimed(rev) => (Some(rev), None, None),
+                Held::Unclaimed { attempt, after } if after.is_zero() => (None, Some(Box::pin(self.claim(&job, attempt))), None),
+                Held::Unclaimed { attempt, after } => (None, None, Some((attempt, Box::pin(tokio::time::sleep(after))))),
             };
             let mut refused = None;
             let run = self.execute(&job);
@@ -513,6 +533,11 @@ impl Worker {
             let mut result = loop {
                 tokio::select! {
                     r = &mut run => break Some(r),
+                    _ = async { match claim_at.as_mut() { Some((_, due)) => due.await, None => std::future::pending().await } }, if claim_at.is_some() => {
+                        if let Some((attempt, _)) = claim_at.take() {
+                            claiming = Some(Box::pin(self.claim(&job, attempt)));
+                        }
+                    }
                     c = async { match claiming.as_mut() { Some(c) => c.await, None => std::future::pending().await } }, if claiming.is_some() => {
                         claiming = None;
                         match c {
@@ -557,7 +582,10 @@ impl Worker {
             lock(&self.running).remove(&job.key);
             // The tool is done: its slot takes the next call while the result is recorded.
             drop(slot);
-            let (Some(result), Some(rev)) = (result, rev) else {
+            // `done` goes over this worker's claim, or is the claim of a read-only call that
+            // ended before its claim was due (`Some(None)`).
+            let over = rev.map(Some).or_else(|| claim_at.is_some().then_some(None));
+            let (Some(result), Some(over)) = (result, over) else {
                 let kind = match refused {
                     Some(Claim::Failed(e)) => {
                         tracing::warn!(error = %e, "cannot claim a call; it will be delivered again");
@@ -574,7 +602,7 @@ impl Worker {
                 }
                 return;
             };
-            self.record_done(&job, rev, result).await;
+            self.record_done(&job, over, result).await;
             if let Some(m) = msg {
                 let _ = m.ack().await;
             }

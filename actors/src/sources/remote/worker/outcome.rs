@@ -88,9 +88,11 @@ impl Worker {
         }
     }
 
-    /// Writes `done` over this worker's claim; a claim overwritten meanwhile means the call was
-    /// given up, and the result is dropped.
-    pub(super) async fn record_done(&self, job: &Job, rev: u64, result: Result<ToolOutput, ToolError>) {
+    /// Writes `done` over this worker's claim (its revision `over`), or where there is no record
+    /// (`over` is `None`: a read-only call that ended before its claim was due); a record that
+    /// changed meanwhile means the call was given up (or, unclaimed, answered by another
+    /// delivery), and the result is dropped.
+    pub(super) async fn record_done(&self, job: &Job, over: Option<u64>, result: Result<ToolOutput, ToolError>) {
         let cfg = &self.config.remote;
         let mut outcome = WireOutcome::from(result);
         outcome.fold_rich(cfg.inline_result_max_bytes);
@@ -131,7 +133,11 @@ impl Worker {
         }
         let give_up = Instant::now() + Duration::from_millis(cfg.ack_wait_ms.saturating_mul(3)).max(Duration::from_secs(30));
         loop {
-            match records::update(store, sealer, &job.key, &done, rev).await {
+            let written = match over {
+                Some(rev) => records::update(store, sealer, &job.key, &done, rev).await,
+                None => records::create(store, sealer, &job.key, &done).await,
+            };
+            match written {
                 Ok(_) => return,
                 Err(CasError::Conflict) => {
                     if !matches!(records::read(store, sealer, &job.key).await, Ok(Some((CallRecord::Done { ref worker, .. }, _))) if *worker == self.id)

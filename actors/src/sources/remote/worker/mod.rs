@@ -38,11 +38,13 @@ use toolslot::remote::wire::{AnnouncedTool, Announcement, CallRecord, Job};
 use tracing::Instrument;
 
 use super::broker::{Broker, cancel_subject, direct_subject, worker_inbox};
-use super::records::{self, CasError, ReadError};
+use super::records::{self, ReadError};
 use super::worker_session::WorkerSessions;
 
+mod claim;
 mod outcome;
 mod queue;
+use claim::{Claim, Held};
 use queue::Queue;
 
 /// Tools that need the dispatcher's own session (its catalog, its saved outputs): never hosted.
@@ -79,26 +81,6 @@ struct Worker {
     /// Calls running here, each with the sender that stops it.
     running: Mutex<HashMap<String, oneshot::Sender<()>>>,
     sessions: WorkerSessions,
-}
-
-enum Claim {
-    Mine(u64),
-    Taken,
-    Failed(String),
-}
-
-/// Where a call's claim stands when it starts to run.
-enum Held {
-    /// Written: the record's revision.
-    Claimed(u64),
-    /// A read-only call, claimed while it runs once `after` has passed (zero: at once); one
-    /// that ends sooner records its `done` as its claim.
-    Unclaimed {
-        /// Its delivery attempt.
-        attempt: i64,
-        /// How long it runs before its claim is written.
-        after: Duration,
-    },
 }
 
 fn unix_ms() -> u64 {
@@ -392,18 +374,9 @@ impl Worker {
         }
         if job.read_only {
             // A read-only call has no side effect to guard: it starts before it is claimed, and
-            // its result counts only if the claim holds. Most end before the claim is due and
-            // write claim and result in one record. A later delivery claims at once (it may take
-            // over a lost worker's claim), as does a call past its deadline (its claim gives it
-            // up) and, with signing on, every call: there the claim says whose answer counts.
-            let cfg = &self.config.remote;
-            let after = if attempt <= 1 && !self.broker.sealer.is_on() && unix_ms() <= job.not_after_ms {
-                Duration::from_millis(cfg.read_only_claim_after_ms)
-            } else {
-                Duration::ZERO
-            };
-            self.work(job, Held::Unclaimed { attempt, after }, Some(msg), Some(slot), parent)
-                .await;
+            // its result counts only if the claim holds.
+            let held = self.unclaimed(&job, attempt);
+            self.work(job, held, Some(msg), Some(slot), parent).await;
             return;
         }
         match self.claim(&job, attempt).await {
@@ -434,57 +407,6 @@ impl Worker {
             .open(Domain::Job, subject, payload, Speaker::Dispatcher)
             .map_err(|e| format!("not a dispatcher's call: {e}"))?;
         serde_json::from_slice(body).map_err(|e| format!("not a call: {e}"))
-    }
-
-    /// Records `started` for this worker, unless the call is taken, given up or too late. A
-    /// read-only call a lost worker had claimed is taken over; one that may write never is.
-    async fn claim(&self, job: &Job, attempt: i64) -> Claim {
-        let (store, sealer) = (&self.broker.records, &self.broker.sealer);
-        if unix_ms() > job.not_after_ms {
-            let late = CallRecord::Abandoned {
-                reason: "no worker took it before its deadline".into(),
-                worker: None,
-            };
-            let _ = records::create(store, sealer, &job.key, &late).await;
-            return Claim::Taken;
-        }
-        let mine = CallRecord::Started {
-            worker: self.id.clone(),
-            attempt,
-        };
-        // A first delivery usually finds no record: claim it in one round trip.
-        if attempt <= 1 {
-            match records::create(store, sealer, &job.key, &mine).await {
-                Ok(rev) => return Claim::Mine(rev),
-                Err(CasError::Conflict) => {}
-                Err(CasError::Nats(e)) => return Claim::Failed(e),
-            }
-        }
-        for _ in 0..4 {
-            match records::read(store, sealer, &job.key).await {
-                Ok(None) => match records::create(store, sealer, &job.key, &mine).await {
-                    Ok(rev) => return Claim::Mine(rev),
-                    Err(CasError::Conflict) => continue,
-                    Err(CasError::Nats(e)) => return Claim::Failed(e),
-                },
-                Ok(Some((CallRecord::Started { worker, .. }, rev))) if job.read_only && worker != self.id => {
-                    match records::update(store, sealer, &job.key, &mine, rev).await {
-                        Ok(rev) => return Claim::Mine(rev),
-                        Err(CasError::Conflict) => continue,
-                        Err(CasError::Nats(e)) => return Claim::Failed(e),
-                    }
-                }
-                Ok(Some(_)) => return Claim::Taken,
-                // A record nobody with the key wrote: the call's state is unknown (it may have
-                // run), so it is not run here.
-                Err(e @ ReadError::Forged { .. }) => {
-                    tracing::warn!(key = %job.key, error = %e, "a call whose record was forged is not run");
-                    return Claim::Taken;
-                }
-                Err(ReadError::Nats(e)) => return Claim::Failed(e),
-            }
-        }
-        Claim::Taken
     }
 
     /// Runs a call to its record; `msg` is its queue message, if it came from one, and `slot`

@@ -3,8 +3,9 @@
 //! rmcp serves Streamable HTTP as a tower service over `http` 1 types; `toolslot serve` is
 //! actix-web, whose admission rules (token, `Host`, `Origin`) must hold for `/mcp` as for every
 //! other endpoint. So the server admits a request as usual, and this file hands it to rmcp
-//! whole and streams rmcp's answer back (an SSE stream stays open as long as rmcp writes to
-//! it). rmcp's own `Host` check is off: the server's is the one rule set.
+//! whole and sends rmcp's answer back: whole, with its length, when rmcp knows it (a JSON
+//! answer), else streamed (an SSE stream stays open as long as rmcp writes to it). rmcp's own
+//! `Host` check is off: the server's is the one rule set.
 //!
 //! A client that hangs up must cancel its call: on 2026-07-28 closing the request is the only
 //! cancel there is. rmcp cancels the call when its request future is dropped, as hyper does on
@@ -22,7 +23,8 @@ use std::time::Duration;
 use actix_web::dev::Extensions;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
-use http_body_util::{BodyDataStream, Full};
+use http_body::Body as _;
+use http_body_util::{BodyDataStream, BodyExt as _, Full};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use toolslot::config::Config;
@@ -84,7 +86,8 @@ async fn client_gone(req: &HttpRequest, every: Duration) {
     let Some(socket) = req.conn_data::<PeerSocket>() else {
         return std::future::pending().await;
     };
-    let mut tick = tokio::time::interval(every);
+    // The first look one period from now: a request answered sooner (most) never looks.
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     loop {
         tick.tick().await;
         if hung_up(socket) {
@@ -126,6 +129,15 @@ pub async fn handle(endpoint: &McpEndpoint, req: &HttpRequest, body: web::Bytes,
         if name != http::header::CONTENT_LENGTH && name != http::header::TRANSFER_ENCODING {
             response.append_header((name.as_str(), value.as_bytes()));
         }
+    }
+    // A body of known length (a JSON answer, an error, an empty 202) is whole already: sent
+    // with its length, it costs actix no stream to poll and the client no chunks to join. An
+    // SSE stream has none and streams.
+    if body.size_hint().exact().is_some() {
+        return match body.collect().await {
+            Ok(whole) => response.body(whole.to_bytes()),
+            Err(never) => match never {},
+        };
     }
     response.streaming(BodyDataStream::new(body))
 }

@@ -25,6 +25,11 @@ use serde_json::json;
 use toolslot::event::PipelineEvent;
 use toolslot_actors::{Dispatcher, RoundInput, SessionOptions};
 
+/// The allocator the `toolslot` binary runs with (`actors/src/main.rs`): this bench stands in
+/// for `toolslot serve` and, re-run as `--as-worker`, for `toolslot worker`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 struct Args {
     sessions: usize,
     rounds: usize,

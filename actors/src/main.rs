@@ -6,6 +6,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc, not glibc's malloc: a call through `toolslot serve` allocates and frees many
+/// small buffers on several threads (HTTP, JSON-RPC, the chain), and a profile of the MCP
+/// gateway put about 14% of the process's CPU in glibc's allocator (BENCHMARKS.md, "The
+/// binary's allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
     // Before anything runs: commands and extension programs must not read the keys in

@@ -6,9 +6,9 @@
 //! through the same pipeline once in-process and once routed to the workers. Each worker has
 //! K slots; the load keeps 2·N·K calls in flight, so the queue is never empty. Reports calls/s
 //! side by side with the ideal N·K·(1 s / tool time), the dispatch overhead per call (one call
-//! per round, one session: p50/p99 remote minus in-process), and the CPU time per call of the
-//! dispatcher, the workers and the server. Every round is checked for exactly one result per
-//! call.
+//! per round, a remote round beside an in-process one: p50/p99 of the pairs' differences), and
+//! the CPU time per call of the dispatcher, the workers and the server. Every round is checked
+//! for exactly one result per call.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -169,25 +169,9 @@ async fn drive(dispatcher: &Dispatcher, tool: &str, sessions: usize, calls: usiz
             let mut n = 0;
             while rounds.map_or(Instant::now() < until, |r| n < r) {
                 n += 1;
-                let t = Instant::now();
-                let input = RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body.as_ref().clone())])));
-                let Ok(mut rx) = dispatcher.submit_round(&s, input) else {
-                    bad.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                };
-                let mut ok = false;
-                let mut completes = 0;
-                while let Some(e) = rx.recv().await {
-                    if let PipelineEvent::RoundComplete { results, .. } = e {
-                        completes += 1;
-                        ok = results.len() == calls && results.iter().enumerate().all(|(i, r)| r.index == i && !r.is_error);
-                        if !ok {
-                            eprintln!("bad round: {:?}", results.iter().find(|r| r.is_error).map(|r| &r.content));
-                        }
-                    }
-                }
-                latencies.push(t.elapsed());
-                if !(ok && completes == 1) {
+                let (took, ok) = one_round(dispatcher, &s, &body, calls).await;
+                latencies.push(took);
+                if !ok {
                     bad.fetch_add(1, Ordering::Relaxed);
                 }
                 done.fetch_add(calls, Ordering::Relaxed);
@@ -204,6 +188,71 @@ async fn drive(dispatcher: &Dispatcher, tool: &str, sessions: usize, calls: usiz
         bad: bad.load(Ordering::Relaxed),
         latencies,
     }
+}
+
+/// One round of `calls` calls in session `s`: how long it took, and whether it ended in
+/// exactly one `RoundComplete` with one successful result per call, in order.
+async fn one_round(dispatcher: &Dispatcher, s: &str, body: &[u8], calls: usize) -> (Duration, bool) {
+    let t = Instant::now();
+    let input = RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body.to_vec())])));
+    let Ok(mut rx) = dispatcher.submit_round(s, input) else {
+        return (t.elapsed(), false);
+    };
+    let mut ok = false;
+    let mut completes = 0;
+    while let Some(e) = rx.recv().await {
+        if let PipelineEvent::RoundComplete { results, .. } = e {
+            completes += 1;
+            ok = results.len() == calls && results.iter().enumerate().all(|(i, r)| r.index == i && !r.is_error);
+            if !ok {
+                eprintln!("bad round: {:?}", results.iter().find(|r| r.is_error).map(|r| &r.content));
+            }
+        }
+    }
+    (t.elapsed(), ok && completes == 1)
+}
+
+/// The remote path's added latency for one call, nothing queued: `rounds` rounds of one call
+/// each way, alternated in one session per side, so that each remote round is measured beside
+/// an in-process one under the same moment's load. Returns the sorted differences (remote less
+/// in-process, in µs, negative where the remote round was the quicker), the two sides' sorted
+/// latencies, and the bad rounds.
+async fn paired_overhead(
+    local: &Dispatcher,
+    remote: &Dispatcher,
+    tool: &str,
+    rounds: usize,
+) -> (Vec<f64>, Vec<Duration>, Vec<Duration>, usize) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let body = super::round(tool, 1, |i| json!({"i": i}));
+    let open = |d: &Dispatcher| {
+        d.open_session(SessionOptions {
+            workspace: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        })
+    };
+    let (ls, rs) = (open(local), open(remote));
+    let (mut added, mut a, mut b, mut bad) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    for n in 0..rounds {
+        // Which side goes first alternates, so neither always follows the other's wake-ups.
+        let ((la, oka), (rb, okb)) = if n % 2 == 0 {
+            let l = one_round(local, &ls, &body, 1).await;
+            (l, one_round(remote, &rs, &body, 1).await)
+        } else {
+            let r = one_round(remote, &rs, &body, 1).await;
+            (one_round(local, &ls, &body, 1).await, r)
+        };
+        bad += usize::from(!oka) + usize::from(!okb);
+        added.push(rb.as_secs_f64() * 1e6 - la.as_secs_f64() * 1e6);
+        a.push(la);
+        b.push(rb);
+    }
+    let _ = local.close_session(&ls);
+    let _ = remote.close_session(&rs);
+    added.sort_by(f64::total_cmp);
+    a.sort();
+    b.sort();
+    (added, a, b, bad)
 }
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {
@@ -346,18 +395,18 @@ pub fn run(args: RemoteArgs) -> usize {
             // idle workers would poll beside it and share the two cores with it).
             if n == 1 {
                 let rounds = 200;
-                let a = drive(&local, args.tool, 1, 1, 0.0, Some(rounds)).await;
-                let b = drive(&remote, args.tool, 1, 1, 0.0, Some(rounds)).await;
-                bad_total += a.bad + b.bad;
+                let (added, a, b, bad) = paired_overhead(&local, &remote, args.tool, rounds).await;
+                bad_total += bad;
                 let us = |d: Duration| d.as_secs_f64() * 1e6;
+                let at = |p: f64| added.get(((added.len().max(1) - 1) as f64 * p).round() as usize).copied().unwrap_or(0.0);
                 overhead = Some(format!(
-                    "dispatch overhead per call ({rounds} rounds of one call, one session, one worker): p50 {:.0} µs, p99 {:.0} µs (remote p50 {:.0} µs / p99 {:.0} µs, in-process p50 {:.0} µs / p99 {:.0} µs)",
-                    us(pct(&b.latencies, 0.5)) - us(pct(&a.latencies, 0.5)),
-                    us(pct(&b.latencies, 0.99)) - us(pct(&a.latencies, 0.99)),
-                    us(pct(&b.latencies, 0.5)),
-                    us(pct(&b.latencies, 0.99)),
-                    us(pct(&a.latencies, 0.5)),
-                    us(pct(&a.latencies, 0.99)),
+                    "dispatch overhead per call ({rounds} pairs of rounds of one call, remote and in-process alternated, one session each, one worker): p50 {:.0} µs, p99 {:.0} µs of the pairs' differences (remote p50 {:.0} µs / p99 {:.0} µs, in-process p50 {:.0} µs / p99 {:.0} µs)",
+                    at(0.5),
+                    at(0.99),
+                    us(pct(&b, 0.5)),
+                    us(pct(&b, 0.99)),
+                    us(pct(&a, 0.5)),
+                    us(pct(&a, 0.99)),
                 ));
             }
         }

@@ -255,9 +255,10 @@ async fn paired_overhead(
     (added, a, b, bad)
 }
 
-fn pct(sorted: &[Duration], p: f64) -> Duration {
+/// The `p` quantile of `sorted` (zero when it is empty).
+fn pct<T: Copy + Default>(sorted: &[T], p: f64) -> T {
     if sorted.is_empty() {
-        return Duration::ZERO;
+        return T::default();
     }
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
@@ -398,11 +399,10 @@ pub fn run(args: RemoteArgs) -> usize {
                 let (added, a, b, bad) = paired_overhead(&local, &remote, args.tool, rounds).await;
                 bad_total += bad;
                 let us = |d: Duration| d.as_secs_f64() * 1e6;
-                let at = |p: f64| added.get(((added.len().max(1) - 1) as f64 * p).round() as usize).copied().unwrap_or(0.0);
                 overhead = Some(format!(
                     "dispatch overhead per call ({rounds} pairs of rounds of one call, remote and in-process alternated, one session each, one worker): p50 {:.0} µs, p99 {:.0} µs of the pairs' differences (remote p50 {:.0} µs / p99 {:.0} µs, in-process p50 {:.0} µs / p99 {:.0} µs)",
-                    at(0.5),
-                    at(0.99),
+                    pct(&added, 0.5),
+                    pct(&added, 0.99),
                     us(pct(&b, 0.5)),
                     us(pct(&b, 0.99)),
                     us(pct(&a, 0.5)),

@@ -152,6 +152,9 @@ pub struct ShellConfig {
     pub warm_sandbox_idle_secs: u64,
     /// Idle session sandboxes kept at most, across sessions.
     pub warm_sandboxes_max: usize,
+    /// Milliseconds a command cleared to write waits for the workspace's lock when another
+    /// program holds it alone (`sandbox/protect.rs`) before it is refused.
+    pub policy_lock_wait_ms: u64,
     /// CPU seconds each process of a command may use (0 = no limit).
     pub limit_cpu_secs: u64,
     /// Bytes of data (heap and private writable memory) each process may hold (0 = no limit).

@@ -33,7 +33,7 @@ use std::sync::OnceLock;
 
 pub use child::Child;
 pub use denial::denial_note;
-pub use protect::Protected;
+pub use protect::{Locked, Protected};
 pub use sockets::NoSockets;
 pub use spawn::{Guard, Request, Sandboxed, command};
 
@@ -97,6 +97,9 @@ pub enum SandboxError {
     /// The session's sandbox could not be entered.
     #[error("the session's sandbox could not be entered: {0}")]
     Warm(String),
+    /// The workspace's policy folder could not be kept read-only (see `protect.rs`).
+    #[error(transparent)]
+    Locked(#[from] protect::Locked),
 }
 
 /// The backend `mode` stands for on this machine, detected once per process.

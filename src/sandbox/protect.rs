@@ -6,8 +6,19 @@
 //! writable one, and no sandbox at all protects nothing, so for every backend the policy file is
 //! also read before the program starts and put back as it was when it ends
 //! ([`Protected`]'s drop): a change survives only while the program runs.
+//!
+//! Calls cleared to write one workspace at once, in this process or another, share the folder
+//! bubblewrap made as their mount point. Removing a mount point on the host detaches its mounts
+//! in every sandbox (Linux 3.18 and later), so the call that ended first would take the stand-in
+//! away from those still running (and bubblewrap, between making and sealing it, fails). Each
+//! call therefore holds a shared `flock` on the workspace folder itself from before it looks at
+//! the policy folder until its program has ended, and a folder no one had before is removed only
+//! by a call that then gets the lock alone: the last one out. The workspace folder is the lock
+//! because every process that can reach the workspace can open it, and it leaves nothing behind.
 
+use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::policy::PROJECT_FILE;
 
@@ -17,32 +28,108 @@ pub struct Protected {
     file: PathBuf,
     before: Option<Vec<u8>>,
     folder: PathBuf,
-    folder_existed: bool,
-    /// Whether the folder held anything: an empty one may be another call's mount point, gone
-    /// when that call ends, so it is never bound itself (a read-only stand-in is mounted).
+    /// Whether the folder was not there before the calls that have it now began: the last of
+    /// them removes it.
+    made_for_calls: bool,
+    /// Whether the folder held anything: an empty one may be another call's mount point, so it
+    /// is never bound itself (a read-only stand-in is mounted).
     folder_filled: bool,
+    /// The workspace folder, locked shared until the program has ended.
+    lock: Option<File>,
+}
+
+/// Another program held the workspace locked alone for longer than the call may wait.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the workspace {path} stayed locked (flock) by another program for {waited_ms} ms (shell.policy_lock_wait_ms), so its policy folder could not be kept read-only; nothing ran"
+)]
+pub struct Locked {
+    /// The workspace.
+    pub path: PathBuf,
+    /// How long the call waited.
+    pub waited_ms: u64,
 }
 
 impl Protected {
-    /// Reads what must be put back: `workspace`'s policy file, and whether its folder exists.
-    pub fn snapshot(workspace: &Path) -> Self {
+    /// Locks `workspace` shared and reads what must be put back: its policy file, and whether its
+    /// folder exists.
+    ///
+    /// # Errors
+    /// [`Locked`] when another program held the workspace locked alone for `wait` (toolslot's
+    /// own calls hold it so only while they remove an empty folder).
+    pub fn snapshot(workspace: &Path, wait: Duration) -> Result<Self, Locked> {
         let file = workspace.join(PROJECT_FILE);
         let folder = file.parent().map(Path::to_path_buf).unwrap_or_else(|| workspace.to_path_buf());
-        Self {
+        let filled = |folder: &Path| std::fs::read_dir(folder).is_ok_and(|mut entries| entries.next().is_some());
+        // A workspace that cannot be opened or locked (no read permission, a file system without
+        // flock) goes on without the lock, and its folder is then never removed: left behind
+        // empty rather than pulled from under another call.
+        let mut lock = File::open(workspace).ok();
+        let made_for_calls = match lock.as_ref().map(File::try_lock) {
+            // No other call runs: what is there now is what the user left.
+            Some(Ok(())) => {
+                let absent = !folder.is_dir();
+                // Converting keeps the folder as seen: a call that removes one needs the lock
+                // alone, which this shared lock now denies.
+                if lock.as_ref().is_some_and(|l| l.lock_shared().is_err()) {
+                    lock = None;
+                }
+                absent && lock.is_some()
+            }
+            Some(Err(TryLockError::WouldBlock)) => {
+                match lock.as_ref().map(|l| lock_shared_within(l, wait)) {
+                    Some(Ok(true)) => {}
+                    Some(Ok(false)) => {
+                        return Err(Locked {
+                            path: workspace.to_path_buf(),
+                            waited_ms: wait.as_millis() as u64,
+                        });
+                    }
+                    _ => lock = None,
+                }
+                // Another call runs: an empty folder is its mount point (or one it made and
+                // has not removed yet), not one the user made.
+                lock.is_some() && !filled(&folder)
+            }
+            Some(Err(TryLockError::Error(_))) | None => {
+                lock = None;
+                false
+            }
+        };
+        Ok(Self {
             before: std::fs::read(&file).ok(),
-            folder_existed: folder.is_dir(),
-            folder_filled: std::fs::read_dir(&folder).is_ok_and(|mut entries| entries.next().is_some()),
+            folder_filled: filled(&folder),
+            made_for_calls,
             file,
             folder,
-        }
+            lock,
+        })
     }
 
     /// The folder bubblewrap keeps read-only, and whether to bind it as it is: a folder with
     /// something in it is bound; where there is none, or an empty one, an empty read-only folder
-    /// is mounted in its place while the program runs (bubblewrap makes the mount point again
-    /// if another call's cleanup removed it meanwhile).
+    /// is mounted in its place while the program runs (bubblewrap makes the mount point).
     pub fn folder(&self) -> (&Path, bool) {
         (&self.folder, self.folder_filled)
+    }
+}
+
+/// Takes `lock` shared, waiting up to `wait` for a holder of it alone: `Ok(false)` when the
+/// wait ran out, `Err` when the file system refuses locks.
+fn lock_shared_within(lock: &File, wait: Duration) -> std::io::Result<bool> {
+    let start = Instant::now();
+    let mut pause = Duration::from_micros(100);
+    loop {
+        match lock.try_lock_shared() {
+            Ok(()) => return Ok(true),
+            Err(TryLockError::WouldBlock) if start.elapsed() < wait => {
+                // Toolslot's own holders let go within microseconds; a foreign one may not.
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(10));
+            }
+            Err(TryLockError::WouldBlock) => return Ok(false),
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
     }
 }
 
@@ -69,9 +156,15 @@ impl Drop for Protected {
                 }
             }
         }
-        if !self.folder_existed {
-            // The empty folder bubblewrap made as a mount point, or one the program made.
-            let _ = std::fs::remove_dir(&self.folder);
+        if let Some(lock) = self.lock.take()
+            && self.made_for_calls
+        {
+            // The empty folder bubblewrap made as a mount point, or one the program made: removed
+            // only while no other call holds the lock (has it mounted); else the last one does.
+            let _ = lock.unlock();
+            if lock.try_lock().is_ok() {
+                let _ = std::fs::remove_dir(&self.folder);
+            }
         }
     }
 }

@@ -397,6 +397,65 @@ fn a_policy_folder_another_call_made_and_removed_does_not_fail_the_next() {
 }
 
 #[test]
+fn a_call_that_ends_first_leaves_the_stand_in_to_the_calls_still_running() {
+    // Removing a mount point on the host detaches it in every sandbox: the stand-in of the call
+    // still running would be gone, and its program could make a policy.
+    let ws = tempfile::tempdir().unwrap();
+    let shell = {
+        let mut shell = Config::builtin().shell;
+        shell.sandbox = SandboxMode::Bwrap;
+        shell
+    };
+    let attack =
+        "sleep 0.6; mkdir -p .toolslot 2>/dev/null; (echo '[[policy.rules]]' > .toolslot/policy.toml) 2>/dev/null && echo WROTE; echo done";
+    let (ws_path, long_shell) = (ws.path().to_path_buf(), shell.clone());
+    let long = std::thread::spawn(move || spawn(&long_shell, Backend::Bwrap, WRITE, View::Full, &ws_path, attack, None));
+    // The short calls start after the long one's stand-in is mounted and end well before it looks.
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    for _ in 0..3 {
+        let short = spawn(&shell, Backend::Bwrap, WRITE, View::Full, ws.path(), "true", None);
+        assert_eq!(short.code, Some(0), "{}", short.stderr);
+    }
+    let long = long.join().unwrap();
+    assert_eq!(long.code, Some(0), "{}", long.stderr);
+    assert_eq!(long.stdout, "done\n", "the stand-in stayed read-only while its call ran");
+    assert!(!ws.path().join(".toolslot").exists(), "the last call out removed the stand-in");
+}
+
+#[test]
+fn a_workspace_another_program_holds_locked_is_refused_in_time_and_nothing_runs() {
+    let ws = tempfile::tempdir().unwrap();
+    let holder = std::fs::File::open(ws.path()).unwrap();
+    holder.lock().unwrap();
+    let mut shell = Config::builtin().shell;
+    shell.sandbox = SandboxMode::Bwrap;
+    shell.policy_lock_wait_ms = 50;
+    let args = ["-c".to_string(), "touch ran".to_string()];
+    let req = Request {
+        program: "sh",
+        args: &args,
+        workspace: ws.path(),
+        grant: WRITE,
+        view: View::Full,
+        keep_env: &[],
+        shell: &shell,
+        hidden: &[],
+        session: None,
+    };
+    let err = command(&req).unwrap_err().to_string();
+    assert!(err.contains("shell.policy_lock_wait_ms") && err.contains("nothing ran"), "{err}");
+    assert!(!ws.path().join("ran").exists());
+    // A program that only reads takes no lock, and once the holder lets go the call runs.
+    assert_eq!(
+        spawn(&shell, Backend::Bwrap, READ_ONLY, View::Full, ws.path(), "true", None).code,
+        Some(0)
+    );
+    holder.unlock().unwrap();
+    assert_eq!(spawn_request(&req, Backend::Bwrap).code, Some(0));
+    assert!(ws.path().join("ran").exists());
+}
+
+#[test]
 fn without_network_no_unix_socket_is_made_and_everything_else_still_runs() {
     use std::os::unix::process::CommandExt;
     // A child under the filter: unix sockets and datagram pairs are refused, a stream pair (the

@@ -163,7 +163,8 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
     let mut report = None;
     // Only a program cleared to write could change the workspace's policy.
     if req.grant.write {
-        guard.policy = Some(super::Protected::snapshot(&workspace));
+        let wait = std::time::Duration::from_millis(shell.policy_lock_wait_ms);
+        guard.policy = Some(super::Protected::snapshot(&workspace, wait)?);
     }
     let mut cmd = match (backend, bwrap_path()) {
         (Backend::Bwrap, Some(bwrap)) => {

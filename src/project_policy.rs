@@ -98,6 +98,8 @@ pub fn allow_in_project(
     let changed = before.is_none() || text != existing;
     if changed {
         crate::output::write_atomic(&path, text.as_bytes(), PROJECT_FILE).map_err(|e| fail(e.message))?;
+        // A program cleared to write that runs meanwhile must not undo it when it ends.
+        crate::sandbox::written_by_toolslot(workspace, text.as_bytes());
     }
     let untrusted = match distrust {
         Some(why) => Some(why),
@@ -349,6 +351,57 @@ mod tests {
         let trusted = trusted_projects(&config.policy).unwrap();
         assert_eq!(trusted.len(), workspaces.len(), "{trusted:?}");
         assert!(trusted.iter().all(|t| t.state == FileState::Trusted));
+    }
+
+    #[test]
+    fn a_rule_approved_while_a_program_cleared_to_write_runs_outlives_its_end() {
+        // The program's end puts the policy back as it was: not as it was before the rule.
+        use crate::config::SandboxMode;
+        use crate::sandbox::{Grant, Request, View, command};
+        for mode in [SandboxMode::Bwrap, SandboxMode::Landlock, SandboxMode::None] {
+            for had_policy in [false, true] {
+                let bed = Bed::new();
+                if had_policy {
+                    bed.project_file("# the team's\n");
+                }
+                let mut shell = bed.config().shell;
+                shell.sandbox = mode;
+                let args = ["-c".to_string(), "sleep 0.5".to_string()];
+                let grant = Grant {
+                    write: true,
+                    network: false,
+                };
+                let req = Request {
+                    program: "sh",
+                    args: &args,
+                    workspace: bed.ws.path(),
+                    grant,
+                    view: View::Full,
+                    keep_env: &[],
+                    shell: &shell,
+                    hidden: &[],
+                    session: None,
+                };
+                let mut running = command(&req).unwrap();
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                rt.block_on(async {
+                    let child = running.spawn().await.unwrap();
+                    running.guard.spawned();
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    bed.allow_shell("cargo build").unwrap();
+                    assert!(child.wait_with_output().await.unwrap().status.success());
+                });
+                drop(running);
+                let text = std::fs::read_to_string(bed.ws.path().join(PROJECT_FILE)).unwrap_or_default();
+                assert!(
+                    text.contains("exec_shell:cargo build") && (!had_policy || text.contains("the team's")),
+                    "{mode:?}, a policy before: {had_policy}: the approved rule was undone: {text:?}"
+                );
+                if !had_policy {
+                    assert_eq!(bed.decides("cargo build"), Some(RuleDecision::Allow), "{mode:?}");
+                }
+            }
+        }
     }
 
     #[test]

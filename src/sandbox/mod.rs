@@ -33,7 +33,7 @@ use std::sync::OnceLock;
 
 pub use child::Child;
 pub use denial::denial_note;
-pub use protect::{Locked, Protected};
+pub use protect::{Locked, Protected, written_by_toolslot};
 pub use sockets::NoSockets;
 pub use spawn::{Guard, Request, Sandboxed, command};
 

@@ -16,17 +16,64 @@
 //! by a call that then gets the lock alone: the last one out. The workspace folder is the lock
 //! because every process that can reach the workspace can open it, and it leaves nothing behind.
 
+use std::collections::HashMap;
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::policy::PROJECT_FILE;
+
+/// What toolslot itself last wrote to each project's policy file in this process (an approval
+/// for the project), numbered in the order written: a program that ends puts back what toolslot
+/// wrote while it ran, not what was there before, or a rule the user approved meanwhile would
+/// silently be undone.
+static OWN_WRITES: Mutex<OwnWrites> = Mutex::new(OwnWrites { count: 0, last: None });
+
+/// See [`OWN_WRITES`].
+struct OwnWrites {
+    /// Writes made so far, to any policy file.
+    count: u64,
+    /// Per policy file, the number of the last write to it and its bytes.
+    last: Option<HashMap<PathBuf, (u64, Vec<u8>)>>,
+}
+
+/// Tells the programs running in `workspace` that toolslot wrote `bytes` to its policy file, so
+/// that their end keeps them. Call it right after the write.
+pub fn written_by_toolslot(workspace: &Path, bytes: &[u8]) {
+    let file = policy_file(workspace);
+    let mut own = OWN_WRITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    own.count += 1;
+    let number = own.count;
+    own.last.get_or_insert_with(HashMap::new).insert(file, (number, bytes.to_vec()));
+}
+
+/// `workspace`'s policy file, named as [`Protected`] names it (the workspace resolved).
+fn policy_file(workspace: &Path) -> PathBuf {
+    workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_path_buf())
+        .join(PROJECT_FILE)
+}
+
+/// How many writes toolslot has made to policy files so far.
+fn own_writes_count() -> u64 {
+    OWN_WRITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).count
+}
+
+/// What toolslot last wrote to `file`, if it wrote it after its write number `since`.
+fn own_write_since(file: &Path, since: u64) -> Option<Vec<u8>> {
+    let own = OWN_WRITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    own.last.as_ref()?.get(file).filter(|(n, _)| *n > since).map(|(_, b)| b.clone())
+}
 
 /// The project's policy file and its folder, as they were before a program ran.
 #[derive(Debug)]
 pub struct Protected {
     file: PathBuf,
     before: Option<Vec<u8>>,
+    /// toolslot's own writes counted before `before` was read.
+    own_writes_seen: u64,
     folder: PathBuf,
     /// Whether the folder was not there before the calls that have it now began: the last of
     /// them removes it.
@@ -58,7 +105,7 @@ impl Protected {
     /// [`Locked`] when another program held the workspace locked alone for `wait` (toolslot's
     /// own calls hold it so only while they remove an empty folder).
     pub fn snapshot(workspace: &Path, wait: Duration) -> Result<Self, Locked> {
-        let file = workspace.join(PROJECT_FILE);
+        let file = policy_file(workspace);
         let folder = file.parent().map(Path::to_path_buf).unwrap_or_else(|| workspace.to_path_buf());
         let filled = |folder: &Path| std::fs::read_dir(folder).is_ok_and(|mut entries| entries.next().is_some());
         // A workspace that cannot be opened or locked (no read permission, a file system without
@@ -96,8 +143,10 @@ impl Protected {
                 false
             }
         };
+        let own_writes_seen = own_writes_count();
         Ok(Self {
             before: std::fs::read(&file).ok(),
+            own_writes_seen,
             folder_filled: filled(&folder),
             made_for_calls,
             file,
@@ -136,9 +185,10 @@ fn lock_shared_within(lock: &File, wait: Duration) -> std::io::Result<bool> {
 impl Drop for Protected {
     fn drop(&mut self) {
         let now = std::fs::read(&self.file).ok();
-        if now != self.before {
+        let want = own_write_since(&self.file, self.own_writes_seen).or_else(|| self.before.clone());
+        if now != want {
             tracing::warn!(file = %self.file.display(), "a sandboxed program changed the project's policy file; it is put back");
-            match &self.before {
+            match &want {
                 Some(bytes) => {
                     // Whatever now stands at the folder's place (a file, a link) goes first.
                     if !self.folder.is_dir() || self.folder.is_symlink() {

@@ -90,6 +90,21 @@ pub(super) fn spawn_request(req: &Request<'_>, want: Backend) -> Out {
     }
 }
 
+/// `sh` with `args`, cleared to write `ws`, in the full view, in a sandbox of its own.
+fn cleared_to_write<'a>(shell: &'a ShellConfig, ws: &'a Path, args: &'a [String]) -> Request<'a> {
+    Request {
+        program: "sh",
+        args,
+        workspace: ws,
+        grant: WRITE,
+        view: View::Full,
+        keep_env: &[],
+        shell,
+        hidden: &[],
+        session: None,
+    }
+}
+
 fn run(mode: SandboxMode, want: Backend, grant: Grant, view: View, ws: &Path, script: &str) -> Out {
     run_with(mode, want, grant, view, ws, script, |_| {})
 }
@@ -357,18 +372,7 @@ fn a_policy_folder_another_call_made_and_removed_does_not_fail_the_next() {
     let mut shell = Config::builtin().shell;
     shell.sandbox = SandboxMode::Bwrap;
     let args = ["-c".to_string(), "echo done > ok.txt".to_string()];
-    let mut s = command(&Request {
-        program: "sh",
-        args: &args,
-        workspace: ws.path(),
-        grant: WRITE,
-        view: View::Full,
-        keep_env: &[],
-        shell: &shell,
-        hidden: &[],
-        session: None,
-    })
-    .unwrap();
+    let mut s = command(&cleared_to_write(&shell, ws.path(), &args)).unwrap();
     assert_eq!(s.backend, Backend::Bwrap, "install bubblewrap (scripts/install-test-deps.sh)");
     // ...goes when that call ends, after this one looked and before it starts.
     std::fs::remove_dir(ws.path().join(".toolslot")).unwrap();
@@ -431,17 +435,7 @@ fn a_workspace_another_program_holds_locked_is_refused_in_time_and_nothing_runs(
     shell.sandbox = SandboxMode::Bwrap;
     shell.policy_lock_wait_ms = 50;
     let args = ["-c".to_string(), "touch ran".to_string()];
-    let req = Request {
-        program: "sh",
-        args: &args,
-        workspace: ws.path(),
-        grant: WRITE,
-        view: View::Full,
-        keep_env: &[],
-        shell: &shell,
-        hidden: &[],
-        session: None,
-    };
+    let req = cleared_to_write(&shell, ws.path(), &args);
     let err = command(&req).unwrap_err().to_string();
     assert!(err.contains("shell.policy_lock_wait_ms") && err.contains("nothing ran"), "{err}");
     assert!(!ws.path().join("ran").exists());

@@ -29,6 +29,7 @@ fn spawn_true(
         shell,
         hidden: &[],
         session,
+        policy: None,
     })
     .expect("the sandbox sets up");
     rt.block_on(async {

@@ -200,6 +200,7 @@ impl ExtensionTool {
             hidden: &hidden,
             // A read-only call runs in the session's sandbox, entered again (`sandbox/warm/`).
             session: Some(&ctx.session_id),
+            policy: Some(&ctx.config.policy),
         })
         .map_err(|e| ToolError::refused(ErrorCategory::Unavailable, format!("extension `{}`: {e}", self.cfg.name)))?;
         sandboxed

@@ -353,45 +353,53 @@ mod tests {
         assert!(trusted.iter().all(|t| t.state == FileState::Trusted));
     }
 
+    /// Runs a program cleared to write `bed`'s workspace under `mode` for half a second, calling
+    /// `meanwhile` while it runs.
+    fn while_a_program_cleared_to_write_runs(bed: &Bed, mode: crate::config::SandboxMode, meanwhile: impl FnOnce()) {
+        use crate::sandbox::{Grant, Request, View, command};
+        let config = bed.config();
+        let mut shell = config.shell.clone();
+        shell.sandbox = mode;
+        let args = ["-c".to_string(), "sleep 0.5".to_string()];
+        let req = Request {
+            program: "sh",
+            args: &args,
+            workspace: bed.ws.path(),
+            grant: Grant {
+                write: true,
+                network: false,
+            },
+            view: View::Full,
+            keep_env: &[],
+            shell: &shell,
+            hidden: &[],
+            session: None,
+            policy: Some(&config.policy),
+        };
+        let mut running = command(&req).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let child = running.spawn().await.unwrap();
+            running.guard.spawned();
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            meanwhile();
+            assert!(child.wait_with_output().await.unwrap().status.success());
+        });
+    }
+
     #[test]
     fn a_rule_approved_while_a_program_cleared_to_write_runs_outlives_its_end() {
         // The program's end puts the policy back as it was: not as it was before the rule.
         use crate::config::SandboxMode;
-        use crate::sandbox::{Grant, Request, View, command};
         for mode in [SandboxMode::Bwrap, SandboxMode::Landlock, SandboxMode::None] {
             for had_policy in [false, true] {
                 let bed = Bed::new();
                 if had_policy {
                     bed.project_file("# the team's\n");
                 }
-                let mut shell = bed.config().shell;
-                shell.sandbox = mode;
-                let args = ["-c".to_string(), "sleep 0.5".to_string()];
-                let grant = Grant {
-                    write: true,
-                    network: false,
-                };
-                let req = Request {
-                    program: "sh",
-                    args: &args,
-                    workspace: bed.ws.path(),
-                    grant,
-                    view: View::Full,
-                    keep_env: &[],
-                    shell: &shell,
-                    hidden: &[],
-                    session: None,
-                };
-                let mut running = command(&req).unwrap();
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-                rt.block_on(async {
-                    let child = running.spawn().await.unwrap();
-                    running.guard.spawned();
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                while_a_program_cleared_to_write_runs(&bed, mode, || {
                     bed.allow_shell("cargo build").unwrap();
-                    assert!(child.wait_with_output().await.unwrap().status.success());
                 });
-                drop(running);
                 let text = std::fs::read_to_string(bed.ws.path().join(PROJECT_FILE)).unwrap_or_default();
                 assert!(
                     text.contains("exec_shell:cargo build") && (!had_policy || text.contains("the team's")),
@@ -401,6 +409,25 @@ mod tests {
                     assert_eq!(bed.decides("cargo build"), Some(RuleDecision::Allow), "{mode:?}");
                 }
             }
+            // Written and trusted by another process (another toolslot's approval, the user's
+            // `toolslot trust`): this process has no record of it, the trust store has.
+            let bed = Bed::new();
+            bed.project_file("# the team's\n");
+            let trusted = "# the team's\n[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"allow\"\n";
+            while_a_program_cleared_to_write_runs(&bed, mode, || {
+                std::fs::write(bed.ws.path().join(PROJECT_FILE), trusted).unwrap();
+                trust_project(&bed.config().policy, bed.ws.path()).unwrap();
+            });
+            let text = std::fs::read_to_string(bed.ws.path().join(PROJECT_FILE)).unwrap();
+            assert_eq!(text, trusted, "{mode:?}: a policy the user trusts was undone");
+            // Bytes nobody trusts, written meanwhile, are put back as before.
+            let bed = Bed::new();
+            bed.project_file("# the team's\n");
+            while_a_program_cleared_to_write_runs(&bed, mode, || {
+                std::fs::write(bed.ws.path().join(PROJECT_FILE), "# forged\n").unwrap();
+            });
+            let text = std::fs::read_to_string(bed.ws.path().join(PROJECT_FILE)).unwrap();
+            assert_eq!(text, "# the team's\n", "{mode:?}");
         }
     }
 

@@ -34,6 +34,7 @@ pub(crate) fn shell_command(command: &str, ctx: &ToolContext, in_session: bool) 
         shell: &ctx.config.shell,
         hidden: &hidden,
         session: in_session.then_some(ctx.session_id.as_str()),
+        policy: Some(&ctx.config.policy),
     })
     .map_err(|e| ToolError::refused(ErrorCategory::Unavailable, e.to_string()))
 }

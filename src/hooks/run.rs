@@ -34,6 +34,8 @@ pub async fn run_one(hook: &Hook, event: HookEvent, payload: &[u8], workspace: &
         // keep the model's programs away from what the policy denies.
         hidden: &[],
         session: None,
+        // Granted nothing: it writes no policy to keep.
+        policy: None,
     }) {
         Ok(s) => s,
         Err(e) => return Answer::Failed(format!("its sandbox could not be set up: {e}")),

@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::config::PolicyConfig;
 use crate::policy::PROJECT_FILE;
+use crate::policy::trust::{self, TrustState, TrustStore};
 
 /// What toolslot itself last wrote to each project's policy file in this process (an approval
 /// for the project), numbered in the order written: a program that ends puts back what toolslot
@@ -74,6 +76,9 @@ pub struct Protected {
     before: Option<Vec<u8>>,
     /// toolslot's own writes counted before `before` was read.
     own_writes_seen: u64,
+    /// The workspace (resolved), and the trust store whose trusted bytes are kept.
+    workspace: PathBuf,
+    trust_store: Option<PathBuf>,
     folder: PathBuf,
     /// Whether the folder was not there before the calls that have it now began: the last of
     /// them removes it.
@@ -99,12 +104,12 @@ pub struct Locked {
 
 impl Protected {
     /// Locks `workspace` shared and reads what must be put back: its policy file, and whether its
-    /// folder exists.
+    /// folder exists. With `policy`, a policy file its trust store trusts is kept as it is.
     ///
     /// # Errors
     /// [`Locked`] when another program held the workspace locked alone for `wait` (toolslot's
     /// own calls hold it so only while they remove an empty folder).
-    pub fn snapshot(workspace: &Path, wait: Duration) -> Result<Self, Locked> {
+    pub fn snapshot(workspace: &Path, wait: Duration, policy: Option<&PolicyConfig>) -> Result<Self, Locked> {
         let file = policy_file(workspace);
         let folder = file.parent().map(Path::to_path_buf).unwrap_or_else(|| workspace.to_path_buf());
         let filled = |folder: &Path| std::fs::read_dir(folder).is_ok_and(|mut entries| entries.next().is_some());
@@ -147,6 +152,8 @@ impl Protected {
         Ok(Self {
             before: std::fs::read(&file).ok(),
             own_writes_seen,
+            workspace: folder.parent().map_or_else(|| workspace.to_path_buf(), Path::to_path_buf),
+            trust_store: policy.and_then(|p| trust::store_path(p, Some(workspace)).ok()),
             folder_filled: filled(&folder),
             made_for_calls,
             file,
@@ -160,6 +167,19 @@ impl Protected {
     /// is mounted in its place while the program runs (bubblewrap makes the mount point).
     pub fn folder(&self) -> (&Path, bool) {
         (&self.folder, self.folder_filled)
+    }
+}
+
+impl Protected {
+    /// Whether the trust store holds `bytes` as the content of this workspace's policy file.
+    fn trusted(&self, bytes: Option<&[u8]>) -> bool {
+        let (Some(store), Some(bytes)) = (&self.trust_store, bytes) else {
+            return false;
+        };
+        let Ok(key) = trust::trust_key(&self.workspace) else {
+            return false;
+        };
+        TrustStore::read(store).is_ok_and(|s| s.state(&key, &trust::sha256_hex(bytes)) == TrustState::Trusted)
     }
 }
 
@@ -186,7 +206,9 @@ impl Drop for Protected {
     fn drop(&mut self) {
         let now = std::fs::read(&self.file).ok();
         let want = own_write_since(&self.file, self.own_writes_seen).or_else(|| self.before.clone());
-        if now != want {
+        // Bytes the user trusts are the user's: toolslot in another process wrote them for an
+        // approval, or the user trusted them (`toolslot trust`); a program cannot forge trust.
+        if now != want && !self.trusted(now.as_deref()) {
             tracing::warn!(file = %self.file.display(), "a sandboxed program changed the project's policy file; it is put back");
             match &want {
                 Some(bytes) => {

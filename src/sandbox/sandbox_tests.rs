@@ -64,6 +64,7 @@ pub(super) fn spawn(shell: &ShellConfig, want: Backend, grant: Grant, view: View
         shell,
         hidden: &[],
         session,
+        policy: None,
     };
     spawn_request(&req, want)
 }
@@ -102,6 +103,7 @@ fn cleared_to_write<'a>(shell: &'a ShellConfig, ws: &'a Path, args: &'a [String]
         shell,
         hidden: &[],
         session: None,
+        policy: None,
     }
 }
 

@@ -34,6 +34,11 @@ pub struct Request<'a> {
     /// session, spawn it with [`Sandboxed::spawn`] only: the process its command starts is not
     /// the program (it starts the program and leaves).
     pub session: Option<&'a str>,
+    /// The session's policy settings, for a program cleared to write: where the trust store
+    /// lies, so that its end leaves a project policy file the user trusts (one toolslot wrote
+    /// for an approval, in this process or another) as it is; `None`: only what was there
+    /// before, or what this process wrote, is put back.
+    pub policy: Option<&'a crate::config::PolicyConfig>,
 }
 
 /// A command ready to spawn, and what must live while it runs.
@@ -164,7 +169,7 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
     // Only a program cleared to write could change the workspace's policy.
     if req.grant.write {
         let wait = std::time::Duration::from_millis(shell.policy_lock_wait_ms);
-        guard.policy = Some(super::Protected::snapshot(&workspace, wait)?);
+        guard.policy = Some(super::Protected::snapshot(&workspace, wait, req.policy)?);
     }
     let mut cmd = match (backend, bwrap_path()) {
         (Backend::Bwrap, Some(bwrap)) => {

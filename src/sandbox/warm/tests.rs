@@ -47,6 +47,7 @@ fn read_only_sh<'a>(shell: &'a ShellConfig, ws: &'a Path, args: &'a [String], hi
         shell,
         hidden,
         session: Some(session),
+        policy: None,
     }
 }
 
@@ -174,6 +175,7 @@ fn a_command_in_a_sessions_sandbox_exits_as_it_would_in_a_fresh_one() {
             shell: &shell,
             hidden: &[],
             session: Some("warm-exit"),
+            policy: None,
         },
         Backend::Bwrap,
     );

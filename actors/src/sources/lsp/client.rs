@@ -310,6 +310,8 @@ fn sandboxed(cfg: &LspServerConfig, root: &Path, shell: &ShellConfig) -> Result<
         // programs the model drives.
         hidden: &[],
         session: None,
+        // Granted nothing: it writes no policy to keep.
+        policy: None,
     })
     .map_err(|e| format!("its sandbox could not be set up: {e}"))?;
     if sandboxed.backend == Backend::None {

@@ -36,8 +36,8 @@ pub struct Request<'a> {
     pub session: Option<&'a str>,
     /// The session's policy settings, for a program cleared to write: where the trust store
     /// lies, so that its end leaves a project policy file the user trusts (one toolslot wrote
-    /// for an approval, in this process or another) as it is; `None`: only what was there
-    /// before, or what this process wrote, is put back.
+    /// for an approval, in this process or another) as it is; with `None` the file is put back
+    /// as it was before, or as this process wrote it meanwhile.
     pub policy: Option<&'a crate::config::PolicyConfig>,
 }
 

@@ -79,11 +79,7 @@ pub fn allow_in_project(
             ));
         }
     }
-    let before = match std::fs::read(&path) {
-        Ok(bytes) => Some(bytes),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(fail(e.to_string())),
-    };
+    let before = crate::policy::read_project_file(workspace, config.project_file_max_bytes).map_err(fail)?;
     let existing = match &before {
         Some(bytes) => String::from_utf8(bytes.clone()).map_err(|e| fail(format!("not UTF-8: {e}")))?,
         None => String::new(),
@@ -217,10 +213,13 @@ pub enum FileState {
 /// link out of the workspace), a store that cannot be read or written.
 pub fn trust_project(config: &PolicyConfig, workspace: &Path) -> Result<TrustedFile, TrustError> {
     let key = trust::trust_key(workspace)?;
-    let bytes = std::fs::read(key.as_path()).map_err(|e| TrustError::Project {
+    let project = |reason: String| TrustError::Project {
         path: key.as_path().to_path_buf(),
-        reason: e.to_string(),
-    })?;
+        reason,
+    };
+    let bytes = crate::policy::read_project_file(workspace, config.project_file_max_bytes)
+        .map_err(project)?
+        .ok_or_else(|| project("there is no project policy file".into()))?;
     record(config, workspace, &bytes)
 }
 

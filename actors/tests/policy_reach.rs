@@ -340,3 +340,65 @@ fn the_files_git_reads_as_code_stay_as_they_were() {
         );
     }
 }
+
+#[test]
+fn a_projects_policy_file_is_read_only_as_the_workspaces_own() {
+    // A checkout's `.toolslot/policy.toml` that is a link out of it, or a FIFO: toolslot must
+    // neither read without end (`/dev/zero`), nor read its own input (`/dev/stdin`), nor take a
+    // file from elsewhere (a secret, another project's rules), nor wait on a FIFO for ever.
+    let bed = Bed::new();
+    let outside = bed.dir.path().join("outside.toml");
+    std::fs::write(&outside, format!("[[policy.rules]]\ntool = \"{SECRET}\"\ndecision = \"deny\"\n")).unwrap();
+    let config = bed.config("");
+    let policy = bed.ws().join(".toolslot/policy.toml");
+    std::fs::create_dir_all(policy.parent().unwrap()).unwrap();
+    let explain_ls = || {
+        let mut c = bed.command();
+        c.args(["policy", "explain", "--config"])
+            .arg(&config)
+            .arg("--workspace")
+            .arg(bed.ws())
+            .args(["exec_shell", r#"{"command": "ls"}"#]);
+        c
+    };
+    for what in ["/dev/zero", "/dev/stdin", "a file outside", "a FIFO"] {
+        let _ = std::fs::remove_file(&policy);
+        match what {
+            "a FIFO" => assert!(Command::new("mkfifo").arg(&policy).status().unwrap().success()),
+            "a file outside" => std::os::unix::fs::symlink(&outside, &policy).unwrap(),
+            target => std::os::unix::fs::symlink(target, &policy).unwrap(),
+        }
+        let mut child = explain_ls()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Its stdin stays open: a read of it would never end.
+        let stdin = child.stdin.take();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{what}: toolslot is still reading the project's policy file");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(2), "{what}: {stdout} {stderr}");
+        assert!(
+            stderr.contains(".toolslot/policy.toml") && stderr.contains("not read"),
+            "{what}: {stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{what}: {stderr}");
+        assert!(!stdout.contains(SECRET) && !stderr.contains(SECRET), "{what}: {stdout} {stderr}");
+    }
+    // The workspace's own file is read as before.
+    std::fs::remove_file(&policy).unwrap();
+    std::fs::write(&policy, "[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"deny\"\n").unwrap();
+    let out = explain_ls().output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"deny\""));
+}

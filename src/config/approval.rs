@@ -69,6 +69,8 @@ pub struct PolicyConfig {
     /// program starts (the sandbox masks each one found); past it the program is not started.
     /// Default 100000; 0 = no limit.
     pub mask_max_entries: usize,
+    /// Largest project policy file read (bytes); a larger one is refused unread.
+    pub project_file_max_bytes: u64,
     /// The config layer's rules.
     pub rules: Vec<RuleConfig>,
 }

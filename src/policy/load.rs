@@ -84,7 +84,8 @@ impl Policy {
         ];
         for (kind, path) in layers {
             let Some(path) = path else { continue };
-            let Some((file, digest)) = read(&path)? else { continue };
+            let project = (kind == LayerKind::Project).then_some((workspace, config.policy.project_file_max_bytes));
+            let Some((file, digest)) = read(&path, project)? else { continue };
             let not_here = |key: &str| PolicyError::NotHere {
                 path: path.clone(),
                 reason: format!("`{key}` belongs in the managed policy file only"),
@@ -220,16 +221,25 @@ fn distrust(config: &Config, workspace: &Path, digest: &str) -> Option<Distrust>
 }
 
 /// A policy file and the SHA-256 of the bytes it was parsed from, or `None` when there is none.
-/// The digest is of these very bytes, so that trust is given to what was read.
-fn read(path: &PathBuf) -> Result<Option<(PolicyFile, String)>, PolicyError> {
+/// The digest is of these very bytes, so that trust is given to what was read. The project's
+/// file (`project`: the workspace and the size read at most) is read only as the workspace's
+/// own ([`super::read_project_file`]); the user's and the managed file are the user's and the
+/// organisation's, read as they are.
+fn read(path: &PathBuf, project: Option<(&Path, u64)>) -> Result<Option<(PolicyFile, String)>, PolicyError> {
     let unreadable = |reason: String| PolicyError::File {
         path: path.clone(),
         reason,
     };
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(unreadable(e.to_string())),
+    let bytes = match project {
+        Some((workspace, max_bytes)) => match super::read_project_file(workspace, max_bytes).map_err(unreadable)? {
+            Some(b) => b,
+            None => return Ok(None),
+        },
+        None => match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(unreadable(e.to_string())),
+        },
     };
     let digest = trust::sha256_hex(&bytes);
     let text = String::from_utf8(bytes).map_err(|e| unreadable(format!("not UTF-8: {e}")))?;

@@ -24,6 +24,7 @@ mod paths;
 mod pattern;
 mod program;
 mod project;
+mod project_file;
 mod rule;
 pub mod trust;
 
@@ -34,6 +35,7 @@ use serde::Serialize;
 pub use error::{PolicyError, TrustError};
 pub use load::{Hook, PROJECT_FILE, USER_FILE};
 pub use project::with_allow_rule;
+pub use project_file::read_project_file;
 pub use rule::{Call, LayerKind, Match, Rule, RuleRef, SHELL_TOOLS};
 
 use crate::config::{ApprovalMode, HookEvent, RuleDecision};

@@ -23,8 +23,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::config::PolicyConfig;
-use crate::policy::PROJECT_FILE;
 use crate::policy::trust::{self, TrustState, TrustStore};
+use crate::policy::{PROJECT_FILE, read_project_file};
 
 /// What toolslot itself last wrote to each project's policy file in this process (an approval
 /// for the project), numbered in the order written: a program that ends puts back what toolslot
@@ -73,7 +73,11 @@ fn own_write_since(file: &Path, since: u64) -> Option<Vec<u8>> {
 #[derive(Debug)]
 pub struct Protected {
     file: PathBuf,
-    before: Option<Vec<u8>>,
+    /// Its bytes (`None`: there was none); `Err`: it could not be read as the workspace's own
+    /// (a link out, not a regular file, too large), so nothing is put back over it.
+    before: Result<Option<Vec<u8>>, String>,
+    /// The most of it read (`policy.project_file_max_bytes`).
+    max_bytes: u64,
     /// toolslot's own writes counted before `before` was read.
     own_writes_seen: u64,
     /// The workspace (resolved), and the trust store whose trusted bytes are kept.
@@ -149,10 +153,15 @@ impl Protected {
             }
         };
         let own_writes_seen = own_writes_count();
+        let own = folder.parent().map_or_else(|| workspace.to_path_buf(), Path::to_path_buf);
+        // Without the session's settings (a program granted nothing), no cap: nothing it runs
+        // may write the workspace anyway.
+        let max_bytes = policy.map_or(u64::MAX, |p| p.project_file_max_bytes);
         Ok(Self {
-            before: std::fs::read(&file).ok(),
+            before: read_project_file(&own, max_bytes),
+            max_bytes,
             own_writes_seen,
-            workspace: folder.parent().map_or_else(|| workspace.to_path_buf(), Path::to_path_buf),
+            workspace: own,
             trust_store: policy.and_then(|p| trust::store_path(p, Some(workspace)).ok()),
             folder_filled: filled(&folder),
             made_for_calls,
@@ -204,11 +213,17 @@ fn lock_shared_within(lock: &File, wait: Duration) -> std::io::Result<bool> {
 
 impl Drop for Protected {
     fn drop(&mut self) {
-        let now = std::fs::read(&self.file).ok();
-        let want = own_write_since(&self.file, self.own_writes_seen).or_else(|| self.before.clone());
+        let before = self.before.as_ref().ok().cloned();
+        let want = own_write_since(&self.file, self.own_writes_seen).or(before.clone().flatten());
+        // A file in place now that is not the workspace's own readable file (a link out, a
+        // FIFO) is a change too.
+        let now = read_project_file(&self.workspace, self.max_bytes);
+        let changed = now.as_ref().map_or(true, |now| *now != want);
         // Bytes the user trusts are the user's: toolslot in another process wrote them for an
         // approval, or the user trusted them (`toolslot trust`); a program cannot forge trust.
-        if now != want && !self.trusted(now.as_deref()) {
+        let trusted = now.as_ref().is_ok_and(|now| self.trusted(now.as_deref()));
+        // What could not be read before cannot be put back: it is left as the program left it.
+        if before.is_some() && changed && !trusted {
             tracing::warn!(file = %self.file.display(), "a sandboxed program changed the project's policy file; it is put back");
             match &want {
                 Some(bytes) => {

@@ -88,11 +88,22 @@ pub fn git_folders(root: &Path, path: &Path) -> Vec<(PathBuf, String)> {
 /// cannot be read or does not start with `prefix`.
 fn pointer(file: &Path, prefix: Option<&str>) -> Option<PathBuf> {
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     // A pointer is one path on one line, so no more than the longest path the system takes
     // (and its prefix) is read: a large file made to look like one is not read whole.
     let most = libc::PATH_MAX as u64 + 64;
     let mut text = String::new();
-    std::fs::File::open(file).ok()?.take(most).read_to_string(&mut text).ok()?;
+    // A regular file only, opened without blocking: a FIFO, or a link to `/dev/stdin`, planted
+    // where git looks would otherwise hold the call (or read toolslot's own input).
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(file)
+        .ok()?;
+    if !opened.metadata().ok()?.is_file() {
+        return None;
+    }
+    opened.take(most).read_to_string(&mut text).ok()?;
     let line = text.lines().next()?.trim();
     let target = match prefix {
         Some(p) => line.strip_prefix(p)?.trim(),
@@ -220,6 +231,25 @@ mod tests {
         for p in ["src/main.rs", "meta/notes.txt", "lib/other/config"] {
             assert!(check(ws.path(), &root.join(p), &cfg.tools.protected).is_ok(), "{p}");
         }
+    }
+
+    #[test]
+    fn a_pointer_that_is_a_fifo_is_not_read() {
+        // Opening one would hold the thread before any write (a link to `/dev/stdin` would read
+        // toolslot's own input): only a regular file is read.
+        let ws = tempfile::tempdir().unwrap();
+        let root = ws.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("meta/wt")).unwrap();
+        std::fs::write(root.join(".git"), "gitdir: meta/wt\n").unwrap();
+        let mkfifo = |p: &Path| assert!(std::process::Command::new("mkfifo").arg(p).status().unwrap().success());
+        mkfifo(&root.join("meta/wt/commondir"));
+        std::fs::create_dir_all(root.join("lib/sub")).unwrap();
+        mkfifo(&root.join("lib/sub/.git"));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let at = root.clone();
+        std::thread::spawn(move || tx.send(git_folders(&at, &at.join("lib/sub/file.txt"))).unwrap());
+        let found = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("git_folders returns");
+        assert_eq!(found, vec![(root.join("meta/wt"), ".git".to_string())]);
     }
 
     #[test]

@@ -80,8 +80,7 @@ pub struct Protected {
     max_bytes: u64,
     /// toolslot's own writes counted before `before` was read.
     own_writes_seen: u64,
-    /// The workspace (resolved), and the trust store whose trusted bytes are kept.
-    workspace: PathBuf,
+    /// The trust store whose trusted bytes are kept.
     trust_store: Option<PathBuf>,
     folder: PathBuf,
     /// Whether the folder was not there before the calls that have it now began: the last of
@@ -114,61 +113,73 @@ impl Protected {
     /// [`Locked`] when another program held the workspace locked alone for `wait` (toolslot's
     /// own calls hold it so only while they remove an empty folder).
     pub fn snapshot(workspace: &Path, wait: Duration, policy: Option<&PolicyConfig>) -> Result<Self, Locked> {
+        /// What this call saw of the other calls cleared to write the workspace.
+        enum Seen {
+            /// None runs: the folder, as it is now, is what the user left.
+            Alone { absent: bool },
+            /// Some run: an empty folder is one of theirs (a mount point, or one a program made
+            /// and its call has not removed yet), not one the user made.
+            AmongOthers,
+            /// The lock could not be had: the folder is never removed, left behind empty rather
+            /// than pulled from under another call.
+            Unlocked,
+        }
         let file = policy_file(workspace);
         let folder = file.parent().map(Path::to_path_buf).unwrap_or_else(|| workspace.to_path_buf());
-        let filled = |folder: &Path| std::fs::read_dir(folder).is_ok_and(|mut entries| entries.next().is_some());
-        // A workspace that cannot be opened or locked (no read permission, a file system without
-        // flock) goes on without the lock, and its folder is then never removed: left behind
-        // empty rather than pulled from under another call.
+        // A workspace that cannot be opened or locked: no read permission, a file system
+        // without flock.
         let mut lock = File::open(workspace).ok();
-        let made_for_calls = match lock.as_ref().map(File::try_lock) {
-            // No other call runs: what is there now is what the user left.
+        let seen = match lock.as_ref().map(File::try_lock) {
             Some(Ok(())) => {
                 let absent = !folder.is_dir();
                 // Converting keeps the folder as seen: a call that removes one needs the lock
                 // alone, which this shared lock now denies.
-                if lock.as_ref().is_some_and(|l| l.lock_shared().is_err()) {
-                    lock = None;
+                match lock.as_ref().map(File::lock_shared) {
+                    Some(Ok(())) => Seen::Alone { absent },
+                    _ => Seen::Unlocked,
                 }
-                absent && lock.is_some()
             }
-            Some(Err(TryLockError::WouldBlock)) => {
-                match lock.as_ref().map(|l| lock_shared_within(l, wait)) {
-                    Some(Ok(true)) => {}
-                    Some(Ok(false)) => {
-                        return Err(Locked {
-                            path: workspace.to_path_buf(),
-                            waited_ms: wait.as_millis() as u64,
-                        });
-                    }
-                    _ => lock = None,
+            Some(Err(TryLockError::WouldBlock)) => match lock.as_ref().map(|l| lock_shared_within(l, wait)) {
+                Some(Ok(true)) => Seen::AmongOthers,
+                Some(Ok(false)) => {
+                    return Err(Locked {
+                        path: workspace.to_path_buf(),
+                        waited_ms: wait.as_millis() as u64,
+                    });
                 }
-                // Another call runs: an empty folder is its mount point (or one it made and
-                // has not removed yet), not one the user made.
-                lock.is_some() && !filled(&folder)
-            }
-            Some(Err(TryLockError::Error(_))) | None => {
+                _ => Seen::Unlocked,
+            },
+            Some(Err(TryLockError::Error(_))) | None => Seen::Unlocked,
+        };
+        let folder_filled = std::fs::read_dir(&folder).is_ok_and(|mut entries| entries.next().is_some());
+        let made_for_calls = match seen {
+            Seen::Alone { absent } => absent,
+            Seen::AmongOthers => !folder_filled,
+            Seen::Unlocked => {
                 lock = None;
                 false
             }
         };
         let own_writes_seen = own_writes_count();
-        let own = folder.parent().map_or_else(|| workspace.to_path_buf(), Path::to_path_buf);
         // Without the session's settings (a program granted nothing), no cap: nothing it runs
         // may write the workspace anyway.
         let max_bytes = policy.map_or(u64::MAX, |p| p.project_file_max_bytes);
         Ok(Self {
-            before: read_project_file(&own, max_bytes),
+            before: read_project_file(folder.parent().unwrap_or(&folder), max_bytes),
             max_bytes,
             own_writes_seen,
-            workspace: own,
             trust_store: policy.and_then(|p| trust::store_path(p, Some(workspace)).ok()),
-            folder_filled: filled(&folder),
+            folder_filled,
             made_for_calls,
             file,
             folder,
             lock,
         })
+    }
+
+    /// The workspace, resolved: the policy folder's parent.
+    fn workspace(&self) -> &Path {
+        self.folder.parent().unwrap_or(&self.folder)
     }
 
     /// The folder bubblewrap keeps read-only, and whether to bind it as it is: a folder with
@@ -185,7 +196,7 @@ impl Protected {
         let (Some(store), Some(bytes)) = (&self.trust_store, bytes) else {
             return false;
         };
-        let Ok(key) = trust::trust_key(&self.workspace) else {
+        let Ok(key) = trust::trust_key(self.workspace()) else {
             return false;
         };
         TrustStore::read(store).is_ok_and(|s| s.state(&key, &trust::sha256_hex(bytes)) == TrustState::Trusted)
@@ -217,7 +228,7 @@ impl Drop for Protected {
         let want = own_write_since(&self.file, self.own_writes_seen).or(before.clone().flatten());
         // A file in place now that is not the workspace's own readable file (a link out, a
         // FIFO) is a change too.
-        let now = read_project_file(&self.workspace, self.max_bytes);
+        let now = read_project_file(self.workspace(), self.max_bytes);
         let changed = now.as_ref().map_or(true, |now| *now != want);
         // Bytes the user trusts are the user's: toolslot in another process wrote them for an
         // approval, or the user trusted them (`toolslot trust`); a program cannot forge trust.

@@ -36,6 +36,7 @@ pub mod plan;
 pub mod policy;
 pub mod project_policy;
 pub mod registry;
+pub mod regular_file;
 pub mod remote;
 pub mod repair;
 pub mod results;

@@ -400,3 +400,33 @@ fn without_a_sandbox_no_language_server_starts() {
     }
     servers_are_gone(&bed.ws);
 }
+
+#[test]
+fn a_file_past_the_read_back_bound_is_noted_and_not_sent() {
+    let bed = support::Bed::new();
+    let config = basedpyright().replace("wait_ms = 60000\n", "wait_ms = 60000\nmax_file_bytes = 64\n");
+    let big = format!("count: int = \"two\"\n{}", "# padding\n".repeat(10));
+    let run = bed.replay(
+        &config,
+        &[
+            ("write_file", json!({"path": "big.py", "content": big})),
+            ("write_file", json!({"path": "small.py", "content": "count: int = \"two\"\n"})),
+        ],
+    );
+    let text = run.content(0);
+    assert_eq!(run.results()[0]["is_error"], false, "{text}");
+    assert_eq!(
+        std::fs::read_to_string(bed.ws.join("big.py")).unwrap(),
+        big,
+        "the edit itself happened"
+    );
+    assert!(
+        text.contains("Diagnostics (python) for `big.py`: unavailable (the file is larger than lsp.max_file_bytes (64 bytes); not sent)"),
+        "{text}"
+    );
+    assert!(!text.contains("reportAssignmentType"), "the file reached the server: {text}");
+    // The bound is per file: a small one is still checked.
+    let small = run.content(1);
+    assert!(small.contains("Diagnostics (python) for `small.py`: 1 error"), "{small}");
+    servers_are_gone(&bed.ws);
+}

@@ -88,21 +88,13 @@ pub fn git_folders(root: &Path, path: &Path) -> Vec<(PathBuf, String)> {
 /// cannot be read or does not start with `prefix`.
 fn pointer(file: &Path, prefix: Option<&str>) -> Option<PathBuf> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     // A pointer is one path on one line, so no more than the longest path the system takes
     // (and its prefix) is read: a large file made to look like one is not read whole.
     let most = libc::PATH_MAX as u64 + 64;
     let mut text = String::new();
     // A regular file only, opened without blocking: a FIFO, or a link to `/dev/stdin`, planted
     // where git looks would otherwise hold the call (or read toolslot's own input).
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(file)
-        .ok()?;
-    if !opened.metadata().ok()?.is_file() {
-        return None;
-    }
+    let opened = crate::regular_file::open(file, crate::regular_file::LastLink::Follow).ok()?;
     opened.take(most).read_to_string(&mut text).ok()?;
     let line = text.lines().next()?.trim();
     let target = match prefix {

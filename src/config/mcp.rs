@@ -137,6 +137,8 @@ pub struct LspConfig {
     pub shutdown_grace_ms: u64,
     /// How much of a server's stderr (the end) a failure report quotes, in bytes.
     pub stderr_tail_bytes: usize,
+    /// The largest file read back after an edit and sent to its server, in bytes.
+    pub max_file_bytes: u64,
     /// Declared servers.
     pub servers: Vec<LspServerConfig>,
 }

@@ -373,10 +373,9 @@ fn denied(program: &str) -> Option<Vec<Denied>> {
 
 /// The SHA-256 of a regular file of at most `max` bytes.
 fn digest(path: &Path, max: u64) -> Option<[u8; 32]> {
-    let file = std::fs::File::open(path).ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
+    // The file was a regular one when it was looked at; a FIFO swapped in since must not
+    // hold the judgement (and the thread of every session judged there).
+    let file = crate::regular_file::open(path, crate::regular_file::LastLink::Follow).ok()?;
     let mut hasher = Sha256::new();
     let mut reader = file.take(max.saturating_add(1));
     let mut buf = vec![0u8; 1 << 16];

@@ -143,3 +143,23 @@ fn equivalents_keep_the_rules_rest() {
     assert!(eqs.contains(&words(&["git", "update-ref", "--amend"])));
     assert_eq!(equivalents(&words(&["rm"])), vec![words(&["rm"])]);
 }
+
+#[test]
+fn a_fifo_swapped_in_for_a_program_is_not_waited_on() {
+    // `restricts` looks at a file before it hashes it; a FIFO put in its place between the two
+    // is what `digest` then meets.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("del");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o700) }, 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(digest(&fifo, CAP)));
+    let hashed = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the hash waited on a FIFO");
+    assert_eq!(hashed, None);
+    let file = dir.path().join("copy");
+    std::fs::write(&file, "#!/bin/sh\n").unwrap();
+    assert!(digest(&file, CAP).is_some());
+}

@@ -9,8 +9,9 @@
 //! must be a regular file, and it is read up to `policy.project_file_max_bytes`.
 
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+
+use crate::regular_file::LastLink;
 
 use super::PROJECT_FILE;
 
@@ -42,15 +43,11 @@ pub fn read_project_file(workspace: &Path, max_bytes: u64) -> Result<Option<Vec<
             real.display()
         ));
     }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&path)
-        .map_err(|e| e.to_string())?;
+    let file = crate::regular_file::open(&path, LastLink::Refuse).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => "it is not a regular file; not read".to_string(),
+        _ => e.to_string(),
+    })?;
     let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("it is not a regular file; not read".into());
-    }
     if meta.len() > max_bytes {
         return Err(format!(
             "it is {} bytes, more than policy.project_file_max_bytes ({max_bytes}); not read",

@@ -47,7 +47,16 @@ fn the_slot_never_imports_actix() {
 /// code has. Written once, here; ARCHITECTURE.md states the same order.
 const FLOORS: &[&[&str]] = &[
     // Ground: configuration and pure helpers every layer uses.
-    &["config", "canonical", "hex", "tool_name", "schema", "tls", "telemetry"],
+    &[
+        "config",
+        "canonical",
+        "hex",
+        "tool_name",
+        "schema",
+        "tls",
+        "telemetry",
+        "regular_file",
+    ],
     // The ground of the tool contract (capabilities and the approval they derive), which the
     // event vocabulary names: one file of `tool`, below the rest of it.
     &["notice", "child_env", "child_group", "tool::capability"],

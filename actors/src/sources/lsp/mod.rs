@@ -130,9 +130,10 @@ impl SessionLsp {
         let span = tracing::info_span!("diagnostics", server = %server.name, file = %shown);
         let started = Instant::now();
         let work = async {
-            let text = tokio::fs::read_to_string(&path)
+            let (ws, file, max) = (self.workspace.clone(), path.clone(), lsp.max_file_bytes);
+            let text = tokio::task::spawn_blocking(move || toolslot::observe::read_back(&ws, &file, max))
                 .await
-                .map_err(|e| format!("the file could not be read back: {e}"))?;
+                .map_err(|e| format!("the file could not be read back: {e}"))??;
             let client = addr.send(GetClient).await.map_err(|_| "its supervisor is gone".to_string())??;
             client.diagnose(&path, &language, text, Duration::from_millis(lsp.settle_ms)).await
         };

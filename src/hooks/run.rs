@@ -10,7 +10,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use super::answer::{Answer, Ending, read};
 use crate::config::{Config, HookEvent};
 use crate::policy::Hook;
-use crate::sandbox::{Grant, Request, View};
+use crate::sandbox::Request;
 
 /// Runs `hook` with `payload` (the call, as JSON) on its stdin, in the sandbox: every folder
 /// readable, nothing writable, no network, the filtered environment of every program the model
@@ -20,23 +20,9 @@ pub async fn run_one(hook: &Hook, event: HookEvent, payload: &[u8], workspace: &
         Some(p) => p,
         None => return Answer::Failed("it has no command".into()),
     };
-    let mut sandboxed = match crate::sandbox::command(&Request {
-        program,
-        args,
-        workspace,
-        // A hook judges a call; it has no business changing files or reaching the network,
-        // and the input it reads was written by the model.
-        grant: Grant::default(),
-        view: View::Full,
-        keep_env: &[],
-        shell: &config.shell,
-        // The team's own program, judging a call: it reads what the team lets it read. Masks
-        // keep the model's programs away from what the policy denies.
-        hidden: &[],
-        session: None,
-        // Granted nothing: it writes no policy to keep.
-        policy: None,
-    }) {
+    // A hook judges a call; it has no business changing files or reaching the network, and
+    // the input it reads was written by the model.
+    let mut sandboxed = match crate::sandbox::command(&Request::granted_nothing(program, args, workspace, &config.shell)) {
         Ok(s) => s,
         Err(e) => return Answer::Failed(format!("its sandbox could not be set up: {e}")),
     };

@@ -41,6 +41,28 @@ pub struct Request<'a> {
     pub policy: Option<&'a crate::config::PolicyConfig>,
 }
 
+impl<'a> Request<'a> {
+    /// A program toolslot runs beside the model's, on its own account (a hook, a language
+    /// server): granted nothing (every folder readable, nothing writable, no network), the
+    /// full view, no policy masks (those are for the programs the model drives: this one is the
+    /// team's, reading what the team lets it read), a sandbox of its own, and no policy file
+    /// to keep (it writes nothing).
+    pub fn granted_nothing(program: &'a str, args: &'a [String], workspace: &'a Path, shell: &'a ShellConfig) -> Self {
+        Self {
+            program,
+            args,
+            workspace,
+            grant: Grant::default(),
+            view: View::Full,
+            keep_env: &[],
+            shell,
+            hidden: &[],
+            session: None,
+            policy: None,
+        }
+    }
+}
+
 /// A command ready to spawn, and what must live while it runs.
 #[derive(Debug)]
 pub struct Sandboxed {

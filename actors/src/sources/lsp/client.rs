@@ -30,7 +30,7 @@ use tokio::sync::watch;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use toolslot::config::{LspServerConfig, ShellConfig};
 use toolslot::lsp::{Documents, Expect, SyncKind};
-use toolslot::sandbox::{self, Backend, Grant, Guard, Sandboxed, View};
+use toolslot::sandbox::{self, Backend, Guard, Sandboxed};
 
 use super::process::kill_group;
 
@@ -296,24 +296,10 @@ fn sandboxed(cfg: &LspServerConfig, root: &Path, shell: &ShellConfig) -> Result<
     let path = path
         .to_str()
         .ok_or_else(|| format!("cannot start `{}`: its path is not UTF-8", path.display()))?;
-    let mut sandboxed = sandbox::command(&sandbox::Request {
-        program: path,
-        args,
-        workspace: root,
-        // A server reads the workspace and its own installation; it has no business writing
-        // either, nor reaching the network.
-        grant: Grant::default(),
-        view: View::Full,
-        keep_env: &[],
-        shell,
-        // The user's configured server, like an MCP server: the policy's masks are for the
-        // programs the model drives.
-        hidden: &[],
-        session: None,
-        // Granted nothing: it writes no policy to keep.
-        policy: None,
-    })
-    .map_err(|e| format!("its sandbox could not be set up: {e}"))?;
+    // A server reads the workspace and its own installation; it has no business writing
+    // either, nor reaching the network.
+    let mut sandboxed = sandbox::command(&sandbox::Request::granted_nothing(path, args, root, shell))
+        .map_err(|e| format!("its sandbox could not be set up: {e}"))?;
     if sandboxed.backend == Backend::None {
         return Err("not started: no OS sandbox works here (shell.sandbox)".into());
     }

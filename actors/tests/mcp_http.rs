@@ -324,3 +324,71 @@ fn an_idle_keyed_session_is_closed_by_the_servers_sweep_and_the_next_call_gets_a
     assert_eq!(now.len(), 1, "{now:?}");
     assert_ne!(now[0]["session_id"], first[0]["session_id"], "a new session, not the closed one");
 }
+
+#[test]
+fn a_message_that_cannot_be_read_gets_the_json_rpc_error_that_names_why() {
+    let s = served("");
+    let path = format!("/mcp?workspace={}", s.workspace.display());
+    let auth = format!("Bearer {TOKEN}");
+    let post = |extra: &[(&str, &str)], body: &[u8]| {
+        let mut headers = vec![
+            ("Host", s.addr.as_str()),
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        headers.extend_from_slice(extra);
+        let (status, body) = s.request("POST", &path, &headers, body);
+        (
+            status,
+            serde_json::from_str::<Value>(&body).unwrap_or_else(|e| panic!("{status}: {body}: {e}")),
+        )
+    };
+    for (body, code, says) in [
+        (
+            &b"{\"jsonrpc\": \"2.0\", \"id\": 1,"[..],
+            -32700,
+            "parse error: the body is not JSON",
+        ),
+        (
+            b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+            -32600,
+            "a batch (a JSON array) is not accepted",
+        ),
+        (b"{\"id\":1,\"method\":\"tools/list\"}", -32600, "not a JSON-RPC 2.0 message"),
+    ] {
+        let (status, answer) = post(&[], body);
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().contains(says), "{answer}");
+    }
+    // A call whose params do not fit `tools/call` is told which field, not "method not found";
+    // and nothing ran for it.
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let newest = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "exec_shell"),
+    ];
+    let marker = s.workspace.join("ran");
+    for (params, says) in [
+        (
+            serde_json::json!({"name": "exec_shell", "arguments": ["touch ran"], "_meta": meta}),
+            "`arguments` in `tools/call` params must be an object of the tool's arguments by name (got an array)",
+        ),
+        (
+            serde_json::json!({"arguments": {"command": "touch ran"}, "_meta": meta}),
+            "`tools/call` params have no `name`",
+        ),
+    ] {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+        let (_, answer) = post(&newest, body.to_string().as_bytes());
+        assert_eq!(answer["id"], 7, "{answer}");
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().starts_with(says), "{answer}");
+    }
+    assert!(!marker.exists(), "a malformed call ran");
+}

@@ -310,3 +310,61 @@ fn a_call_over_mcp_is_decided_as_the_same_call_in_a_provider_stream() {
     assert_eq!(mcp[2]["source"], "host", "{mcp:#?}");
     assert_eq!(mcp[4]["decision"], "deny", "{mcp:#?}");
 }
+
+#[test]
+fn a_request_whose_params_do_not_fit_its_method_is_told_which_field() {
+    use std::io::{BufRead, BufReader, Write};
+    let bed = bed();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
+        .args(["mcp", "--workspace"])
+        .arg(&bed.ws)
+        .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
+        .env("TOOLSLOT_OVERFLOW__DIR", bed.dir.path().join("overflow"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "exec_shell", "arguments": ["touch ran"]}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"arguments": {"path": "notes.txt"}}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": ["read_file"]}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/cal", "params": {"name": "read_file"}}),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "notes.txt"}}}),
+    ];
+    for line in &lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut answers = std::collections::HashMap::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let id = v["id"].as_i64().unwrap();
+        answers.insert(id, v);
+        if answers.len() == 6 {
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    for (id, code, says) in [
+        (
+            2,
+            -32602,
+            "`arguments` in `tools/call` params must be an object of the tool's arguments by name (got an array)",
+        ),
+        (3, -32602, "`tools/call` params have no `name` (the tool to call)"),
+        (4, -32602, "`name` in `tools/call` params must be a string (got an array)"),
+        (5, -32601, "method not found: `tools/cal`"),
+    ] {
+        let answer = &answers[&id];
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().starts_with(says), "{answer}");
+    }
+    // The session goes on: a well-formed call after them runs.
+    assert_eq!(answers[&6]["result"]["isError"], false, "{}", answers[&6]);
+    assert!(!bed.ws.join("ran").exists(), "a malformed call ran");
+}

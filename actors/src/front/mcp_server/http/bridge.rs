@@ -103,6 +103,7 @@ pub async fn handle(endpoint: &McpEndpoint, req: &HttpRequest, body: web::Bytes,
     for (name, value) in req.headers() {
         builder = builder.header(name.as_str(), value.as_bytes());
     }
+    let sent = body.clone();
     let request = match builder.body(Full::new(body)) {
         Ok(request) => request,
         Err(e) => {
@@ -134,10 +135,16 @@ pub async fn handle(endpoint: &McpEndpoint, req: &HttpRequest, body: web::Bytes,
     // with its length, it costs actix no stream to poll and the client no chunks to join. An
     // SSE stream has none and streams.
     if body.size_hint().exact().is_some() {
-        return match body.collect().await {
-            Ok(whole) => response.body(whole.to_bytes()),
+        let whole = match body.collect().await {
+            Ok(whole) => whole.to_bytes(),
             Err(never) => match never {},
         };
+        // rmcp answers a body it cannot read as a client message with 415 and serde's words;
+        // the client sent the right media type and needs the JSON-RPC error.
+        if status == StatusCode::UNSUPPORTED_MEDIA_TYPE && whole.starts_with(b"fail to deserialize request body") {
+            return HttpResponse::BadRequest().json(super::super::malformed::unreadable_body(&sent));
+        }
+        return response.body(whole);
     }
     response.streaming(BodyDataStream::new(body))
 }

@@ -203,6 +203,29 @@ fn the_openapi_document_survives_schemathesis() {
     assert_eq!(status, 200);
     let doc: Value = serde_json::from_str(&doc).unwrap();
     assert!(doc["paths"]["/v1/sessions/{id}/rounds"]["post"].is_object());
+    // Each parameter is where the server reads it: a path parameter is one of its path's
+    // `{…}`, and every `{…}` has one; the rest are optional queries (`?format=`, `?dialect=`).
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        let templated: std::collections::BTreeSet<&str> = path
+            .split('{')
+            .skip(1)
+            .filter_map(|rest| rest.split_once('}').map(|(name, _)| name))
+            .collect();
+        for (method, op) in ops.as_object().unwrap() {
+            let params = op["parameters"].as_array().cloned().unwrap_or_default();
+            let in_path: std::collections::BTreeSet<&str> = params
+                .iter()
+                .filter(|p| p["in"] == "path")
+                .map(|p| p["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(in_path, templated, "{method} {path}: path parameters");
+            for p in params.iter().filter(|p| p["in"] != "path") {
+                assert_eq!((&p["in"], &p["required"]), (&json!("query"), &json!(false)), "{method} {path}: {p}");
+            }
+        }
+    }
+    let rounds = doc["paths"]["/v1/sessions/{id}/rounds"]["post"]["parameters"].as_array().unwrap();
+    assert!(rounds.iter().any(|p| p["name"] == "dialect" && p["in"] == "query"), "{rounds:?}");
     let out = Command::new(deps.join("venv/bin/schemathesis"))
         .args([
             "run",

@@ -158,6 +158,7 @@ pub struct SearchAnswer {
 
 /// `?dialect=` of a round.
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct RoundQuery {
     /// The round's dialect, overriding the session's.
     pub dialect: Option<String>,
@@ -173,6 +174,7 @@ pub(super) fn parse_result_format(f: Option<&str>) -> Result<Option<ResultFormat
 
 /// `?format=` of the catalog.
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ToolsQuery {
     /// `anthropic` (default) or `openai`.
     pub format: Option<String>,

@@ -11,6 +11,7 @@ use super::api::{ApiError, parse_result_format};
 
 /// `?format=` of the last round.
 #[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct LastRoundQuery {
     /// Also give the round's results as the provider's messages, in `messages`: anthropic,
     /// openai-chat, openai-responses or gemini.
@@ -24,7 +25,7 @@ pub struct LastRoundQuery {
 /// results as that provider's messages; Gemini's are named as resolved (the names the model
 /// wrote are not kept with the round).
 #[utoipa::path(get, path = "/v1/sessions/{id}/rounds/last", params(("id" = String, Path, description = "Session id"), LastRoundQuery),
-    responses((status = 200, content_type = "application/json", body = Object), (status = 404, body = super::api::ErrorBody), (status = 409, body = super::api::ErrorBody), (status = 503, body = super::api::ErrorBody)))]
+    responses((status = 200, content_type = "application/json", body = Object), (status = 400, body = super::api::ErrorBody), (status = 404, body = super::api::ErrorBody), (status = 409, body = super::api::ErrorBody), (status = 503, body = super::api::ErrorBody)))]
 pub async fn last_round(
     state: web::Data<State>,
     id: web::Path<String>,

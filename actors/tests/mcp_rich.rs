@@ -76,6 +76,7 @@ fn results_reach_the_model_and_the_host_as_the_servers_sent_them() {
             ("everything__get-tiny-image", json!({})),
             ("everything__get-resource-links", json!({"count": 2})),
             ("rich__book_table", json!({"restaurant": "Chez Panisse"})),
+            ("rich__bad_pictures", json!({})),
         ]),
     )
     .unwrap();
@@ -124,7 +125,7 @@ fn results_reach_the_model_and_the_host_as_the_servers_sent_them() {
     // Images: within block_max_bytes passed on as blocks, larger ones saved and described.
     let pixel = &results[4];
     assert!(
-        content(4).contains("[image: image/png, 72 bytes: passed to the host as content block 1]"),
+        content(4).contains("[image: image/png, 70 bytes: passed to the host as content block 1]"),
         "{}",
         content(4)
     );
@@ -152,6 +153,17 @@ fn results_reach_the_model_and_the_host_as_the_servers_sent_them() {
         "{}",
         content(6)
     );
+    // Blocks no provider could read are not passed on (the host's next request would be
+    // refused whole), and the model is told why.
+    let bad = content(8);
+    assert!(
+        bad.contains(
+            "[image: image/png, 41 bytes: not passed on: not an image the model providers read (PNG, JPEG, GIF or WebP); saved as "
+        ),
+        "{bad}"
+    );
+    assert!(bad.contains("not passed on: its data is not base64"), "{bad}");
+    assert!(results[8].get("blocks").is_none(), "nothing passed on: {}", results[8]);
     // Nobody can answer a question here: it is declined at once, not after a wait.
     assert!(content(7).contains("not booked (decline)"), "{}", content(7));
     assert!(!events.iter().any(|e| e["type"] == "input_required"), "no host to ask");

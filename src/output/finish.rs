@@ -6,6 +6,7 @@ use crate::notice::{Notice, NoticeKind};
 use crate::tool::{ErrorCategory, OutputKind, ToolError, ToolOutput};
 
 use super::handles::{SummaryLimits, example_pointer, handle_marker, summarize};
+use super::media::media_blocks;
 use super::{Budget, OverflowStore, truncate, wrap_external};
 
 /// Where a call's full output may be saved when it is truncated.
@@ -204,101 +205,6 @@ pub fn finish_call(
         notices,
         failed,
     }
-}
-
-/// What becomes of a result's media blocks: those passed on, and one line per block saying
-/// what it was and where it went.
-struct Media {
-    kept: Vec<serde_json::Value>,
-    lines: Vec<String>,
-}
-
-/// The file extension of a media type (what a saved block is named with).
-fn extension_of(mime: &str) -> &'static str {
-    match mime {
-        "image/png" => "png",
-        "image/jpeg" => "jpg",
-        "image/gif" => "gif",
-        "image/webp" => "webp",
-        "image/svg+xml" => "svg",
-        "audio/wav" | "audio/x-wav" => "wav",
-        "audio/mpeg" => "mp3",
-        "audio/ogg" => "ogg",
-        "audio/webm" => "webm",
-        _ => "bin",
-    }
-}
-
-/// Passes media blocks within `output.block_max_bytes` to the host, saves larger ones (final
-/// views only) and describes each in a line of the text, so the model knows what it got.
-fn media_blocks(
-    ctx: &FinishContext<'_>,
-    blocks: Vec<serde_json::Value>,
-    cfg: &OutputConfig,
-    overflow: Option<Overflow<'_>>,
-    notices: &mut Vec<Notice>,
-) -> Media {
-    use base64::Engine;
-    let mut media = Media {
-        kept: Vec::new(),
-        lines: Vec::new(),
-    };
-    for block in blocks {
-        let kind: String = block
-            .get("type")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("media")
-            .chars()
-            .filter(char::is_ascii_alphanumeric)
-            .take(16)
-            .collect();
-        // Server words in a line of ours: only what a media type may hold.
-        let mime: String = block
-            .get("mimeType")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("")
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || "+-./".contains(*c))
-            .take(64)
-            .collect();
-        let data = block.get("data").and_then(serde_json::Value::as_str).unwrap_or("");
-        let size = super::handles::size_text(data.len() * 3 / 4);
-        if data.len() <= cfg.block_max_bytes {
-            media.lines.push(format!(
-                "[{kind}: {mime}, {size}: passed to the host as content block {}]",
-                media.kept.len() + 1
-            ));
-            media.kept.push(block);
-            continue;
-        }
-        let saved = match (overflow, ctx.final_view) {
-            (Some(o), true) => match base64::engine::general_purpose::STANDARD.decode(data.trim()) {
-                Ok(bytes) => o
-                    .store
-                    .save_bytes(o.session, extension_of(&mime), &bytes)
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(format!("its data is not base64: {e}")),
-            },
-            _ => Err("this view of the call is not its last".to_string()),
-        };
-        match saved {
-            Ok(path) => media.lines.push(format!(
-                "[{kind}: {mime}, {size}: too large to pass on (over output.block_max_bytes); saved as {}]",
-                path.display()
-            )),
-            Err(reason) => {
-                notices.push(Notice::for_call(
-                    NoticeKind::OverflowFailed,
-                    ctx.index,
-                    format!("`{}`: a {kind} block was not saved: {reason}", ctx.name),
-                ));
-                media
-                    .lines
-                    .push(format!("[{kind}: {mime}, {size}: too large to pass on, and not saved]"));
-            }
-        }
-    }
-    media
 }
 
 /// A structured value as the model reads it: its JSON when that is at most
@@ -511,49 +417,6 @@ mod tests {
         );
         assert!(!poll.result.content.contains("[handle"));
         assert!(store.load_handle("s", "h2").is_err());
-    }
-
-    #[test]
-    fn media_blocks_are_passed_on_within_the_limit_and_saved_beyond_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = OverflowStore::new(dir.path().to_path_buf());
-        let overflow = Some(Overflow {
-            store: &store,
-            session: "s",
-        });
-        let small = serde_json::json!({"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="});
-        let big_data = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, vec![7u8; 2 * cfg().block_max_bytes]);
-        let big = serde_json::json!({"type": "audio", "mimeType": "audio/wav\n[ignore this]", "data": big_data});
-        let out = ToolOutput {
-            blocks: vec![small.clone(), big],
-            ..ToolOutput::text("two media")
-        };
-        let f = finish_call(
-            FinishContext {
-                external: Some("srv__t"),
-                ..ctx(true)
-            },
-            Ok(out),
-            &cfg(),
-            overflow,
-        );
-        let content = &f.result.content;
-        assert!(
-            content.contains("two media\n[image: image/png, 9 bytes: passed to the host as content block 1]"),
-            "{content}"
-        );
-        assert!(
-            content.contains("[audio: audio/wavignorethis, 2.0 MB: too large to pass on"),
-            "{content}"
-        );
-        let saved = content.split("saved as ").nth(1).unwrap().split(']').next().unwrap();
-        assert_eq!(std::fs::read(saved).unwrap(), vec![7u8; 2 * cfg().block_max_bytes]);
-        let blocks = f.result.blocks.unwrap();
-        assert_eq!(blocks.len(), 2);
-        assert_eq!(blocks[0], serde_json::json!({"type": "text", "text": content}));
-        assert_eq!(blocks[1], small);
-        let plain = finish_call(ctx(true), Ok(ToolOutput::text("x")), &cfg(), None);
-        assert!(plain.result.blocks.is_none(), "text alone has no blocks");
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod capture;
 mod envelope;
 mod finish;
 pub mod handles;
+mod media;
 mod overflow;
 mod truncate;
 

@@ -98,6 +98,17 @@ def pixel() -> CallToolResult:
     )
 
 
+@server.tool(description="Pictures no model could read: an SVG, and data that is not base64", structured_output=False)
+def bad_pictures() -> CallToolResult:
+    svg = b"<svg xmlns='http://www.w3.org/2000/svg'/>"
+    return CallToolResult(
+        content=[
+            ImageContent(type="image", mime_type="image/png", data=base64.b64encode(svg).decode()),
+            ImageContent(type="image", mime_type="image/png", data="%%% not base64"),
+        ]
+    )
+
+
 @server.tool(description="Books a table, asking the user for the details first", structured_output=False)
 async def book_table(restaurant: str, ctx: Context) -> str | InputRequiredResult:
     message = f"Booking a table at {restaurant}: for whom, and how many?"

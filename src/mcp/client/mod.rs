@@ -72,6 +72,9 @@ fn failure(e: rmcp::service::ServiceError) -> RequestFailure {
         E::McpError(err) if err.code.0 == UNREADABLE_ANSWER => RequestFailure::Unreadable(err.message.to_string()),
         E::McpError(err) => RequestFailure::Rpc(err.message.to_string()),
         E::Timeout { .. } => RequestFailure::Timeout,
+        // The server answered, with something that is not the result asked for: the
+        // connection is as good as before, and the request may have acted.
+        E::UnexpectedResponse => RequestFailure::Unreadable("its answer is not the result its request asks for".into()),
         other => RequestFailure::Closed(other.to_string()),
     }
 }
@@ -174,5 +177,22 @@ impl McpClient {
         if let Some(mut stopped) = self.stopped.clone() {
             let _ = stopped.wait_for(|s| *s).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_of_the_wrong_kind_is_unreadable_not_a_closed_connection() {
+        // A closed connection is restarted and its read-only call sent again; a server that
+        // answered with the wrong shape has neither coming.
+        let e = failure(rmcp::service::ServiceError::UnexpectedResponse);
+        assert!(matches!(e, RequestFailure::Unreadable(_)), "{e:?}");
+        assert!(matches!(
+            failure(rmcp::service::ServiceError::TransportClosed),
+            RequestFailure::Closed(_)
+        ));
     }
 }

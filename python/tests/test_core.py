@@ -298,6 +298,21 @@ def test_a_forked_child_is_refused(workspace, slot):
     assert list(session.submit_blocking(chat_stream([])))[-1].results == []
 
 
+def test_closing_twice_is_no_error(tmp_path):
+    slot = toolslot.Slot(QUIET)
+    with slot.open_session(workspace=tmp_path) as session:
+        session.close()
+    session.close()
+    with pytest.raises(toolslot.SessionError, match="no open session"):
+        list(session.submit_blocking(chat_stream([])))
+    other = slot.open_session(workspace=tmp_path)
+    slot.close()
+    other.close()
+    slot.close()
+    with pytest.raises(toolslot.StoppedError):
+        list(other.submit_blocking(chat_stream([])))
+
+
 def test_a_closed_slot_says_so(tmp_path):
     slot = toolslot.Slot(QUIET)
     session = slot.open_session(workspace=tmp_path)

@@ -63,6 +63,7 @@ class Slot:
         else:
             self._native = _native.NativeSlot(path=os.fspath(config))
         self._tools: Dict[str, PythonTool] = {}
+        self._closed = False
 
     def open_session(
         self,
@@ -135,8 +136,10 @@ class Slot:
         return dict(self._tools)
 
     def close(self) -> None:
-        """Stops the runtime: sessions closed (ledgers sealed), MCP servers stopped."""
+        """Stops the runtime: sessions closed (ledgers sealed), MCP servers stopped. Closing it
+        again does nothing."""
         self._native.close()
+        self._closed = True
 
     def __enter__(self) -> "Slot":
         return self
@@ -153,6 +156,7 @@ class Session:
         self.id = session_id
         self.approval_mode = approval_mode
         """The session's approval mode."""
+        self._closed = False
 
     @property
     def slot(self) -> Slot:
@@ -291,8 +295,13 @@ class Session:
         await loop.run_in_executor(None, self._slot._native.answer, session, index, decision, number)
 
     def close(self) -> None:
-        """Closes the session: a running round is cancelled, its ledger sealed."""
+        """Closes the session: a running round is cancelled, its ledger sealed. Closing it again,
+        or after its slot was closed (which closed it), does nothing, as with a file: ``with``
+        around a session closed inside it is no error."""
+        if self._closed or self._slot._closed:
+            return
         self._slot._native.close_session(self.id)
+        self._closed = True
 
     def __enter__(self) -> "Session":
         return self

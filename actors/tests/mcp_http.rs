@@ -392,3 +392,63 @@ fn a_message_that_cannot_be_read_gets_the_json_rpc_error_that_names_why() {
     }
     assert!(!marker.exists(), "a malformed call ran");
 }
+
+#[test]
+fn stopping_the_server_ends_its_sessions_with_an_upstream_server() {
+    // server-everything over HTTP, logging each session it opens and each one a client ends.
+    let log_dir = tempfile::tempdir().unwrap();
+    let log = log_dir.path().join("everything.log");
+    let port = free_port();
+    let _upstream = Proc::spawn(
+        Command::new("node")
+            .arg(deps().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::process::Stdio::null()),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !listening(port) {
+        assert!(std::time::Instant::now() < deadline, "server-everything did not listen");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let mut s = served(&format!(
+        "[approval]\nmode = \"full-auto\"\n[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"everything\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ndefer = false\n"
+    ));
+    // Calls over a while: the first over the server's shared connection, the later ones over
+    // the connection the session's thread opens of its own.
+    let path = format!("/mcp?workspace={}", s.workspace.display());
+    let auth = format!("Bearer {TOKEN}");
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    for n in 0..15 {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": "everything__echo", "arguments": {"message": format!("hi {n}")}, "_meta": meta}});
+        let (status, answer) = s.request(
+            "POST",
+            &path,
+            &[
+                ("Host", s.addr.as_str()),
+                ("Authorization", auth.as_str()),
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "everything__echo"),
+            ],
+            body.to_string().as_bytes(),
+        );
+        assert!(status == 200 && answer.contains(&format!("Echo: hi {n}")), "{status}: {answer}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    signal(s.proc.pid(), libc::SIGTERM);
+    let status = s.proc.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let opened = text.matches("Session initialized with ID").count();
+    let ended = text.matches("Received session termination request").count();
+    assert!(opened >= 2, "a connection of the session's thread's own was opened:\n{text}");
+    assert_eq!(ended, opened, "every session toolslot opened is ended when it stops:\n{text}");
+}

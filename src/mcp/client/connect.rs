@@ -136,7 +136,8 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
         if let Some(token) = crate::mcp::http::bearer_token(cfg)? {
             config = config.auth_header(token);
         }
-        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client.clone(), config);
+        let (remembering, session) = super::remembered::Remembering::new(client.clone());
+        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(remembering, config);
         let service = match tokio::time::timeout(startup, handler.serve_with_lifecycle(transport, lifecycle.clone())).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
@@ -174,6 +175,8 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
             stderr: Mutex::new(None),
             max_tools,
             stopped: None,
+            session: Some(session),
+            grace: limits.shutdown_grace,
         });
     }
     let Some((program, args)) = cfg.command.split_first() else {
@@ -196,6 +199,8 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
                 stderr: Mutex::new(stderr),
                 max_tools,
                 stopped: Some(stopped),
+                session: None,
+                grace: limits.shutdown_grace,
             });
         }
         Ok(Err(e)) => format!("server `{}`: initialize failed: {e}", cfg.name),

@@ -6,6 +6,7 @@
 mod call;
 mod connect;
 mod handler;
+mod remembered;
 mod trace;
 
 use std::collections::HashMap;
@@ -22,6 +23,7 @@ use handler::{Handler, InputRoute};
 pub use call::{Canceller, PendingCall};
 pub use connect::{ConnectOptions, connect, one_line};
 pub use handler::{ToolChanges, ToolsChanged};
+pub use remembered::Remembered;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Each change under these locks is one insert or removal: a poisoned lock holds whole data.
@@ -54,6 +56,10 @@ pub struct McpClient {
     max_tools: usize,
     /// Set once a stdio server's process is stopped and reaped.
     stopped: Option<tokio::sync::watch::Receiver<bool>>,
+    /// A streamable HTTP connection's session, which [`McpClient::close`] ends.
+    session: Option<Remembered>,
+    /// How long closing waits for the server (`mcp.shutdown_grace_ms`).
+    grace: std::time::Duration,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -171,12 +177,24 @@ impl McpClient {
 
     /// Closes a shared connection and waits until the server's process is stopped and
     /// reaped (stdin closed, then SIGTERM, then SIGKILL to its group; see
-    /// [`super::stdio`]).
+    /// [`super::stdio`]), or a streamable HTTP server's session is ended (at most
+    /// `mcp.shutdown_grace_ms`).
     pub async fn close(&self) {
         self.service.cancellation_token().cancel();
         if let Some(mut stopped) = self.stopped.clone() {
             let _ = stopped.wait_for(|s| *s).await;
         }
+        // rmcp ends the session when its task finishes, which a runtime that stops first
+        // never lets it do.
+        if let Some(session) = &self.session {
+            session.end(self.grace).await;
+        }
+    }
+
+    /// What ends a streamable HTTP connection's session later, from any runtime (`None` on
+    /// stdio).
+    pub fn remembered(&self) -> Option<Remembered> {
+        self.session.clone()
     }
 }
 

@@ -38,6 +38,11 @@ impl Live {
         self.shared.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// How the calling threads open connections of their own, if they do.
+    pub(super) fn per_thread(&self) -> Option<Arc<Opener>> {
+        self.per_thread.clone()
+    }
+
     /// Replaces the connection, returning the one it had.
     pub(super) fn set(&self, client: Option<Arc<McpClient>>) -> Option<Arc<McpClient>> {
         std::mem::replace(&mut *self.shared.lock().unwrap_or_else(|p| p.into_inner()), client)

@@ -16,11 +16,11 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use toolslot::config::{McpConfig, McpServerConfig};
-use toolslot::mcp::client::{ConnectOptions, McpClient, connect};
+use toolslot::mcp::client::{ConnectOptions, McpClient, Remembered, connect};
 
 /// How a thread opens its own connection to one server.
 pub(super) struct Opener {
@@ -30,6 +30,10 @@ pub(super) struct Opener {
     elicitation: bool,
     /// The thread the shared connection's tasks run on, which needs no second one.
     home: std::thread::ThreadId,
+    /// The sessions of every connection opened so far, which [`Opener::end_all`] ends: a
+    /// connection's own tasks end its session only if its thread's runtime lets them run,
+    /// and an HTTP worker's has stopped by the time toolslot stops its servers.
+    opened: Mutex<Vec<Remembered>>,
 }
 
 impl Opener {
@@ -43,6 +47,7 @@ impl Opener {
                 startup: cfg.startup_timeout(mcp),
                 elicitation,
                 home: std::thread::current().id(),
+                opened: Mutex::default(),
             })
         })
     }
@@ -95,10 +100,18 @@ impl Opener {
                         return;
                     }
                     *slot = match opened {
-                        Ok(client) => Slot::Open {
-                            client: Arc::new(client),
-                            beside,
-                        },
+                        Ok(client) => {
+                            if let Some(session) = client.remembered() {
+                                let mut opened = opener.opened.lock().unwrap_or_else(|p| p.into_inner());
+                                // Those of connections closed since (replaced after a restart).
+                                opened.retain(Remembered::is_open);
+                                opened.push(session);
+                            }
+                            Slot::Open {
+                                client: Arc::new(client),
+                                beside,
+                            }
+                        }
                         Err(reason) => {
                             tracing::debug!(server = %opener.cfg.name, %reason, "a thread's own connection failed; its calls use the shared one");
                             Slot::Failed {
@@ -110,6 +123,15 @@ impl Opener {
             });
             None
         })
+    }
+
+    /// Ends the session of every connection the threads opened (`DELETE`, those not ended
+    /// already), at most `mcp.shutdown_grace_ms` in all: what toolslot does when it stops the
+    /// server.
+    pub(super) async fn end_all(&self) {
+        let sessions = std::mem::take(&mut *self.opened.lock().unwrap_or_else(|p| p.into_inner()));
+        let within = Duration::from_millis(self.mcp.shutdown_grace_ms);
+        futures::future::join_all(sessions.iter().map(|s| s.end(within))).await;
     }
 
     /// Forgets this thread's connection after it failed a call, so the next call opens

@@ -370,11 +370,20 @@ impl Handler<Shutdown> for McpServerActor {
         self.shut = true;
         // A start under way is left to finish and is stopped then (see GetClient).
         let client = self.client.set(None);
+        let threads = self.client.per_thread();
         self.state = ServerState::Failed("stopped: toolslot is shutting down".into());
         Box::pin(async move {
-            if let Some(c) = client {
-                c.close().await;
-            }
+            let shared = async {
+                if let Some(c) = client {
+                    c.close().await;
+                }
+            };
+            let own = async {
+                if let Some(opener) = threads {
+                    opener.end_all().await;
+                }
+            };
+            futures::join!(shared, own);
         })
     }
 }

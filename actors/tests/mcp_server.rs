@@ -368,3 +368,45 @@ fn a_request_whose_params_do_not_fit_its_method_is_told_which_field() {
     assert_eq!(answers[&6]["result"]["isError"], false, "{}", answers[&6]);
     assert!(!bed.ws.join("ran").exists(), "a malformed call ran");
 }
+
+#[test]
+fn a_client_that_goes_away_has_its_running_command_stopped() {
+    use std::io::{BufRead, BufReader, Write};
+    let bed = bed();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
+        .args(["mcp", "--workspace"])
+        .arg(&bed.ws)
+        .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
+        .env("TOOLSLOT_APPROVAL__MODE", "full-auto")
+        .env("TOOLSLOT_OVERFLOW__DIR", bed.dir.path().join("overflow"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":1"), "{line}");
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "exec_shell", "arguments": {"command": "touch started; sleep 3; touch ran"}}});
+    writeln!(stdin, "{call}").unwrap();
+    stdin.flush().unwrap();
+    let started = bed.ws.join("started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !started.exists() {
+        assert!(std::time::Instant::now() < deadline, "the command did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The client quits: both its pipes close.
+    drop(stdin);
+    drop(stdout);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    // Past the time the command would have taken: it was stopped, not left to finish.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(!bed.ws.join("ran").exists(), "the command went on after its client had gone");
+}

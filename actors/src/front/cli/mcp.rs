@@ -4,8 +4,8 @@
 //! (`"command": "toolslot", "args": ["mcp", "--workspace", "/path/to/project"]`) and talks
 //! MCP on its stdin and stdout; logs go to stderr. It builds the same toolset as `replay` and
 //! `serve` (built-ins, extensions, MCP servers, sub-agents), opens one session on a dispatcher
-//! over it, and serves until the client closes stdin; then the session is closed (its ledger
-//! sealed) and every MCP server it started is stopped.
+//! over it, and serves until the client closes stdin (or its end of stdout: it has gone); then
+//! the session is closed (its ledger sealed) and every MCP server it started is stopped.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use toolslot::config::Config;
 
 use super::CliError;
-use crate::front::mcp_server::{McpFront, serve_stdio};
+use crate::front::mcp_server::{McpFront, serve_stdio, stdout_closed};
 use crate::host::dispatcher::Dispatcher;
 use crate::pipeline::session::SessionOptions;
 
@@ -63,10 +63,22 @@ pub fn run(args: McpArgs) -> Result<(), CliError> {
             dialect: None,
             policy: Some(Arc::clone(&policy)),
         });
-        let served = serve_stdio(McpFront::new(Arc::clone(&dispatcher), session.clone(), policy)).await;
+        let front = serve_stdio(McpFront::new(Arc::clone(&dispatcher), session.clone(), policy));
+        tokio::pin!(front);
+        // A client that closed its end of stdout is gone: its session (and the call it may
+        // be running) ends now, not when rmcp has waited for that call's answer.
+        let mut sealing = None;
+        let served = tokio::select! {
+            served = &mut front => served,
+            () = stdout_closed() => {
+                tracing::info!("the MCP client closed stdout: its session is closed and a running call cancelled");
+                sealing = dispatcher.close_session(&session).ok();
+                front.await
+            }
+        };
         // The ledger's closing record is on disk before the process goes; a call still
         // running is cancelled with the session.
-        if let Ok(sealing) = dispatcher.close_session(&session)
+        if let Some(sealing) = sealing.or_else(|| dispatcher.close_session(&session).ok())
             && let Err(e) = sealing.wait().await
         {
             tracing::error!("the ledger's closing record was not written: {e}");

@@ -29,6 +29,7 @@ mod call;
 pub mod http;
 mod listing;
 mod malformed;
+mod stdout_watch;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;
@@ -43,6 +44,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use toolslot::policy::Policy;
 
 use crate::host::dispatcher::Dispatcher;
+
+pub use stdout_watch::stdout_closed;
 
 /// The MCP server of one connection: what an MCP client talks to. Cheap to clone.
 ///

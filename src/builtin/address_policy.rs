@@ -57,7 +57,7 @@ fn v6_reason(ip: Ipv6Addr) -> Option<&'static str> {
     if s[0..6] == [0, 0, 0, 0, 0, 0] {
         // The deprecated IPv4-compatible form ::a.b.c.d.
         let v4 = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
-        return v4_reason(v4).or(Some("IPv4-compatible address (deprecated)"));
+        return v4_reason(v4).or(Some("IPv4-compatible (::a.b.c.d, deprecated)"));
     }
     if s[0] == 0x2002 {
         // 6to4 embeds an IPv4 address in the next 32 bits.

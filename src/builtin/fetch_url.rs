@@ -231,7 +231,7 @@ impl FetchUrl {
                 && !allowed_by_host(allow, &host, *ip, port)
             {
                 return Err(refused(format!(
-                    "`{host}` (port {port}) resolves to {ip}, a {reason} address; fetch_url only reaches public addresses (the host can allow one with network.allow_hosts, as host or host:port)"
+                    "`{host}` (port {port}) resolves to {ip}, which is not a public address ({reason}); fetch_url only reaches public addresses (the host can allow one with network.allow_hosts, as host or host:port)"
                 )));
             }
         }

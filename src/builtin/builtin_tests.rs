@@ -124,6 +124,12 @@ fn write_file_is_atomic_and_creates_folders() {
     let leftovers: Vec<_> = std::fs::read_dir(w.path().join("deep/new")).unwrap().collect();
     assert_eq!(leftovers.len(), 1, "no temp file left behind");
     assert!(w.run(&WriteFile, json!({"path": "../x", "content": ""})).is_err());
+    // A path that names a folder writes no file.
+    let e = w.run(&WriteFile, json!({"path": "sub/", "content": "x"})).unwrap_err();
+    assert_eq!(e.message, "`sub/` ends with `/`, so it names a folder; give the file's path");
+    assert!(!w.path().join("sub").exists());
+    let e = w.run(&WriteFile, json!({"path": ".", "content": "x"})).unwrap_err();
+    assert_eq!(e.message, "`.` is a folder");
 }
 
 #[test]
@@ -421,4 +427,24 @@ mod fetch {
     fn approval_key_is_the_host() {
         assert_eq!(tool().approval_key(&json!({"url": "https://docs.rs/a/b?c"})), "fetch_url:docs.rs");
     }
+}
+
+#[test]
+fn a_value_of_the_wrong_type_is_named_by_its_field() {
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Args {
+        path: String,
+        offset: Option<usize>,
+    }
+    let e = parse_input::<Args>(serde_json::json!({"path": "a", "offset": 1e23})).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("offset"), "{e:?}");
+    assert!(
+        e.message.starts_with("invalid arguments: `offset`: invalid type: floating point"),
+        "{}",
+        e.message
+    );
+    let e = parse_input::<Args>(serde_json::json!({"offset": 1})).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("path"), "{e:?}");
+    assert_eq!(e.message, "invalid arguments: missing field `path`");
 }

@@ -67,10 +67,22 @@ pub fn all(config: &crate::config::Config) -> Vec<Arc<dyn ToolSpec>> {
 
 /// Deserializes a tool's input; the error names the field serde complained about.
 pub(crate) fn parse_input<T: DeserializeOwned>(input: Value) -> Result<T, ToolError> {
-    serde_json::from_value(input).map_err(|e| {
-        let msg = e.to_string();
-        let field = msg.split('`').nth(1).unwrap_or("").to_string();
-        ToolError::invalid(field, format!("invalid arguments: {msg}"))
+    serde_path_to_error::deserialize(input).map_err(|e| {
+        let path = e.path().to_string();
+        let msg = e.inner().to_string();
+        // A missing or unknown field is named in serde's message, not in the path (which is
+        // where it was looked for: the top).
+        let field = if path == "." {
+            msg.split('`').nth(1).unwrap_or("").to_string()
+        } else {
+            path
+        };
+        let at = if field.is_empty() || msg.contains(&format!("`{field}`")) {
+            String::new()
+        } else {
+            format!("`{field}`: ")
+        };
+        ToolError::invalid(field, format!("invalid arguments: {at}{msg}"))
     })
 }
 

@@ -276,9 +276,12 @@ impl Dir {
 /// The path shown to the model: relative to the workspace where possible.
 pub fn display(workspace: &Path, path: &Path) -> String {
     let root = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
-    path.strip_prefix(&root)
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| path.display().to_string())
+    match path.strip_prefix(&root) {
+        // The workspace itself, which has no relative name of its own.
+        Ok(p) if p.as_os_str().is_empty() => ".".to_string(),
+        Ok(p) => p.display().to_string(),
+        Err(_) => path.display().to_string(),
+    }
 }
 
 /// Opens the confined path `path` for reading: without following a symlink put there since it

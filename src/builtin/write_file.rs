@@ -39,6 +39,13 @@ impl Tool for WriteFile {
     fn run<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let input: Input = parse_input(input)?;
+            // `sub/` names a folder: writing a file called `sub` is not what was asked.
+            if input.path.ends_with('/') {
+                return Err(crate::tool::ToolError::invalid(
+                    "path",
+                    format!("`{}` ends with `/`, so it names a folder; give the file's path", input.path),
+                ));
+            }
             let path = workspace::confine_input(ctx, &input.path, "path")?;
             super::protected::check(&ctx.workspace, &path, &ctx.config.tools.protected)?;
             let shown = workspace::display(&ctx.workspace, &path);

@@ -448,3 +448,35 @@ fn a_value_of_the_wrong_type_is_named_by_its_field() {
     assert_eq!(e.field.as_deref(), Some("path"), "{e:?}");
     assert_eq!(e.message, "invalid arguments: missing field `path`");
 }
+
+#[test]
+fn edit_file_matches_across_the_lines_of_a_crlf_file() {
+    let w = ws();
+    let f = w.path().join("win.txt");
+    std::fs::write(&f, "one\r\ntwo\r\nthree\r\n").unwrap();
+    // read_file shows it without its carriage returns, so that is what a model copies.
+    let shown = w.run(&ReadFile, json!({"path": "win.txt"})).unwrap().content;
+    assert!(!shown.contains('\r'), "{shown:?}");
+    let seen = |name: &str| {
+        // As the pipeline's read observer records a read.
+        let real = w.path().join(name).canonicalize().unwrap();
+        let modified = std::fs::metadata(&real).unwrap().modified().unwrap();
+        w.ctx.services.record_file_state(&real, modified);
+    };
+    seen("win.txt");
+    let out = w
+        .run(&EditFile, json!({"path": "win.txt", "search": "one\ntwo", "replace": "1\n2\n2b"}))
+        .unwrap();
+    assert_eq!(out.content, "Edited `win.txt`: 1 replacement(s).");
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "1\r\n2\r\n2b\r\nthree\r\n",
+        "the file keeps its line endings"
+    );
+    // A file with bare newlines is matched as given.
+    std::fs::write(w.path().join("unix.txt"), "a\nb\n").unwrap();
+    seen("unix.txt");
+    w.run(&EditFile, json!({"path": "unix.txt", "search": "a\nb", "replace": "c\nd"}))
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(w.path().join("unix.txt")).unwrap(), "c\nd\n");
+}

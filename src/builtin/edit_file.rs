@@ -1,5 +1,7 @@
 //! `edit_file`: replace a unique piece of text in a file the session has read.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -77,7 +79,9 @@ impl Tool for EditFile {
                     )
                 })?;
             let text = String::from_utf8(bytes).map_err(|_| ToolError::invalid("path", format!("`{shown}` is not UTF-8 text")))?;
-            let starts: Vec<usize> = text.match_indices(&input.search).map(|(i, _)| i).collect();
+            let (search, replace) = in_line_endings_of(&text, &input.search, &input.replace);
+            let (search, replace) = (search.as_ref(), replace.as_ref());
+            let starts: Vec<usize> = text.match_indices(search).map(|(i, _)| i).collect();
             if starts.is_empty() {
                 return Err(ToolError::invalid(
                     "search",
@@ -96,15 +100,27 @@ impl Tool for EditFile {
                 ));
             }
             let new_text = if input.replace_all {
-                text.replace(&input.search, &input.replace)
+                text.replace(search, replace)
             } else {
-                text.replacen(&input.search, &input.replace, 1)
+                text.replacen(search, replace, 1)
             };
             let modified = write_atomic(&path, new_text.as_bytes(), &shown)?;
             ctx.services.record_file_state(&path, modified);
             Ok(ToolOutput::text(format!("Edited `{shown}`: {} replacement(s).", starts.len())))
         })
     }
+}
+
+/// `search` and `replace` in the line endings of `text`: a file with CRLF line endings is shown
+/// by read_file without its carriage returns, so a model's search text spanning lines has bare
+/// newlines and would never match. Where it does not match as given, it is matched with CRLF
+/// line endings, and the replacement written with them too, so the file keeps its own.
+fn in_line_endings_of<'a>(text: &str, search: &'a str, replace: &'a str) -> (Cow<'a, str>, Cow<'a, str>) {
+    if text.contains(search) || !search.contains('\n') || search.contains('\r') || !text.contains("\r\n") {
+        return (Cow::Borrowed(search), Cow::Borrowed(replace));
+    }
+    let crlf = |s: &str| Cow::Owned(s.replace("\r\n", "\n").replace('\n', "\r\n"));
+    (crlf(search), crlf(replace))
 }
 
 impl ToolSpec for EditFile {

@@ -480,3 +480,12 @@ fn edit_file_matches_across_the_lines_of_a_crlf_file() {
         .unwrap();
     assert_eq!(std::fs::read_to_string(w.path().join("unix.txt")).unwrap(), "c\nd\n");
 }
+
+#[test]
+fn a_command_with_a_nul_byte_is_invalid_before_anyone_is_asked() {
+    let shell = ExecShell::new(&Config::builtin());
+    let e = shell.check_input(&json!({"command": "echo a\u{0}b"})).unwrap_err();
+    assert_eq!((e.category, e.field.as_deref()), (ErrorCategory::InvalidInput, Some("command")));
+    assert!(!e.started);
+    assert!(shell.check_input(&json!({"command": "echo ab"})).is_ok());
+}

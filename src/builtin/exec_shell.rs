@@ -168,6 +168,17 @@ impl ToolSpec for ExecShell {
     fn approval_key(&self, input: &Value) -> String {
         crate::shell::approval_key(input.get("command").and_then(Value::as_str).unwrap_or(""))
     }
+    fn check_input(&self, input: &Value) -> Result<(), ToolError> {
+        // A program's arguments cannot hold one: the shell would never start, and nobody
+        // should be asked to approve a command that cannot run.
+        if input.get("command").and_then(Value::as_str).is_some_and(|c| c.contains('\0')) {
+            return Err(ToolError::invalid(
+                "command",
+                "`command` contains a NUL byte, which no command line can hold",
+            ));
+        }
+        Ok(())
+    }
     fn field_aliases(&self) -> &[(&'static str, &'static str)] {
         &[("cmd", "command"), ("timeout", "timeout_ms")]
     }

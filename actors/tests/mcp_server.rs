@@ -52,6 +52,24 @@ impl Bed {
     }
 }
 
+impl Bed {
+    /// `toolslot mcp` on this workspace with `env`, its stdin and stdout piped for a test that
+    /// writes the protocol's lines itself; the ledger off.
+    fn raw_client(&self, env: &[(&str, &str)]) -> std::process::Child {
+        std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
+            .args(["mcp", "--workspace"])
+            .arg(&self.ws)
+            .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
+            .env("TOOLSLOT_OVERFLOW__DIR", self.dir.path().join("overflow"))
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+}
+
 fn text(v: &Value) -> &str {
     v["text"].as_str().unwrap_or_default()
 }
@@ -315,16 +333,7 @@ fn a_call_over_mcp_is_decided_as_the_same_call_in_a_provider_stream() {
 fn a_request_whose_params_do_not_fit_its_method_is_told_which_field() {
     use std::io::{BufRead, BufReader, Write};
     let bed = bed();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
-        .args(["mcp", "--workspace"])
-        .arg(&bed.ws)
-        .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
-        .env("TOOLSLOT_OVERFLOW__DIR", bed.dir.path().join("overflow"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = bed.raw_client(&[]);
     let mut stdin = child.stdin.take().unwrap();
     let lines = [
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
@@ -373,17 +382,7 @@ fn a_request_whose_params_do_not_fit_its_method_is_told_which_field() {
 fn a_client_that_goes_away_has_its_running_command_stopped() {
     use std::io::{BufRead, BufReader, Write};
     let bed = bed();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolslot"))
-        .args(["mcp", "--workspace"])
-        .arg(&bed.ws)
-        .env("TOOLSLOT_AUDIT__LEDGER_DIR", "")
-        .env("TOOLSLOT_APPROVAL__MODE", "full-auto")
-        .env("TOOLSLOT_OVERFLOW__DIR", bed.dir.path().join("overflow"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = bed.raw_client(&[("TOOLSLOT_APPROVAL__MODE", "full-auto")]);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});

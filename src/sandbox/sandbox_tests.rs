@@ -94,16 +94,8 @@ pub(super) fn spawn_request(req: &Request<'_>, want: Backend) -> Out {
 /// `sh` with `args`, cleared to write `ws`, in the full view, in a sandbox of its own.
 fn cleared_to_write<'a>(shell: &'a ShellConfig, ws: &'a Path, args: &'a [String]) -> Request<'a> {
     Request {
-        program: "sh",
-        args,
-        workspace: ws,
         grant: WRITE,
-        view: View::Full,
-        keep_env: &[],
-        shell,
-        hidden: &[],
-        session: None,
-        policy: None,
+        ..Request::granted_nothing("sh", args, ws, shell)
     }
 }
 

@@ -151,12 +151,10 @@ impl StreamableHttpClient for Remembering {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let kept = self.keep(&session_id, &auth_header, &custom_headers);
-        let answer = self
-            .inner
-            .post_message(Arc::clone(&uri), message, session_id, auth_header, custom_headers)
-            .await;
-        self.noted(&uri, kept, answer)
+        // As reqwest's client does: every form of a post is the one with limits.
+        let limits = StreamableHttpResponseLimits::default();
+        self.post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
+            .await
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -168,19 +166,10 @@ impl StreamableHttpClient for Remembering {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let kept = self.keep(&session_id, &auth_header, &custom_headers);
-        let answer = self
-            .inner
-            .post_message_with_max_sse_event_size(
-                Arc::clone(&uri),
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await;
-        self.noted(&uri, kept, answer)
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = max_sse_event_size;
+        self.post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
+            .await
     }
 
     async fn post_message_with_response_limits(

@@ -35,29 +35,40 @@ struct Spoken {
     ended: bool,
 }
 
+/// What both sides of a connection share: the session noted, and whether its `DELETE` has
+/// come back.
+struct Noted {
+    last: Mutex<Option<Spoken>>,
+    /// Whether the noted session's `DELETE` has come back, whichever side sent it.
+    done: tokio::sync::watch::Sender<bool>,
+}
+
 /// reqwest's client as rmcp uses it, noting the session each message is sent in.
 #[derive(Clone)]
 pub(super) struct Remembering {
     inner: reqwest::Client,
-    last: Arc<Mutex<Option<Spoken>>>,
+    noted: Arc<Noted>,
 }
 
 /// A connection's session, as [`Remembering`] noted it.
 #[derive(Clone)]
 pub struct Remembered {
     inner: reqwest::Client,
-    last: Arc<Mutex<Option<Spoken>>>,
+    noted: Arc<Noted>,
 }
 
 impl Remembering {
     /// `inner`, remembering; and the handle that ends its session.
     pub(super) fn new(inner: reqwest::Client) -> (Self, Remembered) {
-        let last = Arc::new(Mutex::new(None));
+        let noted = Arc::new(Noted {
+            last: Mutex::new(None),
+            done: tokio::sync::watch::channel(false).0,
+        });
         let remembered = Remembered {
             inner: inner.clone(),
-            last: Arc::clone(&last),
+            noted: Arc::clone(&noted),
         };
-        (Self { inner, last }, remembered)
+        (Self { inner, noted }, remembered)
     }
 
     /// What noting a message's session needs kept while it is sent: its credentials, unless
@@ -66,7 +77,7 @@ impl Remembering {
     fn keep(&self, session: &Option<Arc<str>>, auth_header: &Option<String>, headers: &HashMap<HeaderName, HeaderValue>) -> Option<Kept> {
         let known = session
             .as_ref()
-            .is_some_and(|id| lock(&self.last).as_ref().is_some_and(|s| &s.session == id));
+            .is_some_and(|id| lock(&self.noted.last).as_ref().is_some_and(|s| &s.session == id));
         (!known).then(|| Kept {
             session: session.clone(),
             auth_header: auth_header.clone(),
@@ -90,7 +101,8 @@ impl Remembering {
             _ => None,
         };
         if let Some(session) = kept.session.or(given) {
-            *lock(&self.last) = Some(Spoken {
+            self.noted.done.send_replace(false);
+            *lock(&self.noted.last) = Some(Spoken {
                 uri: Arc::clone(uri),
                 session,
                 auth_header: kept.auth_header,
@@ -112,30 +124,43 @@ struct Kept {
 impl Remembered {
     /// Whether there is a session to end.
     pub fn is_open(&self) -> bool {
-        lock(&self.last).as_ref().is_some_and(|s| !s.ended)
+        lock(&self.noted.last).as_ref().is_some_and(|s| !s.ended)
     }
 
-    /// Ends the session last spoken in (a `DELETE`), unless it is ended already; waits at most
-    /// `within`. A server that does not end sessions, or fails to, is left as it is.
+    /// Ends the session last spoken in (a `DELETE`), unless it is ended already, or waits for
+    /// the `DELETE` rmcp sent for it to come back; at most `within` either way. A server that
+    /// does not end sessions, or fails to, is left as it is.
     pub async fn end(&self, within: Duration) {
-        let spoken = {
-            let mut last = lock(&self.last);
+        let mine = {
+            let mut last = lock(&self.noted.last);
             match last.as_mut() {
                 Some(s) if !s.ended => {
                     s.ended = true;
-                    s.clone()
+                    Some(s.clone())
                 }
-                _ => return,
+                Some(_) => None,
+                None => return,
             }
         };
-        let session = Arc::clone(&spoken.session);
-        let ended = self
-            .inner
-            .delete_session(spoken.uri, spoken.session, spoken.auth_header, spoken.custom_headers);
-        match tokio::time::timeout(within, ended).await {
-            Ok(Ok(())) => tracing::debug!(%session, "MCP session ended"),
-            Ok(Err(e)) => tracing::debug!(%session, error = %e, "MCP session not ended"),
-            Err(_) => tracing::debug!(%session, "MCP session not ended in time"),
+        let ending = async {
+            match mine {
+                Some(spoken) => {
+                    let ended = self
+                        .inner
+                        .delete_session(spoken.uri, spoken.session, spoken.auth_header, spoken.custom_headers)
+                        .await;
+                    self.noted.done.send_replace(true);
+                    if let Err(e) = ended {
+                        tracing::debug!(error = %e, "an MCP session was not ended");
+                    }
+                }
+                None => {
+                    let _ = self.noted.done.subscribe().wait_for(|done| *done).await;
+                }
+            }
+        };
+        if tokio::time::timeout(within, ending).await.is_err() {
+            tracing::debug!("an MCP session was not ended in time");
         }
     }
 }
@@ -196,16 +221,23 @@ impl StreamableHttpClient for Remembering {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
-        {
-            let mut last = lock(&self.last);
-            if let Some(s) = last.as_mut().filter(|s| s.session == session_id) {
-                if s.ended {
-                    return Ok(());
+        let noted = {
+            let mut last = lock(&self.noted.last);
+            match last.as_mut().filter(|s| s.session == session_id) {
+                // [`Remembered::end`] is ending it.
+                Some(s) if s.ended => return Ok(()),
+                Some(s) => {
+                    s.ended = true;
+                    true
                 }
-                s.ended = true;
+                None => false,
             }
+        };
+        let ended = self.inner.delete_session(uri, session_id, auth_header, custom_headers).await;
+        if noted {
+            self.noted.done.send_replace(true);
         }
-        self.inner.delete_session(uri, session_id, auth_header, custom_headers).await
+        ended
     }
 
     async fn get_stream(

@@ -502,6 +502,17 @@ fn a_reachable_bind_without_a_token_refuses_to_start() {
 }
 
 #[test]
+fn a_bind_address_in_use_is_named_in_one_line() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let out = refused(&format!("[server]\nbind = \"{addr}\"\n"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(err.contains(&format!("cannot listen on {addr} (server.bind)")), "{err}");
+}
+
+#[test]
 fn wrong_tokens_are_throttled_per_address() {
     let s = start("auth_failures_per_minute = 3");
     let login = |token: &str| {

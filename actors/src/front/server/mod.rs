@@ -310,7 +310,9 @@ fn bind_all(bind: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
     for addr in bind.to_socket_addrs()? {
         match std::net::TcpListener::bind(addr) {
             Ok(l) => listeners.push(l),
-            Err(e) => last_error = Some(e),
+            // Which address, and which key sets it: "Address already in use" alone does not
+            // say what to change.
+            Err(e) => last_error = Some(std::io::Error::new(e.kind(), format!("cannot listen on {addr} (server.bind): {e}"))),
         }
     }
     match (listeners.is_empty(), last_error) {

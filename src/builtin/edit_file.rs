@@ -79,9 +79,16 @@ impl Tool for EditFile {
                     )
                 })?;
             let text = String::from_utf8(bytes).map_err(|_| ToolError::invalid("path", format!("`{shown}` is not UTF-8 text")))?;
-            let (search, replace) = in_line_endings_of(&text, &input.search, &input.replace);
+            let find = |search: &str| -> Vec<usize> { text.match_indices(search).map(|(i, _)| i).collect() };
+            let (mut search, mut replace) = (Cow::Borrowed(input.search.as_str()), Cow::Borrowed(input.replace.as_str()));
+            let mut starts = find(&search);
+            if starts.is_empty()
+                && let Some((crlf_search, crlf_replace)) = in_crlf(&text, &input.search, &input.replace)
+            {
+                starts = find(&crlf_search);
+                (search, replace) = (crlf_search, crlf_replace);
+            }
             let (search, replace) = (search.as_ref(), replace.as_ref());
-            let starts: Vec<usize> = text.match_indices(search).map(|(i, _)| i).collect();
             if starts.is_empty() {
                 return Err(ToolError::invalid(
                     "search",
@@ -111,16 +118,16 @@ impl Tool for EditFile {
     }
 }
 
-/// `search` and `replace` in the line endings of `text`: a file with CRLF line endings is shown
-/// by read_file without its carriage returns, so a model's search text spanning lines has bare
-/// newlines and would never match. Where it does not match as given, it is matched with CRLF
-/// line endings, and the replacement written with them too, so the file keeps its own.
-fn in_line_endings_of<'a>(text: &str, search: &'a str, replace: &'a str) -> (Cow<'a, str>, Cow<'a, str>) {
-    if text.contains(search) || !search.contains('\n') || search.contains('\r') || !text.contains("\r\n") {
-        return (Cow::Borrowed(search), Cow::Borrowed(replace));
+/// `search` and `replace` with CRLF line endings, for a search that did not match `text`, a file
+/// with CRLF line endings: read_file shows such a file without its carriage returns, so a
+/// model's search text spanning lines has bare newlines and would never match. The replacement
+/// is written with them too, so the file keeps its own. `None` where that cannot be the reason.
+fn in_crlf<'a>(text: &str, search: &str, replace: &str) -> Option<(Cow<'a, str>, Cow<'a, str>)> {
+    if !search.contains('\n') || search.contains('\r') || !text.contains("\r\n") {
+        return None;
     }
     let crlf = |s: &str| Cow::Owned(s.replace("\r\n", "\n").replace('\n', "\r\n"));
-    (crlf(search), crlf(replace))
+    Some((crlf(search), crlf(replace)))
 }
 
 impl ToolSpec for EditFile {

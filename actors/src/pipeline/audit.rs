@@ -79,6 +79,9 @@ pub struct Sealing {
     writing: Option<tokio::task::JoinHandle<Result<(), LedgerError>>>,
     /// The ledger's folder.
     dir: PathBuf,
+    /// A durable session's record and lease being removed from the session store: until they
+    /// are, another dispatcher would still find the session and answer as if it were open.
+    forgetting: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl Sealing {
@@ -87,7 +90,15 @@ impl Sealing {
         Self {
             writing: None,
             dir: PathBuf::new(),
+            forgetting: None,
         }
+    }
+
+    /// Also waits, in [`Sealing::wait`], for `forgotten` to be answered (or dropped).
+    #[must_use]
+    pub fn and_forgotten(mut self, forgotten: tokio::sync::oneshot::Receiver<()>) -> Self {
+        self.forgetting = Some(forgotten);
+        self
     }
 
     /// Waits for the closing record.
@@ -95,6 +106,10 @@ impl Sealing {
     /// # Errors
     /// [`LedgerError`] when it could not be written.
     pub async fn wait(self) -> Result<(), LedgerError> {
+        if let Some(forgetting) = self.forgetting {
+            // A writer that stopped (its session lost) drops the sender: nothing to wait for.
+            let _ = forgetting.await;
+        }
         let Some(writing) = self.writing else {
             return Ok(());
         };
@@ -291,6 +306,7 @@ impl Audit {
             Ok(runtime) => Sealing {
                 writing: Some(runtime.spawn_blocking(sealed)),
                 dir,
+                forgetting: None,
             },
             Err(_) => {
                 let _ = sealed();

@@ -334,9 +334,11 @@ impl Dispatcher {
         Ok(self.open_session(options))
     }
 
-    /// Closes a session: its running round is cancelled, its stages stop, and its audit ledger
-    /// gets its closing record, written on the blocking pool: await [`Sealing::wait`] to know it
-    /// is on disk (a host that exits right after closing should).
+    /// Closes a session: its running round is cancelled, its stages stop, its audit ledger
+    /// gets its closing record, written on the blocking pool, and a durable session's record
+    /// and lease are removed from the session store: await [`Sealing::wait`] to know both are
+    /// done (a host that exits right after closing should, and so does an answer that says
+    /// the session is gone).
     ///
     /// # Errors
     /// [`DispatchError::UnknownSession`].
@@ -347,10 +349,10 @@ impl Dispatcher {
             .remove(id)
             .ok_or_else(|| DispatchError::UnknownSession(id.to_string()))?;
         let sealing = submission::close(&handle.shared, &handle.stages);
-        if let Some(d) = handle.shared.durable.get() {
-            d.close();
-        }
-        Ok(sealing)
+        Ok(match handle.shared.durable.get() {
+            Some(d) => sealing.and_forgotten(d.close()),
+            None => sealing,
+        })
     }
 
     /// Makes sure session `id` is open here: a durable session that exists only in the

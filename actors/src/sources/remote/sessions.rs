@@ -251,7 +251,8 @@ enum Op {
     FileRead(std::path::PathBuf, std::time::SystemTime),
     TaskOwner(Option<String>),
     Saved(std::path::PathBuf),
-    Close,
+    /// Answered once the record and lease are removed.
+    Close(oneshot::Sender<()>),
 }
 
 /// Copies a saved output into the object store; its name once it is there. Done in line
@@ -402,9 +403,12 @@ impl DurableSession {
         self.send(Op::Saved(file.to_path_buf()));
     }
 
-    /// The session closed: its record and lease are removed.
-    pub fn close(&self) {
-        self.send(Op::Close);
+    /// The session closed: its record and lease are removed; the receiver is answered once
+    /// they are (and dropped unanswered when the session was lost, with nothing to remove).
+    pub fn close(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Op::Close(tx));
+        rx
     }
 }
 
@@ -470,10 +474,11 @@ impl Writer {
             let mut acks = Vec::new();
             let mut close = self.apply(op, &mut acks).await;
             while let Ok(op) = rx.try_recv() {
-                close |= self.apply(op, &mut acks).await;
+                close = close.or(self.apply(op, &mut acks).await);
             }
-            if close {
+            if let Some(closed) = close {
                 self.store.forget(&self.session, self.revision, self.lease).await;
+                let _ = closed.send(());
                 return;
             }
             let outcome = self.flush().await;
@@ -488,8 +493,8 @@ impl Writer {
         }
     }
 
-    /// Applies `op` to the record; true when the session closed.
-    async fn apply(&mut self, op: Op, acks: &mut Vec<oneshot::Sender<bool>>) -> bool {
+    /// Applies `op` to the record; the close's answer when the session closed.
+    async fn apply(&mut self, op: Op, acks: &mut Vec<oneshot::Sender<bool>>) -> Option<oneshot::Sender<()>> {
         match op {
             Op::Planned { round, index, id, name } => {
                 if let Some(r) = self.round_mut(round) {
@@ -549,9 +554,9 @@ impl Writer {
                     self.record.saved(&name, self.store.saved_max);
                 }
             }
-            Op::Close => return true,
+            Op::Close(closed) => return Some(closed),
         }
-        false
+        None
     }
 
     /// The record of local round `round`, begun when it is new; `None` for an older one.

@@ -310,6 +310,46 @@ fn a_servers_question_is_answered_over_the_inputs_endpoint() {
 }
 
 #[test]
+fn a_question_on_a_calls_own_stream_over_streamable_http_is_answered() {
+    // The growing fixture on the revisions with sessions, over HTTP: its question comes on the
+    // call's own event stream, which a call posted straight from a session's thread reads.
+    let port = free_port();
+    let script = repo().join("tests/data/growing_mcp_server.py");
+    let mut server = std::process::Command::new(deps().join("venv/bin/python"))
+        .arg(script)
+        .args(["--http", &port.to_string(), "--legacy"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the fixture never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = start(&format!(
+        "[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"net\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ndefer = false\n"
+    ));
+    // A session thread's first calls go through the shared connection while its own opens.
+    let mut posted = false;
+    for name in ["Ada", "Grace", "Barbara", "Frances", "Radia", "Hedy"] {
+        let events = round_answering(
+            &s,
+            "net__asked",
+            json!({}),
+            Some(json!({"action": "accept", "content": {"name": name}})),
+        );
+        let text = result_text(&events);
+        assert!(text.contains(&format!("answered {name} as request")), "{text}");
+        posted |= text.contains("as request 'toolslot-");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(posted, "no call was posted straight to the server");
+}
+
+#[test]
 fn an_unanswered_question_is_declined_after_the_timeout() {
     let s = start(&format!(
         "{}\n",

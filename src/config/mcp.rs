@@ -28,6 +28,9 @@ pub struct McpConfig {
     /// Whether each thread that calls a streamable HTTP server opens a session of its own
     /// with it, rather than handing every call to the thread of the shared one.
     pub http_connection_per_thread: bool,
+    /// Whether a `tools/call` to a streamable HTTP server on a revision with sessions is
+    /// posted by toolslot itself on the calling task, rather than through rmcp's worker.
+    pub http_direct_calls: bool,
     /// How much of a stdio server's stderr (the end) a failure report quotes, in bytes.
     pub stderr_tail_bytes: usize,
     /// How long a server's question waits for the host's answer before it is declined (ms).

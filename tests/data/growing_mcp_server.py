@@ -8,13 +8,18 @@ a connection comes up.
 `--https PORT CA_PEM` serves streamable HTTP over TLS instead (uvicorn, as deployed servers
 run), with a certificate for 127.0.0.1 and localhost from a fresh CA written to CA_PEM for the
 client to trust; the pinned servers speak plain HTTP at most. `--http PORT` serves plain
-streamable HTTP; its `connection` tool says which connection a call came over.
+streamable HTTP (`--legacy` as a server of the revisions with the `initialize` handshake,
+which refuses the newest ones' discovery); its `connection` tool says which connection a call came over, and its
+`counted` tool the id of the request that called it; `waited` waits until it is cancelled and
+then writes "cancelled" to a file.
 """
 
 import datetime
 import ipaddress
 import os
 import tempfile
+
+from pydantic import BaseModel
 
 from mcp.server.mcpserver import Context, MCPServer
 
@@ -51,7 +56,31 @@ def connection(ctx: Context, nth: int = 0) -> str:
 async def counted(steps: int, ctx: Context) -> str:
     for i in range(1, steps + 1):
         await ctx.report_progress(i, steps)
-    return f"counted {steps} over {connection_of(ctx)}"
+    return f"counted {steps} over {connection_of(ctx)} as request {ctx.request_id!r}"
+
+
+class Name(BaseModel):
+    name: str
+
+
+@server.tool(description="Asks the user for a name, and says what came back and the id of its request.")
+async def asked(ctx: Context) -> str:
+    answer = await ctx.elicit(message="Whose table is it?", schema=Name)
+    said = answer.data.name if answer.action == "accept" else answer.action
+    return f"answered {said} as request {ctx.request_id!r}"
+
+
+@server.tool(description="Waits up to a minute; if cancelled first, writes `cancelled` to the file `marker`.")
+async def waited(marker: str) -> str:
+    import anyio
+
+    try:
+        await anyio.sleep(60)
+    except anyio.get_cancelled_exc_class():
+        with open(marker, "w") as f:
+            f.write("cancelled")
+        raise
+    return "waited a minute"
 
 
 def issue_certificate(ca_out: str) -> tuple[str, str]:
@@ -119,12 +148,49 @@ def guarded(app, bearer, header):
     return checked
 
 
+def legacy(app):
+    """`app` as a server of the revisions before the newest: `server/discover` is refused as an
+    unknown method, so a client falls back to `initialize` and a session."""
+    import json
+
+    async def older(scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await app(scope, receive, send)
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        try:
+            request = json.loads(body)
+        except ValueError:
+            request = None
+        if isinstance(request, dict) and request.get("method") == "server/discover":
+            error = {"jsonrpc": "2.0", "id": request.get("id"), "error": {"code": -32601, "message": "Method not found"}}
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": json.dumps(error).encode()})
+            return
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await app(scope, replay, send)
+
+    return older
+
+
 if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--https", nargs=2, metavar=("PORT", "CA_PEM"))
     parser.add_argument("--http", metavar="PORT", help="plain streamable HTTP on PORT")
+    parser.add_argument("--legacy", action="store_true", help="refuse the newest revisions' discovery")
     parser.add_argument("--require-bearer")
     parser.add_argument("--require-header", help="NAME=VALUE")
     args = parser.parse_args()
@@ -141,6 +207,7 @@ if __name__ == "__main__":
     elif args.http:
         import uvicorn
 
-        uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=int(args.http), log_level="warning")
+        app = server.streamable_http_app()
+        uvicorn.run(legacy(app) if args.legacy else app, host="127.0.0.1", port=int(args.http), log_level="warning")
     else:
         server.run()

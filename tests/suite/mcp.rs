@@ -390,16 +390,31 @@ async fn connection_of(d: &Dispatcher, s: &str, nth: usize) -> String {
 
 #[test]
 fn a_session_thread_calls_a_streamable_http_server_over_a_connection_of_its_own() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let _server = growing_over_http(&["--http".into(), port.to_string()]);
+    // The fixture on the newest revision (no sessions: a connection is named by its port), and
+    // on the older ones, whose calls from a thread's own connection are posted straight.
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (newest, older) = (free(), free());
+    let _servers = [
+        growing_over_http(&["--http".into(), newest.to_string()]),
+        growing_over_http(&["--http".into(), older.to_string(), "--legacy".into()]),
+    ];
     system(async move {
-        listening(port, || true).await;
-        for own in [true, false] {
+        listening(newest, || true).await;
+        listening(older, || true).await;
+        let ways = [
+            (true, newest, true),
+            (true, older, true),
+            (true, older, false),
+            (false, newest, true),
+            (false, older, true),
+        ];
+        for (own, port, direct) in ways {
+            let legacy = port == older;
             let ws = tempfile::tempdir().unwrap();
             // Sessions on arbiters of their own, not on the thread the server's actor lives on.
             let file = ws.path().join("net.toml");
             let toml = format!(
-                "[approval]\nmode = \"full-auto\"\n[execution]\nworkers = 2\n[mcp]\ntool_cache_dir = \"\"\nhttp_connection_per_thread = {own}\n[[mcp.servers]]\nname = \"net\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ndefer = false\nrequired = true\n"
+                "[approval]\nmode = \"full-auto\"\n[execution]\nworkers = 2\n[mcp]\ntool_cache_dir = \"\"\nhttp_connection_per_thread = {own}\nhttp_direct_calls = {direct}\n[[mcp.servers]]\nname = \"net\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ndefer = false\nrequired = true\n"
             );
             std::fs::write(&file, toml).unwrap();
             let cfg = Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap());
@@ -425,8 +440,37 @@ fn a_session_thread_calls_a_streamable_http_server_over_a_connection_of_its_own(
                 let ev = round(&d, &s, &[("net__counted", json!({"steps": 3}))]).await;
                 let text = &results(&ev)[0].content;
                 assert!(text.contains(&format!("counted 3 over connection {later}")), "{text}");
+                // On the older revisions posted straight from the session's thread, not
+                // through rmcp's worker (whose request ids are numbers), unless turned off.
+                assert_eq!(text.contains("as request 'toolslot-"), legacy && direct, "{text}");
                 let progress = ev.iter().filter(|e| matches!(e, PipelineEvent::Progress { .. })).count();
                 assert!(progress >= 2, "progress over the thread's own connection: {ev:?}");
+                // A call posted straight is cancelled at the server when its round is.
+                let marker = ws.path().join("cancelled");
+                let body = openai_chat(&[("net__waited", json!({"marker": marker}))], "tool_calls");
+                let mut rx = d
+                    .submit_round(&s, RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body)]))))
+                    .unwrap();
+                let mut events = Vec::new();
+                while let Some(e) = rx.recv().await {
+                    if matches!(e, PipelineEvent::CallStarted { .. }) {
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        d.cancel_round(&s).unwrap();
+                    }
+                    events.push(e);
+                }
+                assert!(results(&events)[0].content.contains("cancelled"), "{}", results(&events)[0].content);
+                for _ in 0..100 {
+                    if marker.exists() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                assert_eq!(
+                    std::fs::read_to_string(&marker).unwrap_or_default(),
+                    "cancelled",
+                    "the server was not told"
+                );
             } else {
                 assert!(seen.iter().all(|c| *c == shared), "every call over the shared connection: {seen:?}");
             }

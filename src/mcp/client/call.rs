@@ -9,6 +9,7 @@ use rmcp::model::{CallToolRequest, CallToolRequestParams, CancelledNotificationP
 use rmcp::service::{Peer, PeerRequestOptions, RequestHandle, RoleClient};
 use serde_json::Value;
 
+use super::direct::{self, Direct};
 use super::handler::{InputRoute, elicit_result};
 use super::{McpClient, RequestFailure, failure, lock};
 use crate::mcp::{CallHooks, InputSink, ProgressSink};
@@ -16,22 +17,39 @@ use crate::mcp::{CallHooks, InputSink, ProgressSink};
 /// Numbers the calls registered for questions, per process.
 static INPUT_KEYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// A `tools/call` request sent and not yet answered.
+/// A `tools/call` request sent (or, posted straight to its server, about to be) and not yet
+/// answered.
 pub struct PendingCall {
-    handle: RequestHandle<RoleClient>,
+    way: Way,
     _hooks: Registered,
-    /// What a retry needs when the server answers "input required" (the newest revisions'
-    /// multi round-trip requests): the request, this call's own question sink, and the
-    /// request id now in flight (which a canceller reads).
-    params: CallToolRequestParams,
-    ask: Option<InputSink>,
-    server: String,
-    current: Arc<Mutex<RequestId>>,
-    /// The request's span (by the MCP conventions), its start, and the `_meta` carrying its
-    /// trace context, sent again with each retry.
+    /// The request's span (by the MCP conventions) and its start.
     span: tracing::Span,
     started: std::time::Instant,
-    meta: Option<rmcp::model::RequestMetaObject>,
+}
+
+/// How a call goes to its server.
+enum Way {
+    /// Through rmcp's service.
+    Rmcp {
+        // Boxed: the rest of the variant is a few pointers, and a direct call carries none of it.
+        handle: Box<RequestHandle<RoleClient>>,
+        /// What a retry needs when the server answers "input required" (the newest
+        /// revisions' multi round-trip requests): the request, this call's own question sink,
+        /// and the request id now in flight (which a canceller reads).
+        params: CallToolRequestParams,
+        ask: Option<InputSink>,
+        server: String,
+        current: Arc<Mutex<RequestId>>,
+        /// The `_meta` carrying the trace context, sent again with each retry.
+        meta: Option<rmcp::model::RequestMetaObject>,
+    },
+    /// Posted on the calling task ([`super::direct`]), when [`PendingCall::finish`] runs.
+    Direct {
+        direct: Arc<Direct>,
+        id: String,
+        body: Vec<u8>,
+        hooks: direct::Hooks,
+    },
 }
 
 /// How many "input required" rounds one call may take: a server that keeps asking is stopped.
@@ -54,9 +72,11 @@ impl Drop for Registered {
 }
 
 /// Sends a server the cancellation of one request (what to do when its caller goes away).
-pub struct Canceller {
-    peer: Peer<RoleClient>,
-    id: Arc<Mutex<RequestId>>,
+pub struct Canceller(Target);
+
+enum Target {
+    Rmcp { peer: Peer<RoleClient>, id: Arc<Mutex<RequestId>> },
+    Direct { direct: Arc<Direct>, id: String },
 }
 
 impl Canceller {
@@ -65,19 +85,30 @@ impl Canceller {
     /// # Cancel safety
     /// Dropping it may not send the notification.
     pub async fn cancel(self, reason: &str) {
-        let id = lock(&self.id).clone();
-        let params = CancelledNotificationParam::new(Some(id), Some(reason.to_string()));
-        let _ = self.peer.notify_cancelled(params).await;
+        match self.0 {
+            Target::Rmcp { peer, id } => {
+                let id = lock(&id).clone();
+                let params = CancelledNotificationParam::new(Some(id), Some(reason.to_string()));
+                let _ = peer.notify_cancelled(params).await;
+            }
+            Target::Direct { direct, id } => direct.cancel(&id, reason).await,
+        }
     }
 }
 
 impl PendingCall {
     /// What cancels this request at the server.
     pub fn canceller(&self) -> Canceller {
-        Canceller {
-            peer: self.handle.peer.clone(),
-            id: Arc::clone(&self.current),
-        }
+        Canceller(match &self.way {
+            Way::Rmcp { handle, current, .. } => Target::Rmcp {
+                peer: handle.peer.clone(),
+                id: Arc::clone(current),
+            },
+            Way::Direct { direct, id, .. } => Target::Direct {
+                direct: Arc::clone(direct),
+                id: id.clone(),
+            },
+        })
     }
 
     /// Waits for the answer, at most `timeout`; the result as JSON.
@@ -97,17 +128,22 @@ impl PendingCall {
     }
 
     async fn finish_inner(self, timeout: Duration) -> Result<Value, RequestFailure> {
-        let PendingCall {
-            mut handle,
-            _hooks,
-            mut params,
-            ask,
-            server,
-            current,
-            span: _,
-            started: _,
-            meta,
-        } = self;
+        let PendingCall { way, _hooks, .. } = self;
+        let (mut handle, mut params, ask, server, current, meta) = match way {
+            Way::Rmcp {
+                handle,
+                params,
+                ask,
+                server,
+                current,
+                meta,
+            } => (*handle, params, ask, server, current, meta),
+            Way::Direct { direct, id, body, hooks } => {
+                return tokio::time::timeout(timeout, direct.call(&id, body, &hooks))
+                    .await
+                    .map_err(|_| RequestFailure::Timeout)?;
+            }
+        };
         let deadline = tokio::time::Instant::now() + timeout;
         let peer = handle.peer.clone();
         for _ in 0..=MAX_INPUT_ROUNDS {
@@ -235,12 +271,37 @@ impl McpClient {
             input_key,
             inputs: Arc::clone(&self.inputs),
         };
-        let mut params = CallToolRequestParams::new(tool.to_string());
-        params.arguments = args.as_object().cloned();
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
         let span = super::trace::span("tools/call", tool, self.transport(), &self.server);
         let started = std::time::Instant::now();
         let meta = super::trace::meta(&span);
+        if let Some(direct) = self.direct.as_ref().filter(|d| d.here()) {
+            let id = direct.next_id();
+            let body = Direct::call_body(&id, tool, &args, meta)?;
+            // The same key as the handler's for progress that comes on the server's own stream.
+            registered.progress_key = serde_json::to_string(&id).unwrap_or_default();
+            if let Some(sink) = &progress {
+                lock(&self.progress).insert(registered.progress_key.clone(), Arc::clone(sink));
+            }
+            let hooks = direct::Hooks {
+                server: self.server.clone(),
+                progress,
+                ask,
+            };
+            return Ok(PendingCall {
+                way: Way::Direct {
+                    direct: Arc::clone(direct),
+                    id,
+                    body,
+                    hooks,
+                },
+                _hooks: registered,
+                span,
+                started,
+            });
+        }
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = args.as_object().cloned();
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
         let mut options = PeerRequestOptions::no_options();
         options.meta = meta.clone();
         let sent = self.service.send_request_with_option(request, options).await.map_err(failure);
@@ -254,15 +315,17 @@ impl McpClient {
         }
         let current = Arc::new(Mutex::new(handle.id.clone()));
         Ok(PendingCall {
-            handle,
+            way: Way::Rmcp {
+                handle: Box::new(handle),
+                params,
+                ask,
+                server: self.server.clone(),
+                current,
+                meta,
+            },
             _hooks: registered,
-            params,
-            ask,
-            server: self.server.clone(),
-            current,
             span,
             started,
-            meta,
         })
     }
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 
-use super::McpClient;
 use super::handler::{Handler, ToolsChanged};
+use super::{McpClient, direct};
 use crate::config::McpServerConfig;
 use crate::mcp::stdio::FrameLimits;
 
@@ -48,6 +48,9 @@ pub struct ConnectOptions {
     /// Announce elicitation (the host can put a server's questions to a user and answer
     /// them); without it, servers are told nothing and their questions declined.
     pub elicitation: bool,
+    /// Post calls to a streamable HTTP server straight, on a revision with sessions
+    /// (`mcp.http_direct_calls`).
+    pub direct_calls: bool,
 }
 
 impl ConnectOptions {
@@ -66,6 +69,7 @@ impl ConnectOptions {
             },
             max_tools: mcp.max_tools_per_server,
             elicitation: false,
+            direct_calls: mcp.http_direct_calls,
         }
     }
 }
@@ -114,9 +118,10 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
         limits,
         max_tools,
         elicitation,
+        direct_calls,
     } = options;
     let handler = Handler {
-        on_tools_changed,
+        on_tools_changed: on_tools_changed.clone(),
         elicitation,
         server: cfg.name.clone(),
         ..Handler::default()
@@ -131,9 +136,11 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
             ));
         }
         let client = crate::mcp::http::client_for(cfg, max_redirects, keep_alive)?;
+        let custom = crate::mcp::http::headers_for(cfg)?;
+        let bearer = crate::mcp::http::bearer_token(cfg)?;
         let mut config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str())
-            .custom_headers(crate::mcp::http::headers_for(cfg)?);
-        if let Some(token) = crate::mcp::http::bearer_token(cfg)? {
+            .custom_headers(custom.clone());
+        if let Some(token) = bearer.clone() {
             config = config.auth_header(token);
         }
         let (remembering, session) = super::remembered::Remembering::new(client.clone());
@@ -166,6 +173,19 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
                 ));
             }
         };
+        let direct = service.peer_info().filter(|_| direct_calls).and_then(|info| {
+            direct::Direct::new(direct::Opened {
+                http: client,
+                url: url.clone(),
+                custom,
+                bearer,
+                revision: info.protocol_version.to_string(),
+                session: session.clone(),
+                max_bytes: limits.max_message_bytes,
+                max_depth: limits.max_json_depth,
+                on_tools_changed,
+            })
+        });
         return Ok(McpClient {
             server: cfg.name.clone(),
             service,
@@ -177,6 +197,7 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
             stopped: None,
             session: Some(session),
             grace: limits.shutdown_grace,
+            direct: direct.map(Arc::new),
         });
     }
     let Some((program, args)) = cfg.command.split_first() else {
@@ -201,6 +222,7 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
                 stopped: Some(stopped),
                 session: None,
                 grace: limits.shutdown_grace,
+                direct: None,
             });
         }
         Ok(Err(e)) => format!("server `{}`: initialize failed: {e}", cfg.name),
@@ -246,7 +268,7 @@ pub fn one_line(text: &str, max: usize) -> String {
 
 /// An error and its causes on one line: the TLS or connection reason of an HTTP failure sits
 /// several sources deep, and "error sending request" alone does not say what to fix.
-fn with_causes(e: &dyn std::error::Error) -> String {
+pub(super) fn with_causes(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {

@@ -5,6 +5,7 @@
 
 mod call;
 mod connect;
+mod direct;
 mod handler;
 mod remembered;
 mod trace;
@@ -60,6 +61,8 @@ pub struct McpClient {
     session: Option<Remembered>,
     /// How long closing waits for the server (`mcp.shutdown_grace_ms`).
     grace: std::time::Duration,
+    /// Calls posted straight to a streamable HTTP server, from the connection's own thread.
+    direct: Option<Arc<direct::Direct>>,
 }
 
 impl std::fmt::Debug for McpClient {

@@ -122,6 +122,16 @@ struct Kept {
 }
 
 impl Remembered {
+    /// The session messages go in now: `Some(None)` for a server that gave none (it keeps
+    /// no sessions), `None` once it is ended.
+    pub(super) fn current(&self) -> Option<Option<Arc<str>>> {
+        match lock(&self.noted.last).as_ref() {
+            None => Some(None),
+            Some(s) if s.ended => None,
+            Some(s) => Some(Some(Arc::clone(&s.session))),
+        }
+    }
+
     /// Whether there is a session to end.
     pub fn is_open(&self) -> bool {
         lock(&self.noted.last).as_ref().is_some_and(|s| !s.ended)

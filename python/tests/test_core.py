@@ -235,6 +235,24 @@ def test_a_taken_name_or_an_unknown_capability_is_a_config_error(slot):
             return ""
 
 
+def test_a_tool_that_cannot_be_listed_is_refused_whole(tmp_path, slot):
+    # A name no provider accepts fails closed: the error says why, and the model never sees
+    # a tool of that name (or its sanitized form) that could not run.
+    before = {t["name"] for t in slot.catalog()}
+    with pytest.raises(toolslot.ConfigError, match="does not match"):
+
+        @slot.tool(name="bad name!", capabilities=["read_only"])
+        def bad() -> str:
+            return "x"
+
+    after = {t["name"] for t in slot.catalog()}
+    assert after == before, after - before
+    assert "bad name!" not in slot.tools
+    session = slot.open_session(workspace=tmp_path)
+    assert not {t["name"] for t in session.tools()} - before
+    session.close()
+
+
 def test_errors_are_typed_and_name_the_problem(tmp_path, slot):
     with pytest.raises(toolslot.ConfigError, match="unknown field `mood`"):
         toolslot.Slot({"approval": {"mood": "ask"}})

@@ -54,8 +54,21 @@ impl LiveRegistry {
     /// generation. Returns the admission notices of the new tools, and whether anything was
     /// added.
     pub fn append(&self, tools: impl IntoIterator<Item = Arc<dyn ToolSpec>>) -> (bool, Vec<Notice>) {
+        self.append_if(tools, |_| true)
+    }
+
+    /// As [`LiveRegistry::append`], only if `accept` takes the new tools' admission notices;
+    /// otherwise nothing is added and the notices say why. A host registering its own tools
+    /// refuses them all when one fails closed, rather than list a tool that can never run
+    /// beside an error that says it was not registered.
+    pub fn append_if(
+        &self,
+        tools: impl IntoIterator<Item = Arc<dyn ToolSpec>>,
+        accept: impl FnOnce(&[Notice]) -> bool,
+    ) -> (bool, Vec<Notice>) {
         let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
         match current.appended(tools) {
+            Some((_, notices)) if !accept(&notices) => (false, notices),
             Some((next, notices)) => {
                 tracing::info!(generation = next.generation(), tools = next.names().len(), "registry grew");
                 let generation = next.generation();

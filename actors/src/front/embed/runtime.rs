@@ -168,12 +168,9 @@ fn add_tools(registry: &toolslot::registry::LiveRegistry, tools: Vec<HostToolDef
         return Err(EmbedError::Config(taken.join("; ")));
     }
     let specs: Vec<Arc<dyn ToolSpec>> = tools.into_iter().map(|t| t.into_tool(calls.clone())).collect();
-    let (_, notices) = registry.append(specs);
-    let refused: Vec<String> = notices
-        .iter()
-        .filter(|n| n.kind == toolslot::notice::NoticeKind::FailClosedTool)
-        .map(|n| n.message.clone())
-        .collect();
+    let fails_closed = |n: &toolslot::notice::Notice| n.kind == toolslot::notice::NoticeKind::FailClosedTool;
+    let (_, notices) = registry.append_if(specs, |notices| !notices.iter().any(fails_closed));
+    let refused: Vec<String> = notices.iter().filter(|n| fails_closed(n)).map(|n| n.message.clone()).collect();
     if refused.is_empty() {
         Ok(())
     } else {

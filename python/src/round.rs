@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 use serde_json::Value;
 use toolslot::event::{PipelineEvent, RepairMark, ToolResult};
 use toolslot::results::{ResultFormat, SentNames};
@@ -224,17 +225,19 @@ impl NativeCall {
     }
 
     /// The call's result.
-    fn finish_ok(&self, text: String) -> PyResult<()> {
+    // Read lossily: a str may hold lone surrogates (a file name read with `surrogateescape`),
+    // which are no UTF-8; refusing it would raise out of the round and lose the call's result.
+    fn finish_ok(&self, text: &Bound<'_, PyString>) -> PyResult<()> {
         guard(|| {
-            self.answer(Ok(text));
+            self.answer(Ok(text.to_string_lossy().into_owned()));
             Ok(())
         })
     }
 
     /// The call failed: `message` becomes its `tool_error` result.
-    fn finish_err(&self, message: String) -> PyResult<()> {
+    fn finish_err(&self, message: &Bound<'_, PyString>) -> PyResult<()> {
         guard(|| {
-            self.answer(Err(message));
+            self.answer(Err(message.to_string_lossy().into_owned()));
             Ok(())
         })
     }

@@ -235,6 +235,29 @@ def test_a_taken_name_or_an_unknown_capability_is_a_config_error(slot):
             return ""
 
 
+def test_what_a_tool_returns_or_raises_always_gives_its_call_one_result(tmp_path, slot):
+    @slot.tool(capabilities=["read_only"])
+    def odd_name() -> str:
+        # A file name read with surrogateescape: a str that is no UTF-8.
+        return b"report-\xff.txt".decode("utf-8", "surrogateescape")
+
+    @slot.tool(capabilities=["read_only"])
+    def interrupted() -> str:
+        raise KeyboardInterrupt()
+
+    session = slot.open_session(workspace=tmp_path, approval_mode="full-auto")
+    events = list(session.submit_blocking(chat_stream([("odd_name", {})])))
+    result = events[-1].results[0]
+    assert not result.is_error and result.content.startswith("report-\ufffd") and result.content.endswith(".txt"), result
+    # An interrupt goes on to the caller, after its call got a result: the session's next
+    # round runs, and the interrupted call was finished (not left running).
+    with pytest.raises(KeyboardInterrupt):
+        list(session.submit_blocking(chat_stream([("interrupted", {})])))
+    events = list(session.submit_blocking(chat_stream([("odd_name", {"again": 1})])))
+    assert isinstance(events[-1], toolslot.RoundComplete), events
+    session.close()
+
+
 def test_a_tool_that_cannot_be_listed_is_refused_whole(tmp_path, slot):
     # A name no provider accepts fails closed: the error says why, and the model never sees
     # a tool of that name (or its sanitized form) that could not run.

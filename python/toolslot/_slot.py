@@ -187,6 +187,10 @@ class Session:
             out = asyncio.run(tool.fn(**args)) if tool.is_async else tool.fn(**args)
         except Exception as e:
             call.finish_err(_failure(e))
+        except BaseException as e:
+            # SystemExit, KeyboardInterrupt: the call still gets its one result, then they go on.
+            call.finish_err(f"the tool was interrupted: {_failure(e)}")
+            raise
         else:
             call.finish_ok(_text(out))
 
@@ -203,6 +207,10 @@ class Session:
                 out = tool.fn(**args)
         except Exception as e:
             call.finish_err(_failure(e))
+        except BaseException as e:
+            # Cancelled with its round, or interrupted: the call still gets its one result.
+            call.finish_err(f"the tool was interrupted: {_failure(e)}")
+            raise
         else:
             call.finish_ok(_text(out))
 

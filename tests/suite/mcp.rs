@@ -210,6 +210,22 @@ fn a_server_that_never_starts_is_reported_and_required_ones_stop_startup() {
     });
 }
 
+/// The events of a round of `body` that is cancelled `after` its first call started.
+async fn cancelled_after_start(d: &Dispatcher, s: &str, body: Vec<u8>, after: Duration) -> Vec<PipelineEvent> {
+    let mut rx = d
+        .submit_round(s, RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body)]))))
+        .unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = rx.recv().await {
+        if matches!(e, PipelineEvent::CallStarted { .. }) {
+            tokio::time::sleep(after).await;
+            d.cancel_round(s).unwrap();
+        }
+        events.push(e);
+    }
+    events
+}
+
 #[test]
 fn a_long_running_call_is_cancelled_with_the_round() {
     system(async {
@@ -221,17 +237,7 @@ fn a_long_running_call_is_cancelled_with_the_round() {
             "tool_calls",
         );
         let started = std::time::Instant::now();
-        let mut rx = d
-            .submit_round(&s, RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body)]))))
-            .unwrap();
-        let mut events = Vec::new();
-        while let Some(e) = rx.recv().await {
-            if matches!(e, PipelineEvent::CallStarted { .. }) {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                d.cancel_round(&s).unwrap();
-            }
-            events.push(e);
-        }
+        let events = cancelled_after_start(&d, &s, body, Duration::from_millis(300)).await;
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "the cancelled call did not hold the round"
@@ -448,17 +454,7 @@ fn a_session_thread_calls_a_streamable_http_server_over_a_connection_of_its_own(
                 // A call posted straight is cancelled at the server when its round is.
                 let marker = ws.path().join("cancelled");
                 let body = openai_chat(&[("net__waited", json!({"marker": marker}))], "tool_calls");
-                let mut rx = d
-                    .submit_round(&s, RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body)]))))
-                    .unwrap();
-                let mut events = Vec::new();
-                while let Some(e) = rx.recv().await {
-                    if matches!(e, PipelineEvent::CallStarted { .. }) {
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                        d.cancel_round(&s).unwrap();
-                    }
-                    events.push(e);
-                }
+                let events = cancelled_after_start(&d, &s, body, Duration::from_millis(500)).await;
                 assert!(results(&events)[0].content.contains("cancelled"), "{}", results(&events)[0].content);
                 for _ in 0..100 {
                     if marker.exists() {

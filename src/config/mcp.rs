@@ -31,6 +31,11 @@ pub struct McpConfig {
     /// Whether a `tools/call` to a streamable HTTP server on a revision with sessions is
     /// posted by toolslot itself on the calling task, rather than through rmcp's worker.
     pub http_direct_calls: bool,
+    /// How often a call's event stream that a server ends before the answer is resumed
+    /// (`GET` with `Last-Event-ID`), for calls posted straight.
+    pub http_resume_attempts: usize,
+    /// How long to wait before resuming when the server gave no `retry` (ms).
+    pub http_resume_wait_ms: u64,
     /// How much of a stdio server's stderr (the end) a failure report quotes, in bytes.
     pub stderr_tail_bytes: usize,
     /// How long a server's question waits for the host's answer before it is declined (ms).

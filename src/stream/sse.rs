@@ -39,12 +39,30 @@ pub struct SseParser {
     data: String,
     has_data: bool,
     last_id: Option<std::sync::Arc<str>>,
+    /// The last `retry:` (ms): how long the server asks a client to wait before reconnecting.
+    retry: Option<u64>,
 }
 
 impl SseParser {
     /// A parser at the start of a stream.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The last `id:` seen, whether or not an event came with it (a server primes a stream it
+    /// may close with an event of an id and no data): what a reconnection resumes after.
+    pub fn last_id(&self) -> Option<&std::sync::Arc<str>> {
+        self.last_id.as_ref()
+    }
+
+    /// The last `retry:` the stream gave (ms).
+    pub fn retry(&self) -> Option<u64> {
+        self.retry
+    }
+
+    /// The bytes held for the line and event not yet complete: what one message has grown to.
+    pub fn held(&self) -> usize {
+        self.line.len() + self.data.len() + self.event.len()
     }
 
     /// Parses `chunk`, returning the events it completed.
@@ -135,8 +153,12 @@ impl SseParser {
                 push_utf8(&mut id, value);
                 self.last_id = Some(id.into());
             }
-            // `retry` concerns reconnection, which a recorded or proxied body never does;
-            // unknown fields are ignored by the spec.
+            // Only digits, as the spec says; a recorded or proxied body never reconnects, a
+            // live MCP stream may.
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                self.retry = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+            }
+            // Unknown fields are ignored by the spec.
             _ => {}
         }
     }

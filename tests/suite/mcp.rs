@@ -474,6 +474,50 @@ fn a_session_thread_calls_a_streamable_http_server_over_a_connection_of_its_own(
     });
 }
 
+#[test]
+fn a_call_after_the_server_forgot_its_session_goes_in_a_new_one() {
+    // Posted straight, a call meets the 404 of a server started again: it never ran there,
+    // so it goes again (through rmcp, which opens a new session) rather than end unknown.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let args = ["--http".to_string(), port.to_string(), "--legacy".into()];
+    let mut server = growing_over_http(&args);
+    system(async move {
+        listening(port, || true).await;
+        let ws = tempfile::tempdir().unwrap();
+        let file = ws.path().join("net.toml");
+        let toml = format!(
+            "[approval]\nmode = \"full-auto\"\n[execution]\nworkers = 2\n[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"net\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ndefer = false\nrequired = true\n"
+        );
+        std::fs::write(&file, toml).unwrap();
+        let cfg = Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap());
+        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
+        let s = d.open_session(SessionOptions {
+            workspace: Some(ws.path().to_path_buf()),
+            ..Default::default()
+        });
+        let mut posted = false;
+        for steps in 1..=40 {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            let ev = round(&d, &s, &[("net__counted", json!({"steps": steps}))]).await;
+            if results(&ev)[0].content.contains("as request 'toolslot-") {
+                posted = true;
+                break;
+            }
+        }
+        assert!(posted, "no call was posted straight");
+        drop(server);
+        server = growing_over_http(&args);
+        listening(port, || true).await;
+        // Not read-only: a call that could have acted is never sent twice, so it runs only
+        // because the 404 says it never ran.
+        let ev = round(&d, &s, &[("net__counted", json!({"steps": 99}))]).await;
+        let result = &results(&ev)[0];
+        assert!(!result.is_error && result.content.contains("counted 99"), "{}", result.content);
+        drop(server);
+    });
+}
+
 /// Loads a config of one `[[mcp.servers]]` table (listings not kept).
 fn one_server(ws: &std::path::Path, table: &str) -> Arc<Config> {
     let file = ws.join("one.toml");

@@ -49,6 +49,11 @@ enum Way {
         id: String,
         body: Vec<u8>,
         hooks: direct::Hooks,
+        /// Where the call goes instead when the server no longer knows the session: rmcp
+        /// opens a new one first.
+        peer: Peer<RoleClient>,
+        params: CallToolRequestParams,
+        meta: Option<rmcp::model::RequestMetaObject>,
     },
 }
 
@@ -128,7 +133,8 @@ impl PendingCall {
     }
 
     async fn finish_inner(self, timeout: Duration) -> Result<Value, RequestFailure> {
-        let PendingCall { way, _hooks, .. } = self;
+        let PendingCall { way, mut _hooks, .. } = self;
+        let deadline = tokio::time::Instant::now() + timeout;
         let (mut handle, mut params, ask, server, current, meta) = match way {
             Way::Rmcp {
                 handle,
@@ -138,13 +144,36 @@ impl PendingCall {
                 current,
                 meta,
             } => (*handle, params, ask, server, current, meta),
-            Way::Direct { direct, id, body, hooks } => {
-                return tokio::time::timeout(timeout, direct.call(&id, body, &hooks))
-                    .await
-                    .map_err(|_| RequestFailure::Timeout)?;
-            }
+            Way::Direct {
+                direct,
+                id,
+                body,
+                hooks,
+                peer,
+                params,
+                meta,
+            } => match tokio::time::timeout_at(deadline, direct.call(&id, body, &hooks)).await {
+                Err(_) => return Err(RequestFailure::Timeout),
+                Ok(Ok(result)) => return Ok(result),
+                Ok(Err(direct::Failure::Request(failure))) => return Err(failure),
+                // The server never ran it: it goes through rmcp, whose post meets the same
+                // 404 and opens a new session first. (A cancellation made from now on names
+                // the id the server never saw; the call's timeout still bounds it.)
+                Ok(Err(direct::Failure::SessionGone)) => {
+                    tracing::debug!(server = %hooks.server, "the server no longer knows the session; the call goes through rmcp");
+                    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+                    let mut options = PeerRequestOptions::no_options();
+                    options.meta = meta.clone();
+                    let handle = peer.send_request_with_option(request, options).await.map_err(failure)?;
+                    if let Some(sink) = &hooks.progress {
+                        _hooks.progress_key = serde_json::to_string(&handle.progress_token).unwrap_or_default();
+                        lock(&_hooks.progress).insert(_hooks.progress_key.clone(), Arc::clone(sink));
+                    }
+                    let current = Arc::new(Mutex::new(handle.id.clone()));
+                    (handle, params, hooks.ask, hooks.server, current, meta)
+                }
+            },
         };
-        let deadline = tokio::time::Instant::now() + timeout;
         let peer = handle.peer.clone();
         for _ in 0..=MAX_INPUT_ROUNDS {
             let answer = tokio::time::timeout_at(deadline, handle.await_response()).await;
@@ -274,9 +303,14 @@ impl McpClient {
         let span = super::trace::span("tools/call", tool, self.transport(), &self.server);
         let started = std::time::Instant::now();
         let meta = super::trace::meta(&span);
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = match args {
+            Value::Object(args) => Some(args),
+            _ => None,
+        };
         if let Some(direct) = self.direct.as_ref().filter(|d| d.here()) {
             let id = direct.next_id();
-            let body = Direct::call_body(&id, tool, &args, meta)?;
+            let body = Direct::call_body(&id, tool, params.arguments.as_ref(), meta.clone())?;
             // The same key as the handler's for progress that comes on the server's own stream.
             registered.progress_key = serde_json::to_string(&id).unwrap_or_default();
             if let Some(sink) = &progress {
@@ -293,14 +327,15 @@ impl McpClient {
                     id,
                     body,
                     hooks,
+                    peer: self.service.peer().clone(),
+                    params,
+                    meta,
                 },
                 _hooks: registered,
                 span,
                 started,
             });
         }
-        let mut params = CallToolRequestParams::new(tool.to_string());
-        params.arguments = args.as_object().cloned();
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
         let mut options = PeerRequestOptions::no_options();
         options.meta = meta.clone();

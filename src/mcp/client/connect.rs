@@ -51,6 +51,12 @@ pub struct ConnectOptions {
     /// Post calls to a streamable HTTP server straight, on a revision with sessions
     /// (`mcp.http_direct_calls`).
     pub direct_calls: bool,
+    /// How often a call's stream that the server ended early is resumed
+    /// (`mcp.http_resume_attempts`).
+    pub resume_attempts: usize,
+    /// How long to wait before resuming when the server gave no `retry`
+    /// (`mcp.http_resume_wait_ms`).
+    pub resume_wait: Duration,
 }
 
 impl ConnectOptions {
@@ -70,6 +76,8 @@ impl ConnectOptions {
             max_tools: mcp.max_tools_per_server,
             elicitation: false,
             direct_calls: mcp.http_direct_calls,
+            resume_attempts: mcp.http_resume_attempts,
+            resume_wait: Duration::from_millis(mcp.http_resume_wait_ms),
         }
     }
 }
@@ -119,6 +127,8 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
         max_tools,
         elicitation,
         direct_calls,
+        resume_attempts,
+        resume_wait,
     } = options;
     let handler = Handler {
         on_tools_changed: on_tools_changed.clone(),
@@ -183,6 +193,9 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
                 session: session.clone(),
                 max_bytes: limits.max_message_bytes,
                 max_depth: limits.max_json_depth,
+                resume_attempts,
+                resume_wait,
+                grace: limits.shutdown_grace,
                 on_tools_changed,
             })
         });

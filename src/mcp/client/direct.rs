@@ -14,6 +14,7 @@
 //! connection's own (whose pooled connections live on the runtime that made them).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -32,6 +33,8 @@ pub(super) struct Direct {
     /// What every message carries: what it accepts, its type, credentials, the server's extra
     /// headers and the negotiated revision.
     headers: HeaderMap,
+    /// The same for a `GET` that resumes a call's stream (it accepts only events).
+    resume_headers: HeaderMap,
     /// The session the connection speaks in (rmcp's, noted as its messages go).
     session: Remembered,
     /// Numbers this connection's calls; their ids are strings, so none is one of rmcp's.
@@ -39,9 +42,51 @@ pub(super) struct Direct {
     /// `mcp.max_message_bytes` and `mcp.max_json_depth`, as on stdio.
     max_bytes: usize,
     max_depth: usize,
+    /// How a call's stream that ends early is resumed (`mcp.http_resume_attempts`, and
+    /// `mcp.http_resume_wait_ms` when the server gave no `retry`).
+    resume_attempts: usize,
+    resume_wait: Duration,
+    /// How long telling the server to stop a call may take (`mcp.shutdown_grace_ms`).
+    grace: Duration,
     on_tools_changed: Option<ToolsChanged>,
     /// The thread that made the connection: calls from it alone are posted here.
     thread: std::thread::ThreadId,
+}
+
+/// How a call posted here failed.
+pub(super) enum Failure {
+    /// As a request through rmcp fails.
+    Request(RequestFailure),
+    /// The server no longer knows the session (404): it never ran the call, which may go
+    /// again in the session rmcp opens in its place.
+    SessionGone,
+}
+
+/// A response's media type, lower-case, without parameters.
+fn content_kind(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+impl From<RequestFailure> for Failure {
+    fn from(f: RequestFailure) -> Self {
+        Failure::Request(f)
+    }
+}
+
+/// What one message of the server was, to a call.
+enum Message {
+    /// The call's answer.
+    Answer(Result<Value, RequestFailure>),
+    /// Something the server sends while the call runs, handled.
+    Handled,
+    /// Not for this call, or not readable: passed over on a stream (as rmcp does), the
+    /// reason for a whole answer.
+    Skipped(String),
 }
 
 /// What [`Direct::new`] needs from the connection rmcp opened.
@@ -54,6 +99,9 @@ pub(super) struct Opened {
     pub(super) session: Remembered,
     pub(super) max_bytes: usize,
     pub(super) max_depth: usize,
+    pub(super) resume_attempts: usize,
+    pub(super) resume_wait: Duration,
+    pub(super) grace: Duration,
     pub(super) on_tools_changed: Option<ToolsChanged>,
 }
 
@@ -123,14 +171,21 @@ impl Direct {
             HeaderName::from_static("mcp-protocol-version"),
             HeaderValue::from_str(&opened.revision).ok()?,
         );
+        let mut resume_headers = headers.clone();
+        resume_headers.remove(CONTENT_TYPE);
+        resume_headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         Some(Self {
             http: opened.http,
             url,
             headers,
+            resume_headers,
             session: opened.session,
             next: AtomicU64::new(1),
             max_bytes: opened.max_bytes,
             max_depth: opened.max_depth,
+            resume_attempts: opened.resume_attempts,
+            resume_wait: opened.resume_wait,
+            grace: opened.grace,
             on_tools_changed: opened.on_tools_changed,
             thread: std::thread::current().id(),
         })
@@ -146,12 +201,12 @@ impl Direct {
         format!("toolslot-{}", self.next.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// The body of `tools/call` of `tool` with `args` (left out unless an object, as rmcp
-    /// does), under `id`, whose progress token is `id`, with `meta`'s trace context.
+    /// The body of `tools/call` of `tool` with `args` (left out when none, as rmcp does),
+    /// under `id`, whose progress token is `id`, with `meta`'s trace context.
     pub(super) fn call_body(
         id: &str,
         tool: &str,
-        args: &Value,
+        args: Option<&serde_json::Map<String, Value>>,
         meta: Option<rmcp::model::RequestMetaObject>,
     ) -> Result<Vec<u8>, RequestFailure> {
         let mut meta = match meta.map(serde_json::to_value) {
@@ -161,8 +216,8 @@ impl Direct {
         meta.insert("progressToken".into(), Value::String(id.to_string()));
         let mut params = serde_json::Map::new();
         params.insert("name".into(), Value::String(tool.to_string()));
-        if args.is_object() {
-            params.insert("arguments".into(), args.clone());
+        if let Some(args) = args {
+            params.insert("arguments".into(), Value::Object(args.clone()));
         }
         params.insert("_meta".into(), Value::Object(meta));
         let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
@@ -171,7 +226,12 @@ impl Direct {
 
     /// Posts `body` in the session.
     async fn post(&self, body: Vec<u8>) -> Result<reqwest::Response, RequestFailure> {
-        let mut request = self.http.post(self.url.clone()).headers(self.headers.clone()).body(body);
+        self.send(self.http.post(self.url.clone()).headers(self.headers.clone()).body(body))
+            .await
+    }
+
+    /// Sends `request` in the session.
+    async fn send(&self, mut request: reqwest::RequestBuilder) -> Result<reqwest::Response, RequestFailure> {
         match self.session.current() {
             Some(Some(id)) => request = request.header("mcp-session-id", id.as_ref()),
             Some(None) => {}
@@ -183,19 +243,33 @@ impl Direct {
             .map_err(|e| RequestFailure::Closed(format!("the request failed: {}", super::connect::with_causes(&e))))
     }
 
+    /// Opens the call's stream again after event `after` (a `GET` with `Last-Event-ID`).
+    async fn resume(&self, after: &str) -> Result<reqwest::Response, RequestFailure> {
+        let request = self
+            .http
+            .get(self.url.clone())
+            .headers(self.resume_headers.clone())
+            .header("last-event-id", after);
+        let response = self.send(request).await?;
+        let status = response.status();
+        if status.is_success() && content_kind(&response) == "text/event-stream" {
+            Ok(response)
+        } else {
+            Err(RequestFailure::Closed(format!(
+                "the call's stream ended early, and resuming it was answered with HTTP {status}"
+            )))
+        }
+    }
+
     /// Posts the call `body` (request `id`) and reads its answer: one JSON body, or an event
-    /// stream of the server's progress and questions ending with it.
-    pub(super) async fn call(&self, id: &str, body: Vec<u8>, hooks: &Hooks) -> Result<Value, RequestFailure> {
+    /// stream of the server's progress and questions ending with it (resumed where the server
+    /// ends it early).
+    pub(super) async fn call(&self, id: &str, body: Vec<u8>, hooks: &Hooks) -> Result<Value, Failure> {
         let response = self.post(body).await?;
         let status = response.status();
-        let kind = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
-            .unwrap_or_default();
+        let kind = content_kind(&response);
         if status == StatusCode::NOT_FOUND && self.session.current().is_some_and(|s| s.is_some()) {
-            return Err(RequestFailure::Closed("the server no longer knows its session (404)".into()));
+            return Err(Failure::SessionGone);
         }
         if !status.is_success() {
             let said = if kind == "application/json" {
@@ -204,26 +278,33 @@ impl Direct {
             } else {
                 None
             };
-            return Err(match said {
+            return Err(Failure::Request(match said {
                 Some(message) => RequestFailure::Rpc(message),
                 None => RequestFailure::Closed(format!("the server answered the call with HTTP {status}")),
-            });
+            }));
         }
-        match kind.as_str() {
-            "application/json" => {
-                let bytes = self.read_whole(response).await?;
-                match self.read(&bytes, id, hooks).await? {
-                    Some(answer) => answer,
-                    None => Err(RequestFailure::Unreadable(
+        let answer = match kind.as_str() {
+            "application/json" => match self.read_whole(response).await {
+                Ok(bytes) => match self.read(&bytes, id, hooks).await {
+                    Message::Answer(answer) => answer,
+                    Message::Handled => Err(RequestFailure::Unreadable(
                         "its answer to tools/call is not the call's answer".into(),
                     )),
-                }
-            }
+                    Message::Skipped(why) => Err(RequestFailure::Unreadable(why)),
+                },
+                Err(e) => Err(e),
+            },
             "text/event-stream" => self.read_stream(response, id, hooks).await,
             _ => Err(RequestFailure::Unreadable(format!(
                 "its answer to tools/call (HTTP {status}) is neither JSON nor an event stream"
             ))),
+        };
+        // The server took the call: one whose answer toolslot cannot read is stopped there,
+        // since a dropped connection is no cancellation.
+        if let Err(RequestFailure::Unreadable(_) | RequestFailure::Closed(_)) = &answer {
+            self.cancel(id, "toolslot could not read the call's answer").await;
         }
+        answer.map_err(Failure::Request)
     }
 
     /// The whole body, at most `mcp.max_message_bytes`.
@@ -252,74 +333,103 @@ impl Direct {
         ))
     }
 
-    /// Reads the events of the call's stream until its answer.
+    /// Reads the events of the call's stream until its answer; a stream that ends first is
+    /// resumed after the last event id it gave, at most `mcp.http_resume_attempts` times.
     async fn read_stream(&self, mut response: reqwest::Response, id: &str, hooks: &Hooks) -> Result<Value, RequestFailure> {
-        let mut parser = crate::stream::sse::SseParser::new();
+        let mut resumed = 0;
+        let mut after: Option<std::sync::Arc<str>> = None;
+        loop {
+            let mut parser = crate::stream::sse::SseParser::new();
+            let ended = match self.read_events(&mut response, &mut parser, id, hooks).await {
+                Ok(answer) => return answer,
+                Err(ended) => ended,
+            };
+            if let Some(last) = parser.last_id() {
+                after = Some(std::sync::Arc::clone(last));
+            }
+            let Some(last) = after.as_deref().filter(|_| resumed < self.resume_attempts) else {
+                let times = if resumed > 0 {
+                    format!(" (resumed {resumed} times)")
+                } else {
+                    String::new()
+                };
+                return Err(RequestFailure::Closed(format!("{ended}{times}")));
+            };
+            resumed += 1;
+            let wait = parser.retry().map_or(self.resume_wait, Duration::from_millis);
+            tokio::time::sleep(wait).await;
+            response = self.resume(last).await?;
+        }
+    }
+
+    /// Reads `response`'s events: the call's answer (or what ends the call: an event too
+    /// long), or why the stream ended before it.
+    async fn read_events(
+        &self,
+        response: &mut reqwest::Response,
+        parser: &mut crate::stream::sse::SseParser,
+        id: &str,
+        hooks: &Hooks,
+    ) -> Result<Result<Value, RequestFailure>, String> {
         let mut events = Vec::new();
-        // Bytes since the last whole event: what one message may grow to.
-        let mut pending = 0usize;
         loop {
             let chunk = match response.chunk().await {
                 Ok(Some(chunk)) => chunk,
-                Ok(None) => break,
-                Err(e) => return Err(RequestFailure::Closed(format!("its stream broke off before the answer: {e}"))),
+                Ok(None) => return Err("the server ended the call's stream without its answer".into()),
+                Err(e) => return Err(format!("the call's stream broke off before its answer: {e}")),
             };
-            pending += chunk.len();
             parser.feed_into(&chunk, &mut events);
-            if !events.is_empty() {
-                pending = 0;
-            } else if pending > self.max_bytes {
-                return Err(self.too_long());
+            if parser.held() > self.max_bytes {
+                return Ok(Err(self.too_long()));
             }
             for event in events.drain(..) {
-                if event.data.is_empty() || !(event.event.is_empty() || event.event == "message") {
+                // A priming event (an id, no data) and events of other kinds carry no message.
+                if event.data.trim().is_empty() || !(event.event.is_empty() || event.event == "message") {
                     continue;
                 }
-                if let Some(answer) = self.read(event.data.as_bytes(), id, hooks).await? {
-                    return answer;
+                match self.read(event.data.as_bytes(), id, hooks).await {
+                    Message::Answer(answer) => return Ok(answer),
+                    Message::Handled => {}
+                    Message::Skipped(why) => tracing::debug!(server = %hooks.server, %why, "an event of a call's stream passed over"),
                 }
             }
         }
-        Err(RequestFailure::Closed(
-            "the server ended the call's stream without its answer".into(),
-        ))
     }
 
-    /// Reads one message: the call's answer (`Some`), or something the server sends while
-    /// the call runs, handled (`None`).
-    async fn read(&self, bytes: &[u8], id: &str, hooks: &Hooks) -> Result<Option<Result<Value, RequestFailure>>, RequestFailure> {
+    /// Reads one message of the server's.
+    async fn read(&self, bytes: &[u8], id: &str, hooks: &Hooks) -> Message {
         let flat = crate::mcp::frame::flatten_deep(bytes, self.max_depth);
-        let message: Incoming<'_> = serde_json::from_slice(&flat)
-            .map_err(|e| RequestFailure::Unreadable(format!("its answer to tools/call is not JSON-RPC: {e}")))?;
+        let message: Incoming<'_> = match serde_json::from_slice(&flat) {
+            Ok(message) => message,
+            Err(e) => return Message::Skipped(format!("its answer to tools/call is not JSON-RPC: {e}")),
+        };
         match (message.id, message.method) {
             (Some(their), Some(method)) => {
                 self.answer_question(their, &method, message.params, hooks).await;
-                Ok(None)
+                Message::Handled
             }
             (None, Some(method)) => {
                 self.notified(&method, message.params, id, hooks);
-                Ok(None)
+                Message::Handled
             }
             (Some(their), None) if serde_json::from_str::<String>(their.get()).is_ok_and(|their| their == id) => {
                 if let Some(error) = message.error {
-                    return Ok(Some(Err(RequestFailure::Rpc(error.said()))));
+                    return Message::Answer(Err(RequestFailure::Rpc(error.said())));
                 }
                 let Some(result) = message.result else {
-                    return Err(RequestFailure::Unreadable(
+                    return Message::Answer(Err(RequestFailure::Unreadable(
                         "its answer to tools/call holds neither a result nor an error".into(),
-                    ));
+                    )));
                 };
                 // Read through rmcp's type, as every other answer is: the same results
                 // pass, in the same shape.
-                let typed: rmcp::model::CallToolResult = serde_json::from_str(result.get())
-                    .map_err(|_| RequestFailure::Unreadable("its answer to tools/call is not a tool result".into()))?;
-                Ok(Some(
-                    serde_json::to_value(typed).map_err(|e| RequestFailure::Rpc(format!("unreadable result: {e}"))),
-                ))
+                let typed: Result<rmcp::model::CallToolResult, _> = serde_json::from_str(result.get());
+                Message::Answer(match typed {
+                    Ok(typed) => serde_json::to_value(typed).map_err(|e| RequestFailure::Rpc(format!("unreadable result: {e}"))),
+                    Err(_) => Err(RequestFailure::Unreadable("its answer to tools/call is not a tool result".into())),
+                })
             }
-            _ => Err(RequestFailure::Unreadable(
-                "its answer to tools/call is not the call's answer".into(),
-            )),
+            _ => Message::Skipped("its answer to tools/call is not the call's answer".into()),
         }
     }
 
@@ -410,7 +520,8 @@ impl Direct {
             "params": {"requestId": id, "reason": reason},
         });
         let Ok(body) = serde_json::to_vec(&note) else { return };
-        let _ = self.post(body).await;
+        // A server that takes the connection and never answers holds nothing of ours for long.
+        let _ = tokio::time::timeout(self.grace, self.post(body)).await;
     }
 }
 

@@ -8,42 +8,67 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::super::RequestFailure;
 use super::super::remembered::Remembering;
-use super::{Direct, Hooks, Opened};
+use super::{Direct, Failure, Hooks, Opened};
 
 /// A server that answers one request with `answer` (status line, headers and body as given)
 /// and then closes: its address, and the future that serves (to be run beside the call, since
 /// the slot spawns no tasks), which gives back what it was sent.
 async fn answering(answer: Vec<u8>) -> (String, impl std::future::Future<Output = Vec<u8>>) {
+    let (url, serve) = answering_each(vec![answer]).await;
+    (url, async move { serve.await.concat() })
+}
+
+/// As [`answering`], one connection after another, each answered with the next of `answers`.
+async fn answering_each(answers: Vec<Vec<u8>>) -> (String, impl std::future::Future<Output = Vec<Vec<u8>>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let serve = async move {
-        let (mut socket, _) = listener.accept().await.unwrap();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 4096];
-        // The request's head, then as much body as it says it has.
-        loop {
-            let n = socket.read(&mut buf).await.unwrap();
-            got.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&got).to_string();
-            if let Some(end) = text.find("\r\n\r\n") {
-                let length = text[..end]
-                    .lines()
-                    .find_map(|l| {
-                        l.to_ascii_lowercase()
-                            .strip_prefix("content-length:")
-                            .map(|v| v.trim().parse::<usize>().unwrap())
-                    })
-                    .unwrap_or(0);
-                if got.len() >= end + 4 + length || n == 0 {
-                    break;
+        let mut all = Vec::new();
+        for answer in answers {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            // The request's head, then as much body as it says it has.
+            loop {
+                let n = socket.read(&mut buf).await.unwrap();
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got).to_string();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if got.len() >= end + 4 + length || n == 0 {
+                        break;
+                    }
                 }
             }
+            let _ = socket.write_all(&answer).await;
+            let _ = socket.shutdown().await;
+            all.push(got);
         }
-        let _ = socket.write_all(&answer).await;
-        let _ = socket.shutdown().await;
-        got
+        all
     };
     (url, serve)
+}
+
+fn request_failure(result: Result<Value, Failure>) -> Result<Value, RequestFailure> {
+    result.map_err(|f| match f {
+        Failure::Request(r) => r,
+        Failure::SessionGone => RequestFailure::Closed("(test) the session is gone".into()),
+    })
+}
+
+fn hooks() -> Hooks {
+    Hooks {
+        server: "s".into(),
+        progress: None,
+        ask: None,
+    }
 }
 
 fn http(status: &str, kind: &str, body: &[u8]) -> Vec<u8> {
@@ -70,6 +95,9 @@ fn direct(url: &str, max_bytes: usize) -> Direct {
         session,
         max_bytes,
         max_depth: 8,
+        resume_attempts: 2,
+        resume_wait: Duration::from_millis(10),
+        grace: Duration::from_millis(500),
         on_tools_changed: None,
     })
     .unwrap()
@@ -79,7 +107,8 @@ async fn call(answer: Vec<u8>, max_bytes: usize) -> (Result<Value, RequestFailur
     let (url, sent) = answering(answer).await;
     let d = direct(&url, max_bytes);
     let id = d.next_id();
-    let body = Direct::call_body(&id, "echo", &json!({"message": "hi"}), None).unwrap();
+    let args = json!({"message": "hi"});
+    let body = Direct::call_body(&id, "echo", args.as_object(), None).unwrap();
     let hooks = Hooks {
         server: "s".into(),
         progress: None,
@@ -88,7 +117,7 @@ async fn call(answer: Vec<u8>, max_bytes: usize) -> (Result<Value, RequestFailur
     let (result, sent) = tokio::time::timeout(Duration::from_secs(10), async { tokio::join!(d.call(&id, body, &hooks), sent) })
         .await
         .unwrap();
-    (result, String::from_utf8(sent).unwrap())
+    (request_failure(result), String::from_utf8(sent).unwrap())
 }
 
 #[tokio::test]
@@ -213,10 +242,87 @@ async fn a_server_that_is_not_there_is_a_closed_connection() {
         progress: None,
         ask: None,
     };
-    let body = Direct::call_body("toolslot-1", "echo", &json!({}), None).unwrap();
-    let e = d.call("toolslot-1", body, &hooks).await.unwrap_err();
+    let body = Direct::call_body("toolslot-1", "echo", None, None).unwrap();
+    let e = request_failure(d.call("toolslot-1", body, &hooks).await).unwrap_err();
     assert!(
         matches!(&e, RequestFailure::Closed(m) if m.contains("refused") || m.contains("connect")),
         "{e:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_the_server_ends_early_is_resumed_after_its_last_event() {
+    let first = concat!(
+        "id: ev-1\nretry: 5\ndata:\n\n",
+        "id: ev-2\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"toolslot-1\",\"progress\":1}}\n\n",
+    );
+    let rest = concat!(
+        "data: not json at all\n\n",
+        "data: {\"jsonrpc\":\"2.0\",\"id\":\"toolslot-1\",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"resumed\"}]}}\n\n",
+    );
+    let (url, sent) = answering_each(vec![
+        http("200 OK", "text/event-stream", first.as_bytes()),
+        http("200 OK", "text/event-stream", rest.as_bytes()),
+    ])
+    .await;
+    let d = direct(&url, 1 << 20);
+    d.session.noting("s-1");
+    let id = d.next_id();
+    let body = Direct::call_body(&id, "echo", None, None).unwrap();
+    let hooks = hooks();
+    let (result, sent) = tokio::join!(d.call(&id, body, &hooks), sent);
+    let result = request_failure(result).unwrap();
+    assert_eq!(result["content"][0]["text"], "resumed");
+    let resumed = String::from_utf8_lossy(&sent[1]).to_ascii_lowercase();
+    assert!(resumed.starts_with("get /mcp"), "{resumed}");
+    assert!(
+        resumed.contains("last-event-id: ev-2") && resumed.contains("mcp-session-id: s-1"),
+        "{resumed}"
+    );
+    assert!(resumed.contains("accept: text/event-stream"), "{resumed}");
+}
+
+#[tokio::test]
+async fn a_stream_that_keeps_ending_early_ends_the_call_after_the_attempts() {
+    let early = http("200 OK", "text/event-stream", b"id: ev-1\ndata:\n\n");
+    let (url, sent) = answering_each(vec![early.clone(), early.clone(), early]).await;
+    let d = direct(&url, 1 << 20);
+    let id = d.next_id();
+    let body = Direct::call_body(&id, "echo", None, None).unwrap();
+    let hooks = hooks();
+    let (result, _) = tokio::join!(d.call(&id, body, &hooks), sent);
+    let e = request_failure(result).unwrap_err();
+    assert!(matches!(&e, RequestFailure::Closed(m) if m.contains("resumed 2 times")), "{e:?}");
+}
+
+#[tokio::test]
+async fn a_session_the_server_no_longer_knows_is_told_apart() {
+    // The call never ran: the caller may send it again in a new session.
+    let (url, sent) = answering(http("404 Not Found", "text/plain", b"no such session")).await;
+    let d = direct(&url, 4096);
+    d.session.noting("s-old");
+    let body = Direct::call_body("toolslot-1", "echo", None, None).unwrap();
+    let hooks = hooks();
+    let (result, _) = tokio::join!(d.call("toolslot-1", body, &hooks), sent);
+    assert!(matches!(result, Err(Failure::SessionGone)));
+}
+
+#[tokio::test]
+async fn an_answer_that_cannot_be_read_is_cancelled_at_the_server() {
+    let long = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":\"toolslot-1\",\"result\":{{\"content\":[],\"x\":\"{}\"}}}}",
+        "x".repeat(9000)
+    );
+    let accepted = http("202 Accepted", "text/plain", b"");
+    let (url, sent) = answering_each(vec![http("200 OK", "application/json", long.as_bytes()), accepted]).await;
+    let d = direct(&url, 4096);
+    let body = Direct::call_body("toolslot-1", "echo", None, None).unwrap();
+    let hooks = hooks();
+    let (result, sent) = tokio::join!(d.call("toolslot-1", body, &hooks), sent);
+    assert!(matches!(request_failure(result), Err(RequestFailure::Unreadable(_))));
+    let cancel = String::from_utf8_lossy(&sent[1]).to_string();
+    assert!(
+        cancel.contains("notifications/cancelled") && cancel.contains("\"requestId\":\"toolslot-1\""),
+        "{cancel}"
     );
 }

@@ -132,6 +132,18 @@ impl Remembered {
         }
     }
 
+    /// Notes `session` as the one messages go in, as a message answered with it would.
+    #[cfg(test)]
+    pub(super) fn noting(&self, session: &str) {
+        *lock(&self.noted.last) = Some(Spoken {
+            uri: Arc::from(""),
+            session: Arc::from(session),
+            auth_header: None,
+            custom_headers: HashMap::new(),
+            ended: false,
+        });
+    }
+
     /// Whether there is a session to end.
     pub fn is_open(&self) -> bool {
         lock(&self.noted.last).as_ref().is_some_and(|s| !s.ended)

@@ -206,6 +206,23 @@ fn push_utf8(out: &mut String, bytes: &[u8]) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn what_a_reconnection_needs_is_kept_across_events() {
+        let mut p = SseParser::new();
+        // A priming event (an id, empty data) is an event of no data, and where to resume.
+        let primed = p.feed(b"id: ev-1\nretry: 2500\ndata:\n\n");
+        assert_eq!(primed.len(), 1);
+        assert_eq!(primed[0].data, "");
+        assert_eq!(p.last_id().map(|i| &**i), Some("ev-1"));
+        assert_eq!(p.retry(), Some(2500));
+        // A `retry` that is not all digits is ignored, as the spec says.
+        let _ = p.feed(b"retry: 10s\ndata: x\n\n");
+        assert_eq!(p.retry(), Some(2500));
+        assert_eq!(p.held(), 0);
+        let _ = p.feed(b"data: unfinished");
+        assert_eq!(p.held(), "data: unfinished".len());
+    }
+
     fn all(chunks: &[&[u8]]) -> Vec<SseEvent> {
         let mut p = SseParser::new();
         let mut out = Vec::new();

@@ -485,6 +485,13 @@ fn the_mcp_client_passes_the_conformance_suite() {
     let out = toolslot().args(["mcp-check", "/no/such/server"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/server"));
+    // A URL of another scheme is named as one, not started as a program.
+    let out = toolslot().args(["mcp-check", "ws://127.0.0.1:9/mcp"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("is not an http(s) URL") && !said.contains("cannot start"),
+        "{said}"
+    );
 }
 
 #[test]

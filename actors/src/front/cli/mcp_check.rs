@@ -45,6 +45,12 @@ pub fn run(args: McpCheckArgs) -> Result<(), CliError> {
     let cfg = Config::load(args.config.as_deref())?;
     let first = &args.server[0];
     let is_url = first.starts_with("http://") || first.starts_with("https://");
+    // `ftp://…`, `ws://…`: a URL of a scheme MCP has no transport for, not a program to start.
+    if !is_url && args.server.len() == 1 && url::Url::parse(first).is_ok_and(|u| u.has_host()) {
+        return Err(CliError::Usage(format!(
+            "`{first}` is not an http(s) URL: a streamable HTTP server's URL starts with http:// or https://, and a stdio server is given as its command"
+        )));
+    }
     let mut headers = Map::new();
     for h in &args.headers {
         let (name, value) = h

@@ -31,7 +31,7 @@ pub struct PendingCall {
 enum Way {
     /// Through rmcp's service.
     Rmcp {
-        // Boxed: the rest of the variant is a few pointers, and a direct call carries none of it.
+        // Boxed: rmcp's handle is several times the size of everything else either way holds.
         handle: Box<RequestHandle<RoleClient>>,
         /// What a retry needs when the server answers "input required" (the newest
         /// revisions' multi round-trip requests): the request, this call's own question sink,

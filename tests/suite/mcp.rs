@@ -394,6 +394,25 @@ async fn connection_of(d: &Dispatcher, s: &str, nth: usize) -> String {
         .to_string()
 }
 
+/// A dispatcher whose one server, `net`, is the fixture at `port` (with `mcp_keys` under
+/// `[mcp]`), and a session of it in `ws`: sessions on arbiters of their own, not on the thread
+/// the server's actor lives on.
+async fn net_session(ws: &std::path::Path, port: u16, mcp_keys: &str) -> (Arc<Dispatcher>, String) {
+    let file = ws.join("net.toml");
+    let toml = format!(
+        "[approval]\nmode = \"full-auto\"\n[execution]\nworkers = 2\n[mcp]\ntool_cache_dir = \"\"\n{mcp_keys}[[mcp.servers]]\nname = \"net\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ndefer = false\nrequired = true\n"
+    );
+    std::fs::write(&file, toml).unwrap();
+    let cfg = Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap());
+    let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
+    let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
+    let s = d.open_session(SessionOptions {
+        workspace: Some(ws.to_path_buf()),
+        ..Default::default()
+    });
+    (d, s)
+}
+
 #[test]
 fn a_session_thread_calls_a_streamable_http_server_over_a_connection_of_its_own() {
     // The fixture on the newest revision (no sessions: a connection is named by its port), and
@@ -417,19 +436,8 @@ fn a_session_thread_calls_a_streamable_http_server_over_a_connection_of_its_own(
         for (own, port, direct) in ways {
             let legacy = port == older;
             let ws = tempfile::tempdir().unwrap();
-            // Sessions on arbiters of their own, not on the thread the server's actor lives on.
-            let file = ws.path().join("net.toml");
-            let toml = format!(
-                "[approval]\nmode = \"full-auto\"\n[execution]\nworkers = 2\n[mcp]\ntool_cache_dir = \"\"\nhttp_connection_per_thread = {own}\nhttp_direct_calls = {direct}\n[[mcp.servers]]\nname = \"net\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ndefer = false\nrequired = true\n"
-            );
-            std::fs::write(&file, toml).unwrap();
-            let cfg = Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap());
-            let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
-            let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
-            let s = d.open_session(SessionOptions {
-                workspace: Some(ws.path().to_path_buf()),
-                ..Default::default()
-            });
+            let keys = format!("http_connection_per_thread = {own}\nhttp_direct_calls = {direct}\n");
+            let (d, s) = net_session(ws.path(), port, &keys).await;
             // The first call goes over the shared connection while the thread's own opens.
             let shared = connection_of(&d, &s, 0).await;
             let mut seen = Vec::new();
@@ -484,18 +492,7 @@ fn a_call_after_the_server_forgot_its_session_goes_in_a_new_one() {
     system(async move {
         listening(port, || true).await;
         let ws = tempfile::tempdir().unwrap();
-        let file = ws.path().join("net.toml");
-        let toml = format!(
-            "[approval]\nmode = \"full-auto\"\n[execution]\nworkers = 2\n[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"net\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ndefer = false\nrequired = true\n"
-        );
-        std::fs::write(&file, toml).unwrap();
-        let cfg = Arc::new(Config::load_with_env(Some(&file), std::iter::empty()).unwrap());
-        let toolset = build_toolset(Arc::clone(&cfg), None).await.unwrap();
-        let d = toolset.attach(Dispatcher::new(Arc::clone(&cfg), toolset.registry.clone()));
-        let s = d.open_session(SessionOptions {
-            workspace: Some(ws.path().to_path_buf()),
-            ..Default::default()
-        });
+        let (d, s) = net_session(ws.path(), port, "").await;
         let mut posted = false;
         for steps in 1..=40 {
             tokio::time::sleep(Duration::from_millis(25)).await;

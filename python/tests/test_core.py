@@ -245,10 +245,28 @@ def test_what_a_tool_returns_or_raises_always_gives_its_call_one_result(tmp_path
     def interrupted() -> str:
         raise KeyboardInterrupt()
 
+    @slot.tool(capabilities=["read_only"])
+    def circular() -> list:
+        loop = []
+        loop.append(loop)
+        return loop
+
     session = slot.open_session(workspace=tmp_path, approval_mode="full-auto")
     events = list(session.submit_blocking(chat_stream([("odd_name", {})])))
     result = events[-1].results[0]
     assert not result.is_error and result.content.startswith("report-\ufffd") and result.content.endswith(".txt"), result
+    # What cannot be written as text is the call's error, not an exception out of the round,
+    # whether the tool ran on the caller's thread or as a task of an asyncio round.
+    @slot.tool(capabilities=["read_only"])
+    async def circular_later() -> list:
+        return circular()
+
+    async def asyncio_round():
+        return [e async for e in session.submit(chat_stream([("circular_later", {})]))]
+
+    for events in [list(session.submit_blocking(chat_stream([("circular", {})]))), asyncio.run(asyncio_round())]:
+        result = events[-1].results[0]
+        assert result.is_error and "Circular reference" in result.content, result
     # An interrupt goes on to the caller, after its call got a result: the session's next
     # round runs, and the interrupted call was finished (not left running).
     with pytest.raises(KeyboardInterrupt):

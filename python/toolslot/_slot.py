@@ -185,6 +185,8 @@ class Session:
             return
         try:
             out = asyncio.run(tool.fn(**args)) if tool.is_async else tool.fn(**args)
+            # Inside: what cannot be written as text (a circular structure) is the call's error.
+            text = _text(out)
         except Exception as e:
             call.finish_err(_failure(e))
         except BaseException as e:
@@ -192,7 +194,7 @@ class Session:
             call.finish_err(f"the tool was interrupted: {_failure(e)}")
             raise
         else:
-            call.finish_ok(_text(out))
+            call.finish_ok(text)
 
     async def _run_async(self, call: Any) -> None:
         tool, args = self._tool(call)
@@ -205,6 +207,7 @@ class Session:
                 out = await asyncio.get_running_loop().run_in_executor(None, functools.partial(tool.fn, **args))
             else:
                 out = tool.fn(**args)
+            text = _text(out)
         except Exception as e:
             call.finish_err(_failure(e))
         except BaseException as e:
@@ -212,7 +215,7 @@ class Session:
             call.finish_err(f"the tool was interrupted: {_failure(e)}")
             raise
         else:
-            call.finish_ok(_text(out))
+            call.finish_ok(text)
 
     def submit_blocking(self, chunks: Chunks, dialect: Optional[str] = None) -> Iterator[Event]:
         """Runs a round of the provider's raw response bytes (bytes, or an iterable of them),

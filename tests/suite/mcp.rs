@@ -226,6 +226,26 @@ async fn cancelled_after_start(d: &Dispatcher, s: &str, body: Vec<u8>, after: Du
     events
 }
 
+/// Calls the fixture's `waited`, cancels the round `after` the call started, and checks that
+/// the server was told: the tool, cancelled there, wrote `cancelled` to its marker in `ws`.
+async fn waited_and_cancelled(d: &Dispatcher, s: &str, ws: &std::path::Path, after: Duration) {
+    let marker = ws.join("cancelled");
+    let body = openai_chat(&[("net__waited", json!({"marker": marker}))], "tool_calls");
+    let events = cancelled_after_start(d, s, body, after).await;
+    assert!(results(&events)[0].content.contains("cancelled"), "{}", results(&events)[0].content);
+    for _ in 0..100 {
+        if marker.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap_or_default(),
+        "cancelled",
+        "the server was not told"
+    );
+}
+
 #[test]
 fn a_long_running_call_is_cancelled_with_the_round() {
     system(async {
@@ -460,21 +480,7 @@ fn a_session_thread_calls_a_streamable_http_server_over_a_connection_of_its_own(
                 let progress = ev.iter().filter(|e| matches!(e, PipelineEvent::Progress { .. })).count();
                 assert!(progress >= 2, "progress over the thread's own connection: {ev:?}");
                 // A call posted straight is cancelled at the server when its round is.
-                let marker = ws.path().join("cancelled");
-                let body = openai_chat(&[("net__waited", json!({"marker": marker}))], "tool_calls");
-                let events = cancelled_after_start(&d, &s, body, Duration::from_millis(500)).await;
-                assert!(results(&events)[0].content.contains("cancelled"), "{}", results(&events)[0].content);
-                for _ in 0..100 {
-                    if marker.exists() {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                assert_eq!(
-                    std::fs::read_to_string(&marker).unwrap_or_default(),
-                    "cancelled",
-                    "the server was not told"
-                );
+                waited_and_cancelled(&d, &s, ws.path(), Duration::from_millis(500)).await;
             } else {
                 assert!(seen.iter().all(|c| *c == shared), "every call over the shared connection: {seen:?}");
             }
@@ -511,6 +517,12 @@ fn a_call_after_the_server_forgot_its_session_goes_in_a_new_one() {
         let ev = round(&d, &s, &[("net__counted", json!({"steps": 99}))]).await;
         let result = &results(&ev)[0];
         assert!(!result.is_error && result.content.contains("counted 99"), "{}", result.content);
+        // Again, with a call that is then cancelled: the cancellation reaches the request as
+        // sent again, not the one the server never saw.
+        drop(server);
+        server = growing_over_http(&args);
+        listening(port, || true).await;
+        waited_and_cancelled(&d, &s, ws.path(), Duration::from_millis(1500)).await;
         drop(server);
     });
 }

@@ -54,6 +54,8 @@ enum Way {
         peer: Peer<RoleClient>,
         params: CallToolRequestParams,
         meta: Option<rmcp::model::RequestMetaObject>,
+        /// The id rmcp gave the call when it went that way instead, which a canceller reads.
+        resent: Arc<Mutex<Option<RequestId>>>,
     },
 }
 
@@ -80,8 +82,16 @@ impl Drop for Registered {
 pub struct Canceller(Target);
 
 enum Target {
-    Rmcp { peer: Peer<RoleClient>, id: Arc<Mutex<RequestId>> },
-    Direct { direct: Arc<Direct>, id: String },
+    Rmcp {
+        peer: Peer<RoleClient>,
+        id: Arc<Mutex<RequestId>>,
+    },
+    Direct {
+        direct: Arc<Direct>,
+        id: String,
+        peer: Peer<RoleClient>,
+        resent: Arc<Mutex<Option<RequestId>>>,
+    },
 }
 
 impl Canceller {
@@ -96,7 +106,18 @@ impl Canceller {
                 let params = CancelledNotificationParam::new(Some(id), Some(reason.to_string()));
                 let _ = peer.notify_cancelled(params).await;
             }
-            Target::Direct { direct, id } => direct.cancel(&id, reason).await,
+            Target::Direct { direct, id, peer, resent } => {
+                // Read before any wait: the lock is not held across one.
+                let resent = lock(&resent).clone();
+                match resent {
+                    // Sent again through rmcp, in a new session: that request is the one to stop.
+                    Some(id) => {
+                        let params = CancelledNotificationParam::new(Some(id), Some(reason.to_string()));
+                        let _ = peer.notify_cancelled(params).await;
+                    }
+                    None => direct.cancel(&id, reason).await,
+                }
+            }
         }
     }
 }
@@ -109,9 +130,13 @@ impl PendingCall {
                 peer: handle.peer.clone(),
                 id: Arc::clone(current),
             },
-            Way::Direct { direct, id, .. } => Target::Direct {
+            Way::Direct {
+                direct, id, peer, resent, ..
+            } => Target::Direct {
                 direct: Arc::clone(direct),
                 id: id.clone(),
+                peer: peer.clone(),
+                resent: Arc::clone(resent),
             },
         })
     }
@@ -152,13 +177,13 @@ impl PendingCall {
                 peer,
                 params,
                 meta,
+                resent,
             } => match tokio::time::timeout_at(deadline, direct.call(&id, body, &hooks)).await {
                 Err(_) => return Err(RequestFailure::Timeout),
                 Ok(Ok(result)) => return Ok(result),
                 Ok(Err(direct::Failure::Request(failure))) => return Err(failure),
                 // The server never ran it: it goes through rmcp, whose post meets the same
-                // 404 and opens a new session first. (A cancellation made from now on names
-                // the id the server never saw; the call's timeout still bounds it.)
+                // 404 and opens a new session first; a cancellation from now on names rmcp's id.
                 Ok(Err(direct::Failure::SessionGone)) => {
                     tracing::debug!(server = %hooks.server, "the server no longer knows the session; the call goes through rmcp");
                     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
@@ -169,6 +194,7 @@ impl PendingCall {
                         _hooks.progress_key = serde_json::to_string(&handle.progress_token).unwrap_or_default();
                         lock(&_hooks.progress).insert(_hooks.progress_key.clone(), Arc::clone(sink));
                     }
+                    *lock(&resent) = Some(handle.id.clone());
                     let current = Arc::new(Mutex::new(handle.id.clone()));
                     (handle, params, hooks.ask, hooks.server, current, meta)
                 }
@@ -330,6 +356,7 @@ impl McpClient {
                     peer: self.service.peer().clone(),
                     params,
                     meta,
+                    resent: Arc::default(),
                 },
                 _hooks: registered,
                 span,

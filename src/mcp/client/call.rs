@@ -10,7 +10,7 @@ use rmcp::service::{Peer, PeerRequestOptions, RequestHandle, RoleClient};
 use serde_json::Value;
 
 use super::direct::{self, Direct};
-use super::handler::{InputRoute, elicit_result};
+use super::handler::{InputRoute, put_form};
 use super::{McpClient, RequestFailure, failure, lock};
 use crate::mcp::{CallHooks, InputSink, ProgressSink};
 
@@ -103,23 +103,25 @@ impl Canceller {
         match self.0 {
             Target::Rmcp { peer, id } => {
                 let id = lock(&id).clone();
-                let params = CancelledNotificationParam::new(Some(id), Some(reason.to_string()));
-                let _ = peer.notify_cancelled(params).await;
+                notify_cancelled(&peer, id, reason).await;
             }
             Target::Direct { direct, id, peer, resent } => {
                 // Read before any wait: the lock is not held across one.
                 let resent = lock(&resent).clone();
                 match resent {
                     // Sent again through rmcp, in a new session: that request is the one to stop.
-                    Some(id) => {
-                        let params = CancelledNotificationParam::new(Some(id), Some(reason.to_string()));
-                        let _ = peer.notify_cancelled(params).await;
-                    }
+                    Some(id) => notify_cancelled(&peer, id, reason).await,
                     None => direct.cancel(&id, reason).await,
                 }
             }
         }
     }
+}
+
+/// Tells the server, through rmcp, to stop request `id`.
+async fn notify_cancelled(peer: &Peer<RoleClient>, id: RequestId, reason: &str) {
+    let params = CancelledNotificationParam::new(Some(id), Some(reason.to_string()));
+    let _ = peer.notify_cancelled(params).await;
 }
 
 impl PendingCall {
@@ -237,31 +239,11 @@ async fn answer_rounds(
     ask: Option<&InputSink>,
     requests: rmcp::model::InputRequests,
 ) -> Result<rmcp::model::InputResponses, RequestFailure> {
-    use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, InputRequest};
+    use rmcp::model::InputRequest;
     let mut answers = rmcp::model::InputResponses::new();
     for (key, request) in requests {
         let answer = match request {
-            InputRequest::Elicitation(request) => {
-                let result = match (request.params, ask) {
-                    (
-                        ElicitRequestParams::FormElicitationParams {
-                            message, requested_schema, ..
-                        },
-                        Some(ask),
-                    ) => {
-                        let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
-                        let answer = ask(crate::tool::InputRequest {
-                            server: server.to_string(),
-                            message,
-                            schema,
-                        })
-                        .await;
-                        elicit_result(answer)
-                    }
-                    _ => ElicitResult::new(ElicitationAction::Decline),
-                };
-                serde_json::to_value(result).unwrap_or(Value::Null)
-            }
+            InputRequest::Elicitation(request) => serde_json::to_value(put_form(server, ask, request.params).await).unwrap_or(Value::Null),
             InputRequest::ListRoots(_) => serde_json::json!({"roots": []}),
             _ => {
                 return Err(RequestFailure::Rpc(format!(

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -110,6 +110,24 @@ pub(super) struct Hooks {
     pub(super) server: String,
     pub(super) progress: Option<ProgressSink>,
     pub(super) ask: Option<InputSink>,
+}
+
+/// A `tools/call` request as it is written.
+#[derive(Serialize)]
+struct CallRequest<'a> {
+    jsonrpc: &'static str,
+    id: &'a str,
+    method: &'static str,
+    params: CallParams<'a>,
+}
+
+#[derive(Serialize)]
+struct CallParams<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<&'a serde_json::Map<String, Value>>,
+    #[serde(rename = "_meta")]
+    meta: serde_json::Map<String, Value>,
 }
 
 /// One JSON-RPC message from the server, as far as a call reads it.
@@ -214,13 +232,17 @@ impl Direct {
             _ => serde_json::Map::new(),
         };
         meta.insert("progressToken".into(), Value::String(id.to_string()));
-        let mut params = serde_json::Map::new();
-        params.insert("name".into(), Value::String(tool.to_string()));
-        if let Some(args) = args {
-            params.insert("arguments".into(), Value::Object(args.clone()));
-        }
-        params.insert("_meta".into(), Value::Object(meta));
-        let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        // Written from borrows: the arguments, the largest part, are not copied into a tree first.
+        let request = CallRequest {
+            jsonrpc: "2.0",
+            id,
+            method: "tools/call",
+            params: CallParams {
+                name: tool,
+                arguments: args,
+                meta,
+            },
+        };
         serde_json::to_vec(&request).map_err(|e| RequestFailure::Rpc(format!("the call cannot be written: {e}")))
     }
 
@@ -490,24 +512,9 @@ impl Direct {
 
     async fn elicit(&self, params: Option<Value>, hooks: &Hooks) -> Value {
         use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
-        let request = params.and_then(|p| serde_json::from_value::<ElicitRequestParams>(p).ok());
-        let result = match (request, &hooks.ask) {
-            (
-                Some(ElicitRequestParams::FormElicitationParams {
-                    message, requested_schema, ..
-                }),
-                Some(ask),
-            ) => {
-                let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
-                let answer = ask(crate::tool::InputRequest {
-                    server: hooks.server.clone(),
-                    message,
-                    schema,
-                })
-                .await;
-                super::handler::elicit_result(answer)
-            }
-            _ => ElicitResult::new(ElicitationAction::Decline),
+        let result = match params.and_then(|p| serde_json::from_value::<ElicitRequestParams>(p).ok()) {
+            Some(request) => super::handler::put_form(&hooks.server, hooks.ask.as_ref(), request).await,
+            None => ElicitResult::new(ElicitationAction::Decline),
         };
         serde_json::to_value(result).unwrap_or(Value::Null)
     }

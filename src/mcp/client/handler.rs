@@ -61,15 +61,8 @@ impl ClientHandler for Handler {
         request: rmcp::model::ElicitRequestParams,
         _context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-        use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+        use rmcp::model::{ElicitResult, ElicitationAction};
         let decline = Ok(ElicitResult::new(ElicitationAction::Decline));
-        let ElicitRequestParams::FormElicitationParams {
-            message, requested_schema, ..
-        } = request
-        else {
-            // URL elicitation is not announced.
-            return decline;
-        };
         // The protocol does not say which call a question belongs to. It goes to the calls in
         // flight at this server when they all belong to one session (the oldest's index);
         // with calls of several sessions in flight it could reach the wrong user, so it is
@@ -82,14 +75,7 @@ impl ClientHandler for Handler {
             tracing::warn!(server = %self.server, "elicitation declined: calls of several sessions are in flight");
             return decline;
         }
-        let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
-        let answer = (first.sink)(crate::tool::InputRequest {
-            server: self.server.clone(),
-            message,
-            schema,
-        })
-        .await;
-        Ok(elicit_result(answer))
+        Ok(put_form(&self.server, Some(&first.sink), request).await)
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -105,6 +91,34 @@ impl ClientHandler for Handler {
         if let Some(sink) = sink {
             sink(params.progress, params.total, params.message);
         }
+    }
+}
+
+/// Puts `server`'s question to `ask` and gives its answer; declined where there is nobody to
+/// ask, or for a question by URL (only forms are announced).
+pub(super) async fn put_form(
+    server: &str,
+    ask: Option<&InputSink>,
+    request: rmcp::model::ElicitRequestParams,
+) -> rmcp::model::ElicitResult {
+    use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+    match (request, ask) {
+        (
+            ElicitRequestParams::FormElicitationParams {
+                message, requested_schema, ..
+            },
+            Some(ask),
+        ) => {
+            let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
+            let answer = ask(crate::tool::InputRequest {
+                server: server.to_string(),
+                message,
+                schema,
+            })
+            .await;
+            elicit_result(answer)
+        }
+        _ => ElicitResult::new(ElicitationAction::Decline),
     }
 }
 

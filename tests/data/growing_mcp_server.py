@@ -10,8 +10,8 @@ run), with a certificate for 127.0.0.1 and localhost from a fresh CA written to 
 client to trust; the pinned servers speak plain HTTP at most. `--http PORT` serves plain
 streamable HTTP (`--legacy` as a server of the revisions with the `initialize` handshake,
 which refuses the newest ones' discovery); its `connection` tool says which connection a call came over, and its
-`counted` tool the id of the request that called it; `waited` waits until it is cancelled and
-then writes "cancelled" to a file.
+`counted` tool the id of the request that called it; `waited` writes "started" to a file, waits
+until it is cancelled and then writes "cancelled" there.
 """
 
 import datetime
@@ -70,10 +70,12 @@ async def asked(ctx: Context) -> str:
     return f"answered {said} as request {ctx.request_id!r}"
 
 
-@server.tool(description="Waits up to a minute; if cancelled first, writes `cancelled` to the file `marker`.")
+@server.tool(description="Writes `started` to the file `marker`, waits up to a minute, and if cancelled first writes `cancelled` there.")
 async def waited(marker: str) -> str:
     import anyio
 
+    with open(marker, "w") as f:
+        f.write("started")
     try:
         await anyio.sleep(60)
     except anyio.get_cancelled_exc_class():

@@ -226,24 +226,38 @@ async fn cancelled_after_start(d: &Dispatcher, s: &str, body: Vec<u8>, after: Du
     events
 }
 
-/// Calls the fixture's `waited`, cancels the round `after` the call started, and checks that
-/// the server was told: the tool, cancelled there, wrote `cancelled` to its marker in `ws`.
-async fn waited_and_cancelled(d: &Dispatcher, s: &str, ws: &std::path::Path, after: Duration) {
+/// Calls the fixture's `waited`, cancels the round once the tool has started at the server
+/// (a call dropped before the server read it never runs, and has nothing to be told), and
+/// checks that the server was told: the tool, cancelled there, wrote `cancelled` to its marker.
+async fn waited_and_cancelled(d: &Dispatcher, s: &str, ws: &std::path::Path) {
     let marker = ws.join("cancelled");
     let body = openai_chat(&[("net__waited", json!({"marker": marker}))], "tool_calls");
-    let events = cancelled_after_start(d, s, body, after).await;
+    let read = || std::fs::read_to_string(&marker).unwrap_or_default();
+    let mut rx = d
+        .submit_round(s, RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body)]))))
+        .unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = rx.recv().await {
+        if matches!(e, PipelineEvent::CallStarted { .. }) {
+            for _ in 0..400 {
+                if read() == "started" {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            assert_eq!(read(), "started", "the tool never started at the server");
+            d.cancel_round(s).unwrap();
+        }
+        events.push(e);
+    }
     assert!(results(&events)[0].content.contains("cancelled"), "{}", results(&events)[0].content);
-    for _ in 0..100 {
-        if marker.exists() {
+    for _ in 0..200 {
+        if read() == "cancelled" {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(
-        std::fs::read_to_string(&marker).unwrap_or_default(),
-        "cancelled",
-        "the server was not told"
-    );
+    assert_eq!(read(), "cancelled", "the server was not told");
 }
 
 #[test]
@@ -480,7 +494,7 @@ fn a_session_thread_calls_a_streamable_http_server_over_a_connection_of_its_own(
                 let progress = ev.iter().filter(|e| matches!(e, PipelineEvent::Progress { .. })).count();
                 assert!(progress >= 2, "progress over the thread's own connection: {ev:?}");
                 // A call posted straight is cancelled at the server when its round is.
-                waited_and_cancelled(&d, &s, ws.path(), Duration::from_millis(500)).await;
+                waited_and_cancelled(&d, &s, ws.path()).await;
             } else {
                 assert!(seen.iter().all(|c| *c == shared), "every call over the shared connection: {seen:?}");
             }
@@ -522,7 +536,7 @@ fn a_call_after_the_server_forgot_its_session_goes_in_a_new_one() {
         drop(server);
         server = growing_over_http(&args);
         listening(port, || true).await;
-        waited_and_cancelled(&d, &s, ws.path(), Duration::from_millis(1500)).await;
+        waited_and_cancelled(&d, &s, ws.path()).await;
         drop(server);
     });
 }

@@ -306,6 +306,15 @@ def test_errors_are_typed_and_name_the_problem(tmp_path, slot):
     session = slot.open_session(workspace=tmp_path)
     with pytest.raises(toolslot.SessionError, match="no approval is waiting"):
         session.answer_blocking(3, "approve")
+    # Indexes no call can have wait for nothing, like any other: no OverflowError.
+    for index in (-1, 2**64, 10**30):
+        with pytest.raises(toolslot.SessionError, match=f"no approval is waiting for call {index}"):
+            session.answer_blocking(index, "approve")
+    with pytest.raises(TypeError, match="or a call index"):
+        session.answer_blocking(True, "approve")
+    forged = toolslot.ApprovalRequired({"type": "approval_required", "index": 0, "id": "c", "request": -5})
+    with pytest.raises(toolslot.SessionError, match="no approval question -5"):
+        session.answer_blocking(forged, "approve")
     with pytest.raises(ValueError, match="unknown decision `maybe`"):
         session.answer_blocking(3, "maybe")
     assert issubclass(toolslot.ConfigError, toolslot.ToolslotError)

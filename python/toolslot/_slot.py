@@ -287,12 +287,20 @@ class Session:
 
     def _target(self, request: Union[ApprovalRequired, Subagent, int]) -> Tuple[str, int, Optional[int]]:
         if isinstance(request, Subagent) and isinstance(request.event, ApprovalRequired):
-            return request.session, request.event.index, request.event.request
-        if isinstance(request, ApprovalRequired):
-            return self.id, request.index, request.request
-        if isinstance(request, int):
-            return self.id, request, None
-        raise TypeError("answer an approval_required event (or a subagent event holding one), or a call index")
+            session, index, number = request.session, request.event.index, request.event.request
+        elif isinstance(request, ApprovalRequired):
+            session, index, number = self.id, request.index, request.request
+        elif isinstance(request, int) and not isinstance(request, bool):
+            session, index, number = self.id, request, None
+        else:
+            raise TypeError("answer an approval_required event (or a subagent event holding one), or a call index")
+        # An index no call can have (negative, past 64 bits) waits for nothing: the same
+        # error as any other index nothing waits at, not the native layer's OverflowError.
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < 2**63:
+            raise _native.SessionError(f"no approval is waiting for call {index!r} in session `{session}`")
+        if number is not None and (not isinstance(number, int) or isinstance(number, bool) or not 0 <= number < 2**64):
+            raise _native.SessionError(f"no approval question {number!r} is waiting in session `{session}`")
+        return session, index, number
 
     def answer_blocking(self, request: Union[ApprovalRequired, Subagent, int], decision: Decision) -> None:
         """Answers an approval request. Raises ``SessionError`` when nothing waits for it."""

@@ -72,13 +72,14 @@ fn an_output_under_the_cap_is_saved_whole_and_said_so() {
 fn a_background_log_over_its_cap_kills_the_task_and_says_so() {
     let bed = Bed::new();
     let marker = bed.ws.join("survived");
-    let command = format!("(sleep 2; touch {}) & yes 'a line of a chatty server'", marker.display());
+    // The marker's 6 s leave a loaded machine room to kill the task once its log passes the cap.
+    let command = format!("(sleep 6; touch {}) & yes 'a line of a chatty server'", marker.display());
     let run = bed.replay_rounds(
         &format!("{FULL_AUTO}[shell]\nbackground_max_log_bytes = 1000000\n"),
         &[
             vec![("exec_shell", json!({"command": command, "background": true}))],
             vec![
-                ("exec_shell", json!({"command": "sleep 3"})),
+                ("exec_shell", json!({"command": "sleep 7"})),
                 ("shell_output", json!({"task_id": "t1"})),
             ],
         ],
@@ -98,13 +99,14 @@ fn a_background_log_over_its_cap_kills_the_task_and_says_so() {
 fn a_background_task_over_its_run_time_is_killed_with_its_group() {
     let bed = Bed::new();
     let marker = bed.ws.join("late");
-    let command = format!("sleep 1 & sleep 3; touch {}", marker.display());
+    // The marker's 6 s leave a loaded machine room to kill the task past its 1 s.
+    let command = format!("sleep 1 & sleep 6; touch {}", marker.display());
     let run = bed.replay_rounds(
         &format!("{FULL_AUTO}[shell]\nbackground_max_secs = 1\n"),
         &[
             vec![("exec_shell", json!({"command": command, "background": true}))],
             vec![
-                ("exec_shell", json!({"command": "sleep 4"})),
+                ("exec_shell", json!({"command": "sleep 7"})),
                 ("shell_output", json!({"task_id": "t1"})),
             ],
         ],

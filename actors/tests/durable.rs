@@ -191,7 +191,9 @@ fn a_remembered_approval_survives_a_restart() {
     let (status, text) = posting.join().unwrap();
     assert_eq!(status, 200, "{text}");
     assert_eq!(lines(&marker).len(), 1, "{text}");
-    // Written with the decision; a moment for the record of the round's end.
+    // Written with the decision; the round's end in the record, and a moment for the writes
+    // sent with it.
+    wait_until(10, "the round in the record", || last_round(&addr, &id, 5)["round"] == 1);
     std::thread::sleep(Duration::from_millis(300));
     first.proc.kill();
 

@@ -348,10 +348,15 @@ impl Bed {
             hook.display()
         ))
     }
-    /// A config in full-auto with one pre_tool_use hook for exec_shell.
+    /// A config in full-auto with one pre_tool_use hook for exec_shell, which a hook that works
+    /// answers in time however loaded the machine.
     fn hooked(&self, hook: &Path, extra: &str) -> PathBuf {
-        let keys = "tool = \"exec_shell\"\ntimeout_ms = 1500\n";
-        self.with_hook(&format!("{FULL_AUTO}{extra}"), "pre_tool_use", hook, keys)
+        self.hooked_within(hook, extra, 20_000)
+    }
+    /// As [`Bed::hooked`], the hook given `timeout_ms`.
+    fn hooked_within(&self, hook: &Path, extra: &str, timeout_ms: u64) -> PathBuf {
+        let keys = format!("tool = \"exec_shell\"\ntimeout_ms = {timeout_ms}\n");
+        self.with_hook(&format!("{FULL_AUTO}{extra}"), "pre_tool_use", hook, &keys)
     }
     /// The session ledgers written so far.
     fn ledgers(&self) -> Vec<PathBuf> {
@@ -390,7 +395,9 @@ fn a_hook_that_fails_in_any_way_blocks_the_call() {
         ("badjson.sh", "echo '{\"decision\": \"yes\"}'", "not allow, ask or deny"),
     ] {
         let hook = bed.hook(name, body);
-        let (code, events, err) = bed.replay(&bed.hooked(&hook, ""), "none", &[a_commit()]);
+        // Only the hook that hangs is given a short time.
+        let timeout = if name == "hang.sh" { 1500 } else { 20_000 };
+        let (code, events, err) = bed.replay(&bed.hooked_within(&hook, "", timeout), "none", &[a_commit()]);
         assert_eq!(code, Some(0), "{name}: {err}");
         let content = results(&events)[0]["content"].as_str().unwrap().to_string();
         assert!(content.contains("Blocked by a hook") && content.contains(why), "{name}: {content}");

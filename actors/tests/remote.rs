@@ -59,7 +59,7 @@ fn mcp_worker(dir: &Path, nats: &Nats, routes: &str, name: &str, command: &str, 
     let worker_dir = dir.join("worker");
     std::fs::create_dir_all(&worker_dir).unwrap();
     let server = format!(
-        "[mcp]\ntool_cache_dir = \"\"\n[[mcp.servers]]\nname = \"{name}\"\ncommand = [{command}]\ndefer = false\nrequired = true\n"
+        "[mcp]\ntool_cache_dir = \"\"\nstartup_timeout_ms = 60000\n[[mcp.servers]]\nname = \"{name}\"\ncommand = [{command}]\ndefer = false\nrequired = true\n"
     );
     let worker = worker(&write_config_with(&worker_dir, nats, routes, "auto", &server, remote), "mcp", &[]);
     (worker, write_config_with(dir, nats, routes, "auto", "", remote))
@@ -539,12 +539,12 @@ fn a_call_that_times_out_is_stopped_on_its_worker() {
     let _one = serial();
     let nats = Nats::start();
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &nats, SHELL_ROUTES, "auto", "[execution]\ncall_timeout_ms = 1500");
+    let config = write_config(dir.path(), &nats, SHELL_ROUTES, "auto", "[execution]\ncall_timeout_ms = 3000");
     let marker = dir.path().join("marker");
     let _w = worker(&config, "shell", &[]);
-    // It would end after 3 s: after the call's timeout (1.5 s), before the worker's own
-    // backstop (the timeout plus an ack wait, 3.5 s).
-    let command = format!("echo start >> {m}; sleep 3; echo end >> {m}", m = marker.display());
+    // It would end after 4 s: after the call's timeout (3 s, time for a loaded machine's worker
+    // to take it), before the worker's own backstop (the timeout plus an ack wait, 5 s).
+    let command = format!("echo start >> {m}; sleep 4; echo end >> {m}", m = marker.display());
     let started = std::time::Instant::now();
     let mut replay = Replay::start(&config, dir.path(), &[sse(&[shell(&command)])]);
     let results = replay.round(1, 60);
@@ -555,7 +555,7 @@ fn a_call_that_times_out_is_stopped_on_its_worker() {
     );
     // The dispatcher's cancellation reaches the worker, which kills the command's process
     // group before it ends.
-    std::thread::sleep(Duration::from_millis(3400).saturating_sub(started.elapsed()));
+    std::thread::sleep(Duration::from_millis(4400).saturating_sub(started.elapsed()));
     assert_eq!(lines(&marker), vec!["start".to_string()], "stopped before its end");
 }
 
@@ -567,14 +567,15 @@ fn a_read_only_call_given_up_before_its_claim_is_stopped_when_the_claim_falls_du
     // The extension of `setup_with`, with the call's timeout shorter than its sleep.
     let text = std::fs::read_to_string(dir.path().join("config.toml")).unwrap();
     let config = dir.path().join("timed.toml");
-    std::fs::write(&config, format!("[execution]\ncall_timeout_ms = 1500\n{text}")).unwrap();
+    std::fs::write(&config, format!("[execution]\ncall_timeout_ms = 3000\n{text}")).unwrap();
     let (marker, ended) = (dir.path().join("ws/marker"), dir.path().join("ws/ended"));
-    // Its claim falls due after the call's timeout (1.5 s) and before the tool's end (3 s),
-    // which comes before the worker's own backstop (the timeout plus an ack wait, 3.5 s).
-    let _w = worker(&config, "shell", &[("TOOLSLOT_REMOTE__READ_ONLY_CLAIM_AFTER_MS", "2000")]);
+    // Its claim falls due after the call's timeout (3 s, time for a loaded machine's worker to
+    // take it) and before the tool's end (4.5 s), which comes before the worker's own backstop
+    // (the timeout plus an ack wait, 5 s).
+    let _w = worker(&config, "shell", &[("TOOLSLOT_REMOTE__READ_ONLY_CLAIM_AFTER_MS", "3800")]);
     let call = (
         "slow_read",
-        json!({"marker": marker.display().to_string(), "secs": 3, "ended": ended.display().to_string()}),
+        json!({"marker": marker.display().to_string(), "secs": 4.5, "ended": ended.display().to_string()}),
     );
     let started = std::time::Instant::now();
     let mut replay = Replay::start(&config, &dir.path().join("ws"), &[sse(&[call])]);
@@ -583,10 +584,10 @@ fn a_read_only_call_given_up_before_its_claim_is_stopped_when_the_claim_falls_du
     let content = results[0]["content"].as_str().unwrap();
     assert!(content.contains(r#"{"error":"timeout"}"#), "{results:?}");
     // It began on the worker, unclaimed (python may still be starting on a busy machine).
-    wait_until(2, "the tool's start", || lines(&marker).len() == 1);
+    wait_until(4, "the tool's start", || lines(&marker).len() == 1);
     // Given up unclaimed: no worker to tell. When its claim falls due, the worker finds the
     // call given up and stops the tool before it ends; its result is never recorded.
-    std::thread::sleep(Duration::from_millis(4500).saturating_sub(started.elapsed()));
+    std::thread::sleep(Duration::from_millis(6000).saturating_sub(started.elapsed()));
     assert!(!ended.exists(), "stopped when its claim fell due, before its end");
     assert_eq!(lines(&marker).len(), 1, "run once");
 }

@@ -242,7 +242,8 @@ fn a_read_that_blocks_ends_with_its_timeout_and_the_process_exits() {
     }
     // The process does not wait for any file operation at exit.
     assert!(
-        took < Duration::from_secs(8),
+        // A process waiting on a FIFO at exit would wait for ever; a slow machine takes seconds.
+        took < Duration::from_secs(30),
         "replay took {took:?} to exit after its calls timed out"
     );
 }

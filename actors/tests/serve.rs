@@ -272,11 +272,19 @@ fn the_console_approves_a_call_in_a_real_browser() {
 fn sigterm_lets_the_running_round_complete() {
     let mut s = start("[approval]\nmode = \"full-auto\"\n");
     let id = open_session(&s, "full-auto");
-    let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c0", "type": "function", "function": {"name": "exec_shell", "arguments": "{\"command\": \"sleep 1; echo done\"}"}}]}, "finish_reason": "tool_calls"}]});
+    let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c0", "type": "function", "function": {"name": "exec_shell", "arguments": "{\"command\": \"touch started; sleep 1; echo done\"}"}}]}, "finish_reason": "tool_calls"}]});
     let body = format!("data: {call}\n\ndata: [DONE]\n\n");
     let api = s.api.clone();
     let round = std::thread::spawn(move || api.http("POST", &format!("/v1/sessions/{id}/rounds"), body.as_bytes()));
-    std::thread::sleep(Duration::from_millis(400));
+    // The signal comes while the command runs, however long the round took to get there.
+    let started = s.workspace.join("started");
+    for _ in 0..400 {
+        if started.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(started.exists(), "the command never started");
     let _ = Command::new("kill").args(["-TERM", &s.proc.child.id().to_string()]).status();
     let (status, sse) = round.join().unwrap();
     assert_eq!(status, 200);

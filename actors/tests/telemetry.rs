@@ -291,7 +291,11 @@ fn a_remote_call_runs_in_the_dispatchers_trace() {
     let results = replay.round(1, 60);
     assert_eq!(results[0]["is_error"], false, "{results:?}");
 
-    let spans = receiver.spans_when(|s| named(s, "remote_run exec_shell").len() == 1 && named(s, "remote_call exec_shell").len() == 1);
+    let spans = receiver.spans_when(|s| {
+        named(s, "remote_run exec_shell").len() == 1
+            && named(s, "remote_call exec_shell").len() == 1
+            && named(s, "execute_tool exec_shell").len() == 1
+    });
     let dispatched = one(&spans, "remote_call exec_shell");
     let ran = one(&spans, "remote_run exec_shell");
     let call = one(&spans, "execute_tool exec_shell");

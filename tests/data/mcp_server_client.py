@@ -209,7 +209,8 @@ async def scenario_cancel() -> dict:
     async with client(person) as c:
         await c.list_tools()
         started = None
-        with anyio.move_on_after(6.0) as scope:
+        # A bound for a call that never starts; the watcher's cancel is what ends a started one.
+        with anyio.move_on_after(60.0) as scope:
             # The approval is answered first; the command then sleeps until cancelled.
             async def watch() -> None:
                 nonlocal started

@@ -370,7 +370,10 @@ fn a_stage_that_fails_mid_round_answers_what_it_held_and_the_round_completes() {
                     }
                 })
             };
-            let head = anthropic_head(&[("sleepy", json!({"ms": 500, "tag": "early"}))]);
+            // Long enough, for the post-processor, that the fault is armed before the early
+            // call's outcome reaches it however slow the machine is to follow the events.
+            let early_ms = if stage == Stage::PostProcessor { 3000 } else { 500 };
+            let head = anthropic_head(&[("sleepy", json!({"ms": early_ms, "tag": "early"}))]);
             let rest = anthropic_blocks(
                 1,
                 &[
@@ -547,7 +550,7 @@ fn an_answer_that_does_not_name_its_question_is_refused_once_the_index_was_asked
     // the same index: the first question expires unanswered, the second waits, and a bare
     // answer is refused with a reason; only the answer naming the second question runs it.
     system(async {
-        let bed = Bed::new("[approval]\ntimeout_ms = 2000\n");
+        let bed = Bed::new("[approval]\ntimeout_ms = 60000\n");
         let d = bed.dispatcher();
         let s = bed.session(&d);
         let write = |path: &str| openai_chat(&[("write_file", json!({"path": path, "content": "x"}))], "tool_calls");

@@ -35,9 +35,34 @@ pub fn filtered(vars: impl IntoIterator<Item = (String, String)>, policy: EnvPol
         .collect()
 }
 
-/// The host's variables a child gets under `policy`.
+/// The host's variables a child gets under `policy`, its `PATH` holding absolute folders only
+/// ([`absolute_path`]).
 pub fn for_child(policy: EnvPolicy<'_>) -> Vec<(String, String)> {
-    filtered(std::env::vars(), policy)
+    let mut vars = filtered(std::env::vars(), policy);
+    for (name, value) in &mut vars {
+        if name == "PATH" {
+            *value = absolute_path(value);
+        }
+    }
+    vars
+}
+
+/// `path` (a `PATH` value) without its empty and relative entries.
+///
+/// An empty entry means the current folder and a relative one (`node_modules/.bin`) is looked
+/// up from it: where toolslot or a command runs in the checkout, a program of that name in the
+/// repository would run in place of the one the host meant (toolslot's own `bwrap`; the `sh`
+/// or `git` of a command the user approved by its words).
+pub fn absolute_path(path: &str) -> String {
+    path.split(':').filter(|d| d.starts_with('/')).collect::<Vec<_>>().join(":")
+}
+
+/// The absolute folders of the host's `PATH`, in order: where toolslot itself looks for a
+/// program (see [`absolute_path`] for why the others are passed over).
+pub fn host_path_dirs() -> Vec<std::path::PathBuf> {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).filter(|d| d.is_absolute()).collect())
+        .unwrap_or_default()
 }
 
 /// Whether `text` matches `pattern`, where `*` stands for any run of characters (case-sensitive;
@@ -134,6 +159,13 @@ mod tests {
             },
         );
         assert_eq!(kept, vec![("PATH".to_string(), "v".to_string())]);
+    }
+
+    #[test]
+    fn a_childs_path_holds_absolute_folders_only() {
+        assert_eq!(absolute_path("node_modules/.bin::/usr/bin:.:bin:/bin:"), "/usr/bin:/bin");
+        assert_eq!(absolute_path(""), "");
+        assert_eq!(absolute_path("/opt/tool/bin"), "/opt/tool/bin");
     }
 
     #[test]

@@ -588,6 +588,32 @@ fn approve_for_project_writes_the_rule_and_the_next_session_is_not_asked() {
 }
 
 #[test]
+fn a_policy_folder_that_is_a_link_takes_no_rule_approved_for_the_project() {
+    // A hostile checkout's `.toolslot` links to the user's own policy folder, which applies in
+    // every workspace without any trust: a rule approved for the project must not land there.
+    let bed = Bed::new();
+    let own = bed.home().join(".toolslot");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::remove_dir(bed.ws().join(".toolslot")).unwrap();
+    std::os::unix::fs::symlink(&own, bed.ws().join(".toolslot")).unwrap();
+    let config = bed.config("[approval]\nmode = \"ask\"\n");
+    // The session does not start on a policy it cannot read, and says why in one line.
+    let (code, events, err) = bed.replay(&config, "project", &[a_commit()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("its folder `.toolslot` is a link"), "{err}");
+    assert!(!events.iter().any(|e| e["type"] == "call_started"), "{events:?}");
+    assert!(!own.join("policy.toml").exists(), "the rule was written through the link");
+    assert!(!bed.marker().exists());
+    // Another workspace of the same user is still asked.
+    std::fs::remove_file(bed.marker()).ok();
+    std::fs::remove_file(bed.ws().join(".toolslot")).unwrap();
+    std::fs::create_dir(bed.ws().join(".toolslot")).unwrap();
+    let (_, events, _) = bed.replay(&config, "none", &[a_commit()]);
+    assert!(asked(&events, 0), "{events:?}");
+    assert!(!bed.marker().exists(), "{events:?}");
+}
+
+#[test]
 fn reject_for_session_refuses_the_same_key_without_asking() {
     let bed = Bed::new();
     let config = bed.config("[approval]\nmode = \"ask\"\n");

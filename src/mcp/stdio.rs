@@ -90,8 +90,10 @@ impl std::fmt::Debug for StdioTransport {
     }
 }
 
-/// Starts `program args` with `env` as server `server`: stdin and stdout are the protocol,
-/// stderr is handed back to be read by the caller.
+/// Starts `program args` in folder `cwd` with `env` as server `server`: stdin and stdout are
+/// the protocol, stderr is handed back to be read by the caller. The server keeps toolslot's
+/// environment (it is a program the user configured), but a `PATH` not set in `env` keeps only
+/// its absolute folders (`child_env::absolute_path`).
 ///
 /// # Errors
 /// The spawn's IO error.
@@ -100,10 +102,15 @@ pub fn spawn(
     program: &str,
     args: &[String],
     env: &std::collections::BTreeMap<String, String>,
+    cwd: &std::path::Path,
     limits: FrameLimits,
 ) -> std::io::Result<(StdioTransport, Option<ChildStderr>)> {
     let mut cmd = tokio::process::Command::new(program);
+    if let Some(path) = std::env::var("PATH").ok().filter(|_| !env.contains_key("PATH")) {
+        cmd.env("PATH", crate::child_env::absolute_path(&path));
+    }
     cmd.args(args)
+        .current_dir(cwd)
         .envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -390,7 +397,15 @@ mod tests {
 
     /// A "server" that prints `lines` then sleeps.
     fn server(script: &str) -> StdioTransport {
-        let (t, _) = spawn("t", "sh", &["-c".into(), script.into()], &Default::default(), limits()).unwrap();
+        let (t, _) = spawn(
+            "t",
+            "sh",
+            &["-c".into(), script.into()],
+            &Default::default(),
+            std::path::Path::new("/"),
+            limits(),
+        )
+        .unwrap();
         t
     }
 

@@ -298,10 +298,11 @@ fn resolve(word: &str, place: Option<&Place>, root: &Root) -> Vec<PathBuf> {
     on_path(word).into_iter().collect()
 }
 
-/// The first executable file named `name` in the host's PATH.
+/// The first executable file named `name` in an absolute folder of the host's PATH (the
+/// folders a command's `PATH` keeps).
 fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+    crate::child_env::host_path_dirs()
+        .into_iter()
         .map(|d| d.join(name))
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
 }
@@ -349,8 +350,11 @@ fn denied(program: &str) -> Option<Vec<Denied>> {
     let candidates: Vec<PathBuf> = if program.contains('/') {
         vec![PathBuf::from(program)]
     } else {
-        let path = std::env::var_os("PATH")?;
-        std::env::split_paths(&path).map(|d| d.join(program)).collect()
+        let dirs = crate::child_env::host_path_dirs();
+        if dirs.is_empty() {
+            return None;
+        }
+        dirs.into_iter().map(|d| d.join(program)).collect()
     };
     let mut out: Vec<Denied> = Vec::new();
     for c in candidates {

@@ -22,6 +22,18 @@ use super::PROJECT_FILE;
 /// file, it is larger than `max_bytes`, or the system refused it.
 pub fn read_project_file(workspace: &Path, max_bytes: u64) -> Result<Option<Vec<u8>>, String> {
     let path = workspace.join(PROJECT_FILE);
+    // The folder first: a `.toolslot` that is a link holds no policy of the workspace's own,
+    // and "none" would let a rule approved for the project be written through it (to the
+    // user's own policy folder, say, which every workspace applies unasked).
+    if let Some(folder) = path.parent()
+        && std::fs::symlink_metadata(folder).is_ok_and(|m| m.file_type().is_symlink())
+    {
+        let to = std::fs::read_link(folder).map(|t| t.display().to_string()).unwrap_or_default();
+        return Err(format!(
+            "its folder `{}` is a link (to `{to}`), not a folder of the workspace's own; not read",
+            folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+        ));
+    }
     if let Err(e) = std::fs::symlink_metadata(&path) {
         return match e.kind() {
             std::io::ErrorKind::NotFound => Ok(None),
@@ -93,7 +105,12 @@ mod tests {
         let outside = workspace_with(|p| std::fs::write(p, "[policy]\n").unwrap());
         let ws = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path().join(".toolslot"), ws.path().join(".toolslot")).unwrap();
-        assert!(read_project_file(ws.path(), 1024).unwrap_err().contains("out of the workspace"));
+        assert!(read_project_file(ws.path(), 1024).unwrap_err().contains("is a link"));
+        // Also when it holds no file: "none" would have a rule written through the link.
+        let empty = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(empty.path(), ws.path().join(".toolslot")).unwrap();
+        assert!(read_project_file(ws.path(), 1024).unwrap_err().contains("is a link"));
         let ws = workspace_with(|p| std::fs::write(p, "# x\n").unwrap());
         let fifo = workspace_with(|p| assert!(std::process::Command::new("mkfifo").arg(p).status().unwrap().success()));
         assert!(read_project_file(fifo.path(), 1024).unwrap_err().contains("not a regular file"));

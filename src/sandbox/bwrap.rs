@@ -90,10 +90,15 @@ pub(super) fn args(
     a
 }
 
-/// The `bwrap` on the host's PATH, if running it with the namespaces the sandbox uses works.
+/// The `bwrap` in an absolute folder of the host's PATH, if running it with the namespaces the
+/// sandbox uses works.
 pub(super) fn find_working() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    let bwrap = std::env::split_paths(&path).map(|d| d.join("bwrap")).find(|p| p.is_file())?;
+    // Absolute folders only: a relative one would let the checkout toolslot runs in supply
+    // the sandbox itself.
+    let bwrap = crate::child_env::host_path_dirs()
+        .into_iter()
+        .map(|d| d.join("bwrap"))
+        .find(|p| p.is_file())?;
     let probe = std::process::Command::new(&bwrap)
         .args([
             "--die-with-parent",

@@ -447,7 +447,9 @@ fn a_workspace_another_program_holds_locked_is_refused_in_time_and_nothing_runs(
 fn without_network_no_unix_socket_is_made_and_everything_else_still_runs() {
     use std::os::unix::process::CommandExt;
     // A child under the filter: unix sockets and datagram pairs are refused, a stream pair (the
-    // pipes programs make) and an IP socket (the network namespace's business) are not.
+    // pipes programs make) and a TCP socket (the network namespace's or Landlock's business)
+    // are not; nor is netlink (the kernel's own). Under Landlock's, UDP (over which Landlock
+    // has no rule) and other families (vsock, to the machine hosting this one) are refused.
     let probe = r#"
 import socket, errno
 def tried(f):
@@ -459,22 +461,37 @@ print(tried(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)),
       tried(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)),
       tried(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)),
       tried(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)),
-      tried(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)))
+      tried(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)),
+      tried(lambda: socket.socket(socket.AF_INET6, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)),
+      tried(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)),
+      tried(lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)),
+      tried(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)),
+      tried(lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)))
 "#;
-    let filter = super::NoSockets::new();
-    let filter: &'static super::NoSockets = Box::leak(Box::new(filter));
-    let mut cmd = std::process::Command::new("python3");
-    cmd.args(["-c", probe]);
-    // SAFETY: the closure makes only the filter's two prctl calls.
-    unsafe {
-        cmd.pre_exec(move || filter.install());
-    }
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "EACCES EACCES ok EACCES ok");
-    // Without the filter, the same probe makes every socket: the test can tell.
+    let probed = |filter: super::NoSockets| {
+        let filter: &'static super::NoSockets = Box::leak(Box::new(filter));
+        let mut cmd = std::process::Command::new("python3");
+        cmd.args(["-c", probe]);
+        // SAFETY: the closure makes only the filter's two prctl calls.
+        unsafe {
+            cmd.pre_exec(move || filter.install());
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    // Under Landlock: TCP and netlink alone.
+    assert_eq!(
+        probed(super::NoSockets::tcp_only()),
+        "EACCES EACCES ok EACCES ok ok EACCES EACCES ok EACCES"
+    );
+    // In a network namespace: unix sockets refused, the namespace holds the rest.
+    assert_eq!(probed(super::NoSockets::new()), "EACCES EACCES ok EACCES ok ok ok ok ok ok");
+    // Without the filter, the same probe makes every socket it can here: the test can tell.
     let out = std::process::Command::new("python3").args(["-c", probe]).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok ok ok ok ok");
+    let unfiltered = String::from_utf8_lossy(&out.stdout);
+    let words: Vec<&str> = unfiltered.split_whitespace().collect();
+    assert_eq!(words[..9], ["ok"; 9], "{unfiltered}");
 }
 
 /// Run as root (as CI is), the same tests again as an unprivileged user: bubblewrap then makes

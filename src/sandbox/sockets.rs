@@ -1,14 +1,22 @@
-//! "No network" includes unix sockets: a seccomp filter, installed in the child before it
-//! runs anything, that refuses to make a socket able to reach a listener on a socket file or
-//! in the abstract namespace.
+//! "No network" includes unix sockets, and under Landlock every way out that is not TCP: a
+//! seccomp filter, installed in the child before it runs anything, that refuses to make a
+//! socket able to reach a listener on a socket file or in the abstract namespace, or (under
+//! Landlock) to send anywhere but over TCP.
 //!
-//! A network namespace (bubblewrap) or Landlock's TCP rules stop IP traffic, but a socket
-//! file is reached through the file system, and neither a read-only bind nor Landlock stops a
+//! A network namespace (bubblewrap) or Landlock's TCP rules stop TCP, but a socket file is
+//! reached through the file system, and neither a read-only bind nor Landlock stops a
 //! `connect()` to one: the kernel checks only write permission on the socket's inode, which a
 //! read-only mount does not remove. So a program that has no network may not create
 //! `AF_UNIX` sockets at all: `socket(AF_UNIX, …)` fails with EACCES, `socketpair` is allowed
 //! only for stream pairs (a connected stream socket cannot be connected elsewhere; a datagram
 //! one can), and `io_uring_setup` fails (its operations would make sockets past the filter).
+//!
+//! Landlock has rules for TCP alone: under it a UDP datagram (a DNS query carrying a secret)
+//! or another family (`AF_VSOCK`, to the machine hosting a virtual one) would leave. So there
+//! ([`NoSockets::tcp_only`]) a program without the network may make only IP stream sockets
+//! (TCP, which Landlock governs) and netlink ones (the kernel's own, which address no other
+//! machine). Not under bubblewrap, whose network namespace holds only a loopback no datagram
+//! leaves, and which itself needs an IP datagram socket to bring that loopback up.
 //!
 //! Written here rather than with a seccomp crate: the maintained one (seccompiler) kills a
 //! process of a foreign architecture outright and does not see x86-64's x32 system calls, both
@@ -46,6 +54,9 @@ const RET_ALLOW: u32 = 0x7fff_0000;
 const RET_EACCES: u32 = 0x0005_0000 | libc::EACCES as u32;
 
 const AF_UNIX: u32 = 1;
+const AF_INET: u32 = 2;
+const AF_INET6: u32 = 10;
+const AF_NETLINK: u32 = 16;
 const SOCK_STREAM: u32 = 1;
 /// The socket type without its flags (`SOCK_NONBLOCK`, `SOCK_CLOEXEC`).
 const SOCK_TYPE_MASK: u32 = 0xf;
@@ -88,8 +99,19 @@ fn jump(k: u32, jt: u8, jf: u8) -> Insn {
 }
 
 impl NoSockets {
-    /// The filter for this architecture.
+    /// The filter for this architecture that refuses unix sockets (for a program in a network
+    /// namespace of its own).
     pub fn new() -> Self {
+        Self::made(false)
+    }
+
+    /// As [`NoSockets::new`], and refusing every socket but IP streams and netlink: for a
+    /// program whose only fence is Landlock's, which knows TCP alone.
+    pub fn tcp_only() -> Self {
+        Self::made(true)
+    }
+
+    fn made(tcp_only: bool) -> Self {
         let socket = libc::SYS_socket as u32;
         let socketpair = libc::SYS_socketpair as u32;
         let io_uring = libc::SYS_io_uring_setup as u32;
@@ -110,7 +132,7 @@ impl NoSockets {
             p.push(stmt(RET_K, RET_ALLOW));
             p.push(stmt(RET_K, RET_EACCES));
         }
-        p.extend(Self::checks(socket, socketpair, io_uring, arch::X32_BIT));
+        p.extend(Self::checks(socket, socketpair, io_uring, arch::X32_BIT, tcp_only));
         Self {
             insns: p.into_boxed_slice(),
         }
@@ -118,7 +140,7 @@ impl NoSockets {
 
     /// Loads the call's number and refuses what makes a socket: for each of the native number
     /// and (on x86-64) its x32 twin.
-    fn checks(socket: u32, socketpair: u32, io_uring: u32, x32: u32) -> Vec<Insn> {
+    fn checks(socket: u32, socketpair: u32, io_uring: u32, x32: u32, tcp_only: bool) -> Vec<Insn> {
         let mut numbers = vec![(socket, socketpair, io_uring)];
         if x32 != 0 {
             // x32's socket calls share x86-64's numbers with the bit set (io_uring_setup too).
@@ -129,12 +151,32 @@ impl NoSockets {
         // miss falls through to the next block, and the last miss allows.
         let mut blocks: Vec<Vec<Insn>> = Vec::new();
         for (sock, pair, ring) in numbers {
-            blocks.push(vec![
-                jump(sock, 0, 4),
-                stmt(LD_W_ABS, ARG0),
-                jump(AF_UNIX, 0, 1),
-                stmt(RET_K, RET_EACCES),
-                stmt(RET_K, RET_ALLOW),
+            let socket_check = if tcp_only {
+                // IP streams and netlink pass, everything else is refused.
+                vec![
+                    jump(sock, 0, 9),
+                    stmt(LD_W_ABS, ARG0),
+                    jump(AF_INET, 2, 0),
+                    jump(AF_INET6, 1, 0),
+                    jump(AF_NETLINK, 3, 4),
+                    stmt(LD_W_ABS, ARG1),
+                    stmt(AND_K, SOCK_TYPE_MASK),
+                    jump(SOCK_STREAM, 0, 1),
+                    stmt(RET_K, RET_ALLOW),
+                    stmt(RET_K, RET_EACCES),
+                ]
+            } else {
+                // Unix sockets are refused, every other family passes.
+                vec![
+                    jump(sock, 0, 4),
+                    stmt(LD_W_ABS, ARG0),
+                    jump(AF_UNIX, 0, 1),
+                    stmt(RET_K, RET_EACCES),
+                    stmt(RET_K, RET_ALLOW),
+                ]
+            };
+            let mut block = socket_check;
+            block.extend([
                 jump(pair, 0, 5),
                 stmt(LD_W_ABS, ARG1),
                 stmt(AND_K, SOCK_TYPE_MASK),
@@ -144,6 +186,7 @@ impl NoSockets {
                 jump(ring, 0, 1),
                 stmt(RET_K, RET_EACCES),
             ]);
+            blocks.push(block);
         }
         for b in blocks {
             p.extend(b);

@@ -174,7 +174,7 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
     let backend = backend(shell.sandbox);
     // No network means no socket of any family: a socket file is reached through the file
     // system, where neither a network namespace nor Landlock's TCP rules look.
-    let mut no_sockets = (!req.grant.network).then(no_sockets);
+    let mut no_sockets = (!req.grant.network).then(|| no_sockets(backend));
     // Sockets the host allows without the network: bubblewrap masks every other one bound on
     // the machine instead of the filter refusing them all (`sockets.rs`).
     let mut socket_masks: Vec<PathBuf> = Vec::new();
@@ -353,11 +353,18 @@ fn private_temp() -> Result<PathBuf, SandboxError> {
     Ok(dir)
 }
 
-/// The filter that refuses unix sockets, made once per process (so nothing is allocated
-/// between fork and exec).
-fn no_sockets() -> &'static super::NoSockets {
-    static FILTER: std::sync::OnceLock<super::NoSockets> = std::sync::OnceLock::new();
-    FILTER.get_or_init(super::NoSockets::new)
+/// The filter for a program without the network under `backend`, made once per process (so
+/// nothing is allocated between fork and exec): under Landlock, whose rules know TCP alone,
+/// it lets only TCP and netlink sockets be made; elsewhere it refuses unix sockets (a network
+/// namespace holds the rest, and bubblewrap needs an IP datagram socket to make it).
+fn no_sockets(backend: Backend) -> &'static super::NoSockets {
+    static NAMESPACED: std::sync::OnceLock<super::NoSockets> = std::sync::OnceLock::new();
+    static TCP_ONLY: std::sync::OnceLock<super::NoSockets> = std::sync::OnceLock::new();
+    if backend == Backend::Landlock {
+        TCP_ONLY.get_or_init(super::NoSockets::tcp_only)
+    } else {
+        NAMESPACED.get_or_init(super::NoSockets::new)
+    }
 }
 
 /// What the child does between fork and exec: its own session (so a timeout's group kill

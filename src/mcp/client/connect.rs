@@ -218,7 +218,11 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
     };
     // Servers log on stderr; it is not part of the protocol, but it is what says why a server
     // would not start.
-    let (transport, stderr) = crate::mcp::stdio::spawn(&cfg.name, program, args, &cfg.env, limits)
+    let cwd = cfg.start_dir();
+    if !cwd.is_dir() {
+        return Err(format!("server `{}`: its cwd `{}` is not a folder", cfg.name, cwd.display()));
+    }
+    let (transport, stderr) = crate::mcp::stdio::spawn(&cfg.name, program, args, &cfg.env, &cwd, limits)
         .map_err(|e| format!("server `{}`: cannot start `{program}`: {e}", cfg.name))?;
     let pid = transport.id();
     let stopped = transport.stopped();

@@ -63,6 +63,10 @@ impl std::fmt::Debug for SentenceModel {
     }
 }
 
+/// The largest model file read: all-MiniLM-L6-v2's weights are 90 MB; a file past this is
+/// not that model.
+const MAX_MODEL_FILE_BYTES: u64 = 512 << 20;
+
 /// Vectors embedded per batch: one batch is one set of matrix products, large enough to
 /// keep sgemm efficient, small enough that the activations stay in cache-friendly sizes.
 const BATCH_SEQUENCES: usize = 16;
@@ -74,9 +78,20 @@ impl SentenceModel {
     /// # Errors
     /// [`ModelError`] when a file is missing or the weights do not fit the configuration.
     pub fn load(dir: &Path, max_tokens: usize, cache_cap: usize) -> Result<Self, ModelError> {
+        // Regular files only, opened without blocking and read to a bound: the folder may lie
+        // in a checkout's own virtual environment (`search.model_venvs` holds `.venv`), where a
+        // FIFO would hang the index and a file without end fill memory.
         let read = |name: &str| {
+            use std::io::Read;
             let path = dir.join(name);
-            std::fs::read(&path).map_err(|source| ModelError::Read { path, source })
+            let failed = |source: std::io::Error| ModelError::Read { path: path.clone(), source };
+            let file = crate::regular_file::open(&path, crate::regular_file::LastLink::Follow).map_err(failed)?;
+            let mut bytes = Vec::new();
+            file.take(MAX_MODEL_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(failed)?;
+            if bytes.len() as u64 > MAX_MODEL_FILE_BYTES {
+                return Err(failed(std::io::Error::other(format!("larger than {MAX_MODEL_FILE_BYTES} bytes"))));
+            }
+            Ok(bytes)
         };
         let config: serde_json::Value =
             serde_json::from_slice(&read("config.json")?).map_err(|e| ModelError::Weights(format!("config.json: {e}")))?;
@@ -240,6 +255,17 @@ mod tests {
         assert!(shared_model(&config(true, &venv, &[])).is_none());
         let err = SentenceModel::load(empty.path(), 64, 10).unwrap_err();
         assert!(err.to_string().contains("config.json"), "{err}");
+    }
+
+    #[test]
+    fn a_model_file_that_is_no_regular_file_is_refused_at_once() {
+        // A checkout's own `.venv` may hold a FIFO where the model's config should be: read
+        // with a plain `open`, the index would wait for a writer for ever.
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("config.json");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let err = SentenceModel::load(dir.path(), 64, 10).unwrap_err();
+        assert!(err.to_string().contains("config.json") && err.to_string().contains("not a regular file"), "{err}");
     }
 
     #[test]

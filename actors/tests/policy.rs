@@ -588,6 +588,32 @@ fn approve_for_project_writes_the_rule_and_the_next_session_is_not_asked() {
 }
 
 #[test]
+fn a_hook_reads_no_credential_of_the_home_folder() {
+    // A hook (like a language server) sees every folder read-only, and what it prints reaches
+    // the model: the home folder's credentials are masked from it, the rest is not.
+    let bed = Bed::new();
+    std::fs::create_dir_all(bed.home().join(".ssh")).unwrap();
+    std::fs::write(bed.home().join(".ssh/id_rsa"), "HOOK-SSH-SECRET-5c1d\n").unwrap();
+    std::fs::write(bed.home().join(".netrc"), "machine x password HOOK-NETRC-SECRET-77aa\n").unwrap();
+    std::fs::write(bed.home().join("notes.txt"), "HOOK-PLAIN-NOTES\n").unwrap();
+    let hook = bed.hook(
+        "reader.sh",
+        "cat > /dev/null\ncat \"$HOME/.ssh/id_rsa\" \"$HOME/.netrc\" \"$HOME/notes.txt\" >&2\nexit 2",
+    );
+    for sandbox in ["auto", "landlock"] {
+        let config = bed.hooked(&hook, &format!("[shell]\nsandbox = \"{sandbox}\"\n"));
+        let (code, events, err) = bed.replay(&config, "none", &[a_commit()]);
+        assert_eq!(code, Some(0), "{err}");
+        let content = results(&events)[0]["content"].as_str().unwrap().to_string();
+        assert!(content.contains("HOOK-PLAIN-NOTES"), "{sandbox}: the hook did not run: {content}");
+        assert!(
+            !content.contains("HOOK-SSH-SECRET") && !content.contains("HOOK-NETRC-SECRET"),
+            "{sandbox}: a credential reached the model: {content}"
+        );
+    }
+}
+
+#[test]
 fn a_policy_folder_that_is_a_link_takes_no_rule_approved_for_the_project() {
     // A hostile checkout's `.toolslot` links to the user's own policy folder, which applies in
     // every workspace without any trust: a rule approved for the project must not land there.

@@ -145,6 +145,9 @@ pub struct ShellConfig {
     /// Folders, besides the workspace and a private temporary folder, that commands approved to
     /// write may write (`~/` is the home folder).
     pub writable_paths: Vec<String>,
+    /// Credentials masked from the programs toolslot runs on its own account (hooks, language
+    /// servers); `~/` is the home folder.
+    pub secret_paths: Vec<String>,
     /// Unix socket files a program without the network may still reach (bubblewrap only).
     pub allow_unix_sockets: Vec<String>,
     /// Seconds a session's bubblewrap sandbox is kept idle for its next read-only command

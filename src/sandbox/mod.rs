@@ -35,7 +35,7 @@ pub use child::Child;
 pub use denial::denial_note;
 pub use protect::{Locked, Protected, written_by_toolslot};
 pub use sockets::NoSockets;
-pub use spawn::{Guard, Request, Sandboxed, command};
+pub use spawn::{Guard, Request, Sandboxed, command, secret_paths};
 
 use crate::config::SandboxMode;
 pub use crate::tool::Grant;

@@ -95,7 +95,7 @@ pub(super) fn spawn_request(req: &Request<'_>, want: Backend) -> Out {
 fn cleared_to_write<'a>(shell: &'a ShellConfig, ws: &'a Path, args: &'a [String]) -> Request<'a> {
     Request {
         grant: WRITE,
-        ..Request::granted_nothing("sh", args, ws, shell)
+        ..Request::granted_nothing("sh", args, ws, shell, &[])
     }
 }
 

@@ -44,10 +44,17 @@ pub struct Request<'a> {
 impl<'a> Request<'a> {
     /// A program toolslot runs beside the model's, on its own account (a hook, a language
     /// server): granted nothing (every folder readable, nothing writable, no network), the
-    /// full view, no policy masks (those are for the programs the model drives: this one is the
-    /// team's, reading what the team lets it read), a sandbox of its own, and no policy file
-    /// to keep (it writes nothing).
-    pub fn granted_nothing(program: &'a str, args: &'a [String], workspace: &'a Path, shell: &'a ShellConfig) -> Self {
+    /// full view less `secrets` ([`secret_paths`]: such a program may run code the checkout
+    /// chose, and what it prints reaches the model), no policy masks (those are for the
+    /// programs the model drives: this one is the team's), a sandbox of its own, and no policy
+    /// file to keep (it writes nothing).
+    pub fn granted_nothing(
+        program: &'a str,
+        args: &'a [String],
+        workspace: &'a Path,
+        shell: &'a ShellConfig,
+        secrets: &'a [PathBuf],
+    ) -> Self {
         Self {
             program,
             args,
@@ -56,11 +63,26 @@ impl<'a> Request<'a> {
             view: View::Full,
             keep_env: &[],
             shell,
-            hidden: &[],
+            hidden: secrets,
             session: None,
             policy: None,
         }
     }
+}
+
+/// The credentials of `shell.secret_paths` that exist, as masks take them (absolute, links
+/// resolved).
+pub fn secret_paths(shell: &ShellConfig) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = shell
+        .secret_paths
+        .iter()
+        .map(|p| expand_home(p))
+        .filter(|p| p.is_absolute())
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// A command ready to spawn, and what must live while it runs.

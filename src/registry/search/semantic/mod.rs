@@ -84,7 +84,10 @@ impl SentenceModel {
         let read = |name: &str| {
             use std::io::Read;
             let path = dir.join(name);
-            let failed = |source: std::io::Error| ModelError::Read { path: path.clone(), source };
+            let failed = |source: std::io::Error| ModelError::Read {
+                path: path.clone(),
+                source,
+            };
             let file = crate::regular_file::open(&path, crate::regular_file::LastLink::Follow).map_err(failed)?;
             let mut bytes = Vec::new();
             file.take(MAX_MODEL_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(failed)?;
@@ -265,7 +268,10 @@ mod tests {
         let fifo = dir.path().join("config.json");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
         let err = SentenceModel::load(dir.path(), 64, 10).unwrap_err();
-        assert!(err.to_string().contains("config.json") && err.to_string().contains("not a regular file"), "{err}");
+        assert!(
+            err.to_string().contains("config.json") && err.to_string().contains("not a regular file"),
+            "{err}"
+        );
     }
 
     #[test]

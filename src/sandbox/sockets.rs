@@ -90,6 +90,17 @@ mod arch {
     pub const FOREIGN: Option<(u32, &[u32])> = None;
 }
 
+/// Allows the call when its second argument (a socket's type) is a stream, else refuses it.
+fn stream_only() -> [Insn; 5] {
+    [
+        stmt(LD_W_ABS, ARG1),
+        stmt(AND_K, SOCK_TYPE_MASK),
+        jump(SOCK_STREAM, 0, 1),
+        stmt(RET_K, RET_ALLOW),
+        stmt(RET_K, RET_EACCES),
+    ]
+}
+
 fn stmt(code: u16, k: u32) -> Insn {
     Insn { code, jt: 0, jf: 0, k }
 }
@@ -159,12 +170,10 @@ impl NoSockets {
                     jump(AF_INET, 2, 0),
                     jump(AF_INET6, 1, 0),
                     jump(AF_NETLINK, 3, 4),
-                    stmt(LD_W_ABS, ARG1),
-                    stmt(AND_K, SOCK_TYPE_MASK),
-                    jump(SOCK_STREAM, 0, 1),
-                    stmt(RET_K, RET_ALLOW),
-                    stmt(RET_K, RET_EACCES),
                 ]
+                .into_iter()
+                .chain(stream_only())
+                .collect()
             } else {
                 // Unix sockets are refused, every other family passes.
                 vec![
@@ -176,16 +185,9 @@ impl NoSockets {
                 ]
             };
             let mut block = socket_check;
-            block.extend([
-                jump(pair, 0, 5),
-                stmt(LD_W_ABS, ARG1),
-                stmt(AND_K, SOCK_TYPE_MASK),
-                jump(SOCK_STREAM, 0, 1),
-                stmt(RET_K, RET_ALLOW),
-                stmt(RET_K, RET_EACCES),
-                jump(ring, 0, 1),
-                stmt(RET_K, RET_EACCES),
-            ]);
+            block.push(jump(pair, 0, 5));
+            block.extend(stream_only());
+            block.extend([jump(ring, 0, 1), stmt(RET_K, RET_EACCES)]);
             blocks.push(block);
         }
         for b in blocks {

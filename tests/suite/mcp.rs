@@ -221,15 +221,15 @@ fn a_server_that_never_starts_is_reported_and_required_ones_stop_startup() {
     });
 }
 
-/// The events of a round of `body` that is cancelled `after` its first call started.
-async fn cancelled_after_start(d: &Dispatcher, s: &str, body: Vec<u8>, after: Duration) -> Vec<PipelineEvent> {
+/// The events of a round of `body`, cancelled once its first call started and `ready` is done.
+async fn cancelled_after_start(d: &Dispatcher, s: &str, body: Vec<u8>, ready: impl AsyncFn()) -> Vec<PipelineEvent> {
     let mut rx = d
         .submit_round(s, RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body)]))))
         .unwrap();
     let mut events = Vec::new();
     while let Some(e) = rx.recv().await {
         if matches!(e, PipelineEvent::CallStarted { .. }) {
-            tokio::time::sleep(after).await;
+            ready().await;
             d.cancel_round(s).unwrap();
         }
         events.push(e);
@@ -244,23 +244,16 @@ async fn waited_and_cancelled(d: &Dispatcher, s: &str, ws: &std::path::Path) {
     let marker = ws.join("cancelled");
     let body = openai_chat(&[("net__waited", json!({"marker": marker}))], "tool_calls");
     let read = || std::fs::read_to_string(&marker).unwrap_or_default();
-    let mut rx = d
-        .submit_round(s, RoundInput::Bytes(Box::pin(futures::stream::iter([Ok(body)]))))
-        .unwrap();
-    let mut events = Vec::new();
-    while let Some(e) = rx.recv().await {
-        if matches!(e, PipelineEvent::CallStarted { .. }) {
-            for _ in 0..400 {
-                if read() == "started" {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
+    let events = cancelled_after_start(d, s, body, async || {
+        for _ in 0..400 {
+            if read() == "started" {
+                break;
             }
-            assert_eq!(read(), "started", "the tool never started at the server");
-            d.cancel_round(s).unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        events.push(e);
-    }
+        assert_eq!(read(), "started", "the tool never started at the server");
+    })
+    .await;
     assert!(results(&events)[0].content.contains("cancelled"), "{}", results(&events)[0].content);
     for _ in 0..200 {
         if read() == "cancelled" {
@@ -282,7 +275,7 @@ fn a_long_running_call_is_cancelled_with_the_round() {
             "tool_calls",
         );
         let started = std::time::Instant::now();
-        let events = cancelled_after_start(&d, &s, body, Duration::from_millis(300)).await;
+        let events = cancelled_after_start(&d, &s, body, async || tokio::time::sleep(Duration::from_millis(300)).await).await;
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "the cancelled call did not hold the round"

@@ -76,8 +76,9 @@ pub struct McpServerConfig {
     /// Environment variables set for the server process.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
-    /// The folder a stdio server starts in (`~/` expanded; relative paths in `command` are
-    /// read from it); default the home folder (else `/`).
+    /// The folder a stdio server starts in (`~/` expanded; the server reads relative arguments
+    /// from it, while a program named by a relative path is found from the folder toolslot was
+    /// started in); default the home folder (else `/`).
     #[serde(default)]
     pub cwd: Option<String>,
     /// URL of a streamable HTTP server (`http://` or `https://`).

@@ -222,6 +222,16 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
     if !cwd.is_dir() {
         return Err(format!("server `{}`: its cwd `{}` is not a folder", cfg.name, cwd.display()));
     }
+    // A program named by a relative path (`.venv/bin/server`) is where the config's writer
+    // left it, from the folder toolslot was started in, as before the server had a cwd of its
+    // own; only a bare name is looked up on the PATH.
+    let program = match std::path::Path::new(program) {
+        p if p.is_relative() && program.contains('/') => std::env::current_dir()
+            .map(|here| here.join(p).display().to_string())
+            .unwrap_or_else(|_| program.clone()),
+        _ => program.clone(),
+    };
+    let program = program.as_str();
     let (transport, stderr) = crate::mcp::stdio::spawn(&cfg.name, program, args, &cfg.env, &cwd, limits)
         .map_err(|e| format!("server `{}`: cannot start `{program}`: {e}", cfg.name))?;
     let pid = transport.id();

@@ -53,8 +53,11 @@ pub fn for_child(policy: EnvPolicy<'_>) -> Vec<(String, String)> {
 /// up from it: where toolslot or a command runs in the checkout, a program of that name in the
 /// repository would run in place of the one the host meant (toolslot's own `bwrap`; the `sh`
 /// or `git` of a command the user approved by its words).
+///
+/// None left gives the system's folders: an empty `PATH` means the current folder to `execvp`.
 pub fn absolute_path(path: &str) -> String {
-    path.split(':').filter(|d| d.starts_with('/')).collect::<Vec<_>>().join(":")
+    let kept = path.split(':').filter(|d| d.starts_with('/')).collect::<Vec<_>>().join(":");
+    if kept.is_empty() { "/usr/bin:/bin".to_string() } else { kept }
 }
 
 /// The absolute folders of the host's `PATH`, in order: where toolslot itself looks for a
@@ -164,7 +167,8 @@ mod tests {
     #[test]
     fn a_childs_path_holds_absolute_folders_only() {
         assert_eq!(absolute_path("node_modules/.bin::/usr/bin:.:bin:/bin:"), "/usr/bin:/bin");
-        assert_eq!(absolute_path(""), "");
+        assert_eq!(absolute_path(""), "/usr/bin:/bin");
+        assert_eq!(absolute_path("::node_modules/.bin"), "/usr/bin:/bin");
         assert_eq!(absolute_path("/opt/tool/bin"), "/opt/tool/bin");
     }
 

@@ -366,6 +366,15 @@ fn a_checkout_named_by_a_relative_path_folder_supplies_neither_the_sandbox_nor_t
             "#!/bin/sh\ntouch {}/PWNED-0\nexec /usr/bin/env -i PATH=/usr/bin:/bin \"$(basename \"$0\")\" \"$@\"\n",
             bed.out().display()
         );
+        // And an activated virtual environment of the checkout's: an absolute folder, where
+        // toolslot must not look for its sandbox either.
+        let venv = ws.join(".venv/bin");
+        std::fs::create_dir_all(&venv).unwrap();
+        std::fs::write(venv.join("bwrap"), &planted).unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(venv.join("bwrap"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
         for dir in [ws.join("node_modules/.bin"), ws.clone()] {
             std::fs::create_dir_all(&dir).unwrap();
             for name in ["bwrap", "sh"] {
@@ -377,9 +386,14 @@ fn a_checkout_named_by_a_relative_path_folder_supplies_neither_the_sandbox_nor_t
         }
         let config = bed.config(&format!("[approval]\nmode = \"full-auto\"\n[shell]\nsandbox = \"{sandbox}\"\n"));
         let mut cmd = toolslot();
-        cmd.current_dir(&ws)
-            .env("HOME", bed.home())
-            .env("PATH", format!("node_modules/.bin::{}:", std::env::var("PATH").unwrap_or_default()));
+        cmd.current_dir(&ws).env("HOME", bed.home()).env(
+            "PATH",
+            format!(
+                "{}:node_modules/.bin::{}:",
+                venv.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        );
         let calls = openai_stream(&[
             ("exec_shell", json!({"command": "echo hello"})),
             ("exec_shell", json!({"command": "touch made"})),
@@ -424,8 +438,10 @@ fn an_mcp_server_started_from_a_checkout_runs_none_of_its_code() {
             "[[mcp.servers]]\nname = \"{name}\"\ncommand = [\"python3\", \"-m\", \"planted_server\"]\ndefer = false\nstartup_timeout_ms = 20000\n{cwd}"
         )
     };
+    // An argument naming the current folder, with no `cwd` to say which: refused, named.
+    let dotted = "[[mcp.servers]]\nname = \"dotted\"\ncommand = [\"python3\", \"-m\", \"planted_server\", \".\"]\ndefer = false\n";
     let config = bed.config(&format!(
-        "[mcp]\ntool_cache_dir = \"\"\n{}{}",
+        "[mcp]\ntool_cache_dir = \"\"\n{}{}{dotted}",
         server("planted", ""),
         server("chosen", &format!("cwd = \"{}\"\n", chosen_dir.display()))
     ));
@@ -442,6 +458,11 @@ fn an_mcp_server_started_from_a_checkout_runs_none_of_its_code() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!planted.exists(), "the checkout's module ran as an MCP server");
     assert!(chosen.exists(), "the server did not start in the folder its `cwd` names");
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        said.contains("server `dotted`: its argument `.` is a relative path") && said.contains("set `cwd`"),
+        "{said}"
+    );
 }
 
 #[test]

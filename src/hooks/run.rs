@@ -22,7 +22,7 @@ pub async fn run_one(hook: &Hook, event: HookEvent, payload: &[u8], workspace: &
     };
     // A hook judges a call; it has no business changing files or reaching the network, and
     // the input it reads was written by the model.
-    let secrets = crate::sandbox::secret_paths(&config.shell);
+    let secrets = crate::sandbox::secret_paths(&config.shell, workspace);
     let mut sandboxed = match crate::sandbox::command(&Request::granted_nothing(program, args, workspace, &config.shell, &secrets)) {
         Ok(s) => s,
         Err(e) => return Answer::Failed(format!("its sandbox could not be set up: {e}")),

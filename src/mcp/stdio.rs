@@ -106,8 +106,8 @@ pub fn spawn(
     limits: FrameLimits,
 ) -> std::io::Result<(StdioTransport, Option<ChildStderr>)> {
     let mut cmd = tokio::process::Command::new(program);
-    if let Some(path) = std::env::var("PATH").ok().filter(|_| !env.contains_key("PATH")) {
-        cmd.env("PATH", crate::child_env::absolute_path(&path));
+    if let Some(path) = std::env::var_os("PATH").filter(|_| !env.contains_key("PATH")) {
+        cmd.env("PATH", crate::child_env::absolute_path(&path.to_string_lossy()));
     }
     cmd.args(args)
         .current_dir(cwd)

@@ -93,10 +93,20 @@ pub(super) fn args(
 /// The `bwrap` in an absolute folder of the host's PATH, if running it with the namespaces the
 /// sandbox uses works.
 pub(super) fn find_working() -> Option<PathBuf> {
-    // Absolute folders only: a relative one would let the checkout toolslot runs in supply
+    // Absolute folders only, and none inside the folder toolslot runs in: a relative one, or
+    // an activated virtual environment's `bin` in the checkout, would let the checkout supply
     // the sandbox itself.
+    // (Started in `/`, as desktop clients start their servers, every folder is inside it.)
+    let here = std::env::current_dir()
+        .ok()
+        .and_then(|d| d.canonicalize().ok())
+        .filter(|d| d.parent().is_some());
     let bwrap = crate::child_env::host_path_dirs()
         .into_iter()
+        .filter(|d| match (&here, d.canonicalize()) {
+            (Some(here), Ok(real)) => !real.starts_with(here),
+            _ => true,
+        })
         .map(|d| d.join("bwrap"))
         .find(|p| p.is_file())?;
     let probe = std::process::Command::new(&bwrap)

@@ -246,6 +246,11 @@ impl Drop for Protected {
                     let _ = std::fs::remove_file(&self.file);
                     let _ = std::fs::write(&self.file, bytes);
                 }
+                // A folder the program replaced by a link goes itself: removing the file
+                // beneath it would delete whatever policy file the link leads to (the user's own).
+                None if self.folder.is_symlink() => {
+                    let _ = std::fs::remove_file(&self.folder);
+                }
                 None => {
                     let _ = std::fs::remove_file(&self.file);
                     if std::fs::remove_dir_all(&self.file).is_ok() {

@@ -44,10 +44,13 @@ const NR: u32 = 0;
 const ARCH: u32 = 4;
 const ARG0: u32 = 16;
 const ARG1: u32 = 24;
+const ARG2: u32 = 32;
+const ARG3: u32 = 40;
 
 const LD_W_ABS: u16 = 0x20;
 const JEQ_K: u16 = 0x15;
 const AND_K: u16 = 0x54;
+const JSET_K: u16 = 0x45;
 const RET_K: u16 = 0x06;
 
 const RET_ALLOW: u32 = 0x7fff_0000;
@@ -58,6 +61,9 @@ const AF_INET: u32 = 2;
 const AF_INET6: u32 = 10;
 const AF_NETLINK: u32 = 16;
 const SOCK_STREAM: u32 = 1;
+const IPPROTO_TCP: u32 = 6;
+/// `MSG_FASTOPEN`: data sent with the connection's first packet.
+const MSG_FASTOPEN: u32 = 0x2000_0000;
 /// The socket type without its flags (`SOCK_NONBLOCK`, `SOCK_CLOEXEC`).
 const SOCK_TYPE_MASK: u32 = 0xf;
 
@@ -88,6 +94,26 @@ mod arch {
     pub const NATIVE: u32 = 0;
     pub const X32_BIT: u32 = 0;
     pub const FOREIGN: Option<(u32, &[u32])> = None;
+}
+
+/// Whether `sock` is x32's twin of the native `socket` (the bit `x32` set).
+fn x32_of(sock: u32, x32: u32) -> u32 {
+    if x32 != 0 && sock & x32 != 0 { x32 } else { 0 }
+}
+
+/// The calls that send with flags, and where their flags are: `sendto`'s fourth argument,
+/// `sendmsg`'s third, `sendmmsg`'s fourth. Native, or (the bit `x32` set) x32's, whose
+/// `sendmsg` and `sendmmsg` have numbers of their own (518, 538: their structures differ).
+fn send_calls(x32: u32) -> [(u32, u32); 3] {
+    if x32 == 0 {
+        [
+            (libc::SYS_sendto as u32, ARG3),
+            (libc::SYS_sendmsg as u32, ARG2),
+            (libc::SYS_sendmmsg as u32, ARG3),
+        ]
+    } else {
+        [(libc::SYS_sendto as u32 | x32, ARG3), (518 | x32, ARG2), (538 | x32, ARG3)]
+    }
 }
 
 /// Allows the call when its second argument (a socket's type) is a stream, else refuses it.
@@ -163,17 +189,23 @@ impl NoSockets {
         let mut blocks: Vec<Vec<Insn>> = Vec::new();
         for (sock, pair, ring) in numbers {
             let socket_check = if tcp_only {
-                // IP streams and netlink pass, everything else is refused.
+                // IP streams of protocol TCP (0 or IPPROTO_TCP: not MPTCP nor SCTP, whose
+                // connections Landlock does not see) and netlink pass; everything else is refused.
                 vec![
-                    jump(sock, 0, 9),
+                    jump(sock, 0, 12),
                     stmt(LD_W_ABS, ARG0),
                     jump(AF_INET, 2, 0),
                     jump(AF_INET6, 1, 0),
-                    jump(AF_NETLINK, 3, 4),
+                    jump(AF_NETLINK, 6, 7),
+                    stmt(LD_W_ABS, ARG1),
+                    stmt(AND_K, SOCK_TYPE_MASK),
+                    jump(SOCK_STREAM, 0, 4),
+                    stmt(LD_W_ABS, ARG2),
+                    jump(0, 1, 0),
+                    jump(IPPROTO_TCP, 0, 1),
+                    stmt(RET_K, RET_ALLOW),
+                    stmt(RET_K, RET_EACCES),
                 ]
-                .into_iter()
-                .chain(stream_only())
-                .collect()
             } else {
                 // Unix sockets are refused, every other family passes.
                 vec![
@@ -188,6 +220,24 @@ impl NoSockets {
             block.push(jump(pair, 0, 5));
             block.extend(stream_only());
             block.extend([jump(ring, 0, 1), stmt(RET_K, RET_EACCES)]);
+            if tcp_only {
+                // A TCP fast open connects from `sendto`/`sendmsg`, where Landlock's connect
+                // rule never looks: refused.
+                for (nr, flags) in send_calls(x32_of(sock, x32)) {
+                    block.extend([
+                        jump(nr, 0, 4),
+                        stmt(LD_W_ABS, flags),
+                        Insn {
+                            code: JSET_K,
+                            jt: 0,
+                            jf: 1,
+                            k: MSG_FASTOPEN,
+                        },
+                        stmt(RET_K, RET_EACCES),
+                        stmt(RET_K, RET_ALLOW),
+                    ]);
+                }
+            }
             blocks.push(block);
         }
         for b in blocks {

@@ -71,14 +71,16 @@ impl<'a> Request<'a> {
 }
 
 /// The credentials of `shell.secret_paths` that exist, as masks take them (absolute, links
-/// resolved).
-pub fn secret_paths(shell: &ShellConfig) -> Vec<PathBuf> {
+/// resolved), less any that holds `workspace` (masking it would hide the workspace itself).
+pub fn secret_paths(shell: &ShellConfig, workspace: &Path) -> Vec<PathBuf> {
+    let workspace = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
     let mut out: Vec<PathBuf> = shell
         .secret_paths
         .iter()
         .map(|p| expand_home(p))
         .filter(|p| p.is_absolute())
         .filter_map(|p| p.canonicalize().ok())
+        .filter(|p| !workspace.starts_with(p))
         .collect();
     out.sort();
     out.dedup();

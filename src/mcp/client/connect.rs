@@ -218,6 +218,16 @@ async fn open_with(cfg: &McpServerConfig, options: ConnectOptions, lifecycle: Cl
     };
     // Servers log on stderr; it is not part of the protocol, but it is what says why a server
     // would not start.
+    // An argument that names the current folder meant the one toolslot was started in before
+    // servers had a folder of their own; in the home folder it would widen what the server
+    // reaches (`server-filesystem .` would serve the whole home), so it must be said.
+    let relative = |a: &&String| *a == "." || *a == ".." || a.starts_with("./") || a.starts_with("../");
+    if let (None, Some(arg)) = (&cfg.cwd, args.iter().find(relative)) {
+        return Err(format!(
+            "server `{}`: its argument `{arg}` is a relative path, and a server starts in the home folder unless its `cwd` names another: set `cwd`",
+            cfg.name
+        ));
+    }
     let cwd = cfg.start_dir();
     if !cwd.is_dir() {
         return Err(format!("server `{}`: its cwd `{}` is not a folder", cfg.name, cwd.display()));

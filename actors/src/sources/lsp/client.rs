@@ -298,7 +298,7 @@ fn sandboxed(cfg: &LspServerConfig, root: &Path, shell: &ShellConfig) -> Result<
         .ok_or_else(|| format!("cannot start `{}`: its path is not UTF-8", path.display()))?;
     // A server reads the workspace and its own installation; it has no business writing
     // either, nor reaching the network.
-    let secrets = sandbox::secret_paths(shell);
+    let secrets = sandbox::secret_paths(shell, root);
     let mut sandboxed = sandbox::command(&sandbox::Request::granted_nothing(path, args, root, shell, &secrets))
         .map_err(|e| format!("its sandbox could not be set up: {e}"))?;
     if sandboxed.backend == Backend::None {

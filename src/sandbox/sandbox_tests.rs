@@ -342,6 +342,21 @@ fn a_program_cleared_to_write_cannot_change_the_projects_policy() {
             !ws.path().join(".toolslot").exists(),
             "{mode:?}: the stand-in folder is left behind"
         );
+        // A policy folder turned into a link to the user's own: the link goes, and the file
+        // it leads to stays.
+        let own = tempfile::tempdir().unwrap();
+        std::fs::write(own.path().join("policy.toml"), "# the user's own\n").unwrap();
+        let link = format!(
+            "rmdir .toolslot 2>/dev/null; ln -s {} .toolslot; echo done > ok.txt",
+            own.path().display()
+        );
+        run(mode, want, WRITE, View::Full, ws.path(), &link);
+        assert_eq!(
+            std::fs::read_to_string(own.path().join("policy.toml")).unwrap_or_default(),
+            "# the user's own\n",
+            "{mode:?}: the file behind the link was removed"
+        );
+        assert!(!ws.path().join(".toolslot").exists(), "{mode:?}: the link is left behind");
         // A policy the team wrote stays as it is.
         let ws = tempfile::tempdir().unwrap();
         std::fs::create_dir(ws.path().join(".toolslot")).unwrap();

@@ -148,6 +148,22 @@ class Slot:
         self.close()
 
 
+def _abandon(rnd: Any) -> None:
+    """Ends a round its caller left early (an interrupt, an exception, a loop that stopped
+    reading): its remaining calls get their one result, an error, and it completes, so the
+    session is free for the next round the moment the caller goes on."""
+    try:
+        while True:
+            kind, item = rnd.next()
+            if kind == _END:
+                return
+            if kind == _CALL:
+                item.finish_err("not run: the round's caller stopped reading it before this call")
+    except BaseException:
+        # A runtime that stopped has no round left to end.
+        return
+
+
 class Session:
     """A conversation's session: its rounds, approvals and catalog."""
 
@@ -223,10 +239,12 @@ class Session:
         on this thread, between events."""
         rnd = self._slot._native.submit(self.id, dialect)
         feed_blocking(rnd, chunks)
+        ended = False
         try:
             while True:
                 kind, item = rnd.next()
                 if kind == _END:
+                    ended = True
                     return
                 if kind == _CALL:
                     self._run_sync(item)
@@ -234,6 +252,8 @@ class Session:
                     yield self._event(item)
         finally:
             rnd.finish()
+            if not ended:
+                _abandon(rnd)
 
     async def submit(self, chunks: Chunks, dialect: Optional[str] = None) -> AsyncIterator[Event]:
         """Runs a round of the provider's raw response (bytes, an iterable or an async iterable

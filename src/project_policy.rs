@@ -93,7 +93,9 @@ pub fn allow_in_project(
     let text = with_allow_rule(&existing, tool, approval_key, &note).map_err(fail)?;
     let changed = before.is_none() || text != existing;
     if changed {
-        crate::output::write_atomic(&path, text.as_bytes(), PROJECT_FILE).map_err(|e| fail(e.message))?;
+        // Through a handle on the folder just checked: a program cleared to write that swaps
+        // `.toolslot` for a link meanwhile does not get the rule written through it.
+        crate::policy::write_project_file(workspace, text.as_bytes()).map_err(fail)?;
         // A program cleared to write that runs meanwhile must not undo it when it ends.
         crate::sandbox::written_by_toolslot(workspace, text.as_bytes());
     }

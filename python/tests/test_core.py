@@ -276,6 +276,59 @@ def test_what_a_tool_returns_or_raises_always_gives_its_call_one_result(tmp_path
     session.close()
 
 
+def test_a_round_left_early_is_ended_before_the_next(tmp_path, slot):
+    # The caller stops reading (break, an exception) while a tool still runs: the session's
+    # next round starts at once, not "already running a round", and the tool left running
+    # was cancelled, its call answered, whether the round ran on an event loop or blocking.
+    seen = []
+
+    @slot.tool(capabilities=["read_only"])
+    async def slow_left(n: int) -> str:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            seen.append(("cancelled", n))
+            raise
+        return "late"
+
+    @slot.tool(capabilities=["read_only"])
+    def quick_left(n: int) -> str:
+        seen.append(("quick", n))
+        return "ok"
+
+    session = slot.open_session(workspace=tmp_path, approval_mode="full-auto")
+    calls = lambda n: chat_stream([("slow_left", {"n": n}), ("quick_left", {"n": n})])  # noqa: E731
+
+    async def rounds():
+        async for e in session.submit(calls(0)):
+            if isinstance(e, toolslot.CallStarted):
+                break
+        try:
+            async for e in session.submit(calls(1)):
+                if isinstance(e, toolslot.CallStarted):
+                    raise LookupError("the caller's own error")
+        except LookupError:
+            pass
+        # Closed by the caller: ended before aclose returns.
+        events = session.submit(calls(2))
+        async for e in events:
+            if isinstance(e, toolslot.CallStarted):
+                break
+        await events.aclose()
+        assert ("cancelled", 2) in seen, seen
+        return [e async for e in session.submit(chat_stream([("quick_left", {"n": 3})]))]
+
+    events = asyncio.run(asyncio.wait_for(rounds(), 30))
+    assert isinstance(events[-1], toolslot.RoundComplete), events
+    assert [r.is_error for r in events[-1].results] == [False]
+    assert {("cancelled", 0), ("cancelled", 1), ("cancelled", 2)} <= set(seen), seen
+    for _ in session.submit_blocking(chat_stream([("quick_left", {"n": 4}), ("quick_left", {"n": 5})])):
+        break
+    events = list(session.submit_blocking(chat_stream([("quick_left", {"n": 6})])))
+    assert isinstance(events[-1], toolslot.RoundComplete) and not events[-1].results[0].is_error, events
+    session.close()
+
+
 def test_a_tool_that_cannot_be_listed_is_refused_whole(tmp_path, slot):
     # A name no provider accepts fails closed: the error says why, and the model never sees
     # a tool of that name (or its sanitized form) that could not run.

@@ -164,6 +164,115 @@ def _abandon(rnd: Any) -> None:
         return
 
 
+class _Reader:
+    """Whether the caller still holds a round's iterator."""
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = False
+
+
+class _Events:
+    """The iterator ``Session.submit`` returns: the round's async generator, and a word to the
+    session once the caller lets go of it (a generator left by ``break`` is closed only later,
+    by the event loop)."""
+
+    def __init__(self, gen: AsyncIterator[Event], reader: _Reader) -> None:
+        self._gen = gen
+        self._reader = reader
+
+    def __aiter__(self) -> "_Events":
+        return self
+
+    def __anext__(self) -> Any:
+        return self._gen.__anext__()
+
+    async def aclose(self) -> None:
+        """Ends the round now if it has not ended (as leaving it does, later)."""
+        self._reader.left = True
+        await self._gen.aclose()  # type: ignore[attr-defined]
+
+    def __del__(self) -> None:
+        self._reader.left = True
+
+
+class _AsyncRound:
+    """A round driven on an event loop: the loop watches the round's wake pipe, so waiting
+    costs no thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, rnd: Any, chunks: Chunks, reader: "_Reader") -> None:
+        self.loop = loop
+        self.reader = reader
+        self.rnd = rnd
+        self.feeder = loop.create_task(feed_async(rnd, chunks))
+        self.running: set = set()
+        self.woken = asyncio.Event()
+        self.fd = rnd.wake_fd()
+        self.ended = False
+        self.abandoned = False
+        self._abandoning: Optional["asyncio.Task[None]"] = None
+
+        def wake() -> None:
+            rnd.drain_wake()
+            self.woken.set()
+
+        loop.add_reader(self.fd, wake)
+
+    async def next_batch(self) -> list:
+        """What the round has ready, waiting for something when nothing is."""
+        while True:
+            batch = self.rnd.ready()
+            if batch:
+                return batch
+            self.woken.clear()
+            # Looked at again after clearing: what came between is not missed.
+            batch = self.rnd.ready()
+            if batch:
+                return batch
+            await self.woken.wait()
+
+    def start(self, tool_run: Any) -> None:
+        task = self.loop.create_task(tool_run)
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+
+    async def abandon(self) -> None:
+        """Ends the round once, whoever asks first (the iterator closed, the next round)."""
+        self.abandoned = True
+        if self._abandoning is None:
+            self._abandoning = self.loop.create_task(self._end_now())
+        # Shielded: a caller cancelled while it waits does not leave the round half ended.
+        await asyncio.shield(self._abandoning)
+
+    async def _end_now(self) -> None:
+        self.rnd.finish()
+        if not self.feeder.done():
+            self.feeder.cancel()
+        tasks = list(self.running)
+        for task in tasks:
+            # Each answers its call with an error as it is cancelled.
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            while not self.ended:
+                for kind, item in await self.next_batch():
+                    if kind == _END:
+                        self.ended = True
+                        break
+                    if kind == _CALL:
+                        item.finish_err("not run: the round's caller stopped reading it before this call")
+        except Exception:
+            # A runtime that stopped has no round left to end.
+            self.ended = True
+
+    def close(self) -> None:
+        self.loop.remove_reader(self.fd)
+        self.rnd.finish()
+        if not self.feeder.done():
+            self.feeder.cancel()
+
+
 class Session:
     """A conversation's session: its rounds, approvals and catalog."""
 
@@ -173,6 +282,9 @@ class Session:
         self.approval_mode = approval_mode
         """The session's approval mode."""
         self._closed = False
+        # The asyncio round in flight, until it ends: one its caller left is ended before the
+        # next starts.
+        self._async_round: Optional[_AsyncRound] = None
 
     @property
     def slot(self) -> Slot:
@@ -255,37 +367,32 @@ class Session:
             if not ended:
                 _abandon(rnd)
 
-    async def submit(self, chunks: Chunks, dialect: Optional[str] = None) -> AsyncIterator[Event]:
+    def submit(self, chunks: Chunks, dialect: Optional[str] = None) -> AsyncIterator[Event]:
         """Runs a round of the provider's raw response (bytes, an iterable or an async iterable
         of them), yielding its events as they happen. Async Python tools run as tasks of this
         event loop; sync ones run on it between events, or on its default executor when
-        registered with ``blocking=True``."""
+        registered with ``blocking=True``.
+
+        A round its caller leaves early (``break``, an exception) is ended when its iterator is
+        closed, or at the latest when the session's next round starts: its running tools are
+        cancelled and its remaining calls answered with an error, each its one result."""
+        reader = _Reader()
+        return _Events(self._submit(chunks, dialect, reader), reader)
+
+    async def _submit(self, chunks: Chunks, dialect: Optional[str], reader: "_Reader") -> AsyncIterator[Event]:
+        last = self._async_round
+        if last is not None and last.reader.left and not last.ended:
+            # An ``async for`` left by ``break`` closes its iterator only once the loop gets to
+            # it, after the caller's next line: that round is ended here first.
+            await last.abandon()
         loop = asyncio.get_running_loop()
-        rnd = self._slot._native.submit(self.id, dialect)
-        feeder = loop.create_task(feed_async(rnd, chunks))
-        running: set = set()
-        # The round's pipe gets a byte whenever it has something to read: the loop watches it,
-        # so waiting costs no thread.
-        woken = asyncio.Event()
-        fd = rnd.wake_fd()
-
-        def wake() -> None:
-            rnd.drain_wake()
-            woken.set()
-
-        loop.add_reader(fd, wake)
+        state = _AsyncRound(loop, self._slot._native.submit(self.id, dialect), chunks, reader)
+        self._async_round = state
         try:
-            while True:
-                batch = rnd.ready()
-                if not batch:
-                    woken.clear()
-                    # Looked at again after clearing: what came between is not missed.
-                    batch = rnd.ready()
-                    if not batch:
-                        await woken.wait()
-                        continue
-                for kind, item in batch:
+            while not state.abandoned:
+                for kind, item in await state.next_batch():
                     if kind == _END:
+                        state.ended = True
                         return
                     if kind == _CALL:
                         tool = self._slot._tools[item.name]
@@ -294,16 +401,15 @@ class Session:
                             # the loop before it.
                             self._run_sync(item)
                             continue
-                        task = loop.create_task(self._run_async(item))
-                        running.add(task)
-                        task.add_done_callback(running.discard)
+                        state.start(self._run_async(item))
                     elif kind == _EVENT:
                         yield self._event(item)
         finally:
-            loop.remove_reader(fd)
-            rnd.finish()
-            if not feeder.done():
-                feeder.cancel()
+            if not state.ended:
+                await state.abandon()
+            state.close()
+            if self._async_round is state:
+                self._async_round = None
 
     def _target(self, request: Union[ApprovalRequired, Subagent, int]) -> Tuple[str, int, Optional[int]]:
         if isinstance(request, Subagent) and isinstance(request.event, ApprovalRequired):

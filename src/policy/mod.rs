@@ -25,6 +25,7 @@ mod pattern;
 mod program;
 mod project;
 mod project_file;
+mod project_write;
 mod rule;
 pub mod trust;
 
@@ -36,6 +37,7 @@ pub use error::{PolicyError, TrustError};
 pub use load::{Hook, PROJECT_FILE, USER_FILE};
 pub use project::with_allow_rule;
 pub use project_file::read_project_file;
+pub use project_write::{PolicyFolder, write_project_file};
 pub use rule::{Call, LayerKind, Match, Rule, RuleRef, SHELL_TOOLS};
 
 use crate::config::{ApprovalMode, HookEvent, RuleDecision};

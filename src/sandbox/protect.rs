@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::PolicyConfig;
 use crate::policy::trust::{self, TrustState, TrustStore};
-use crate::policy::{PROJECT_FILE, read_project_file};
+use crate::policy::{PROJECT_FILE, PolicyFolder, read_project_file};
 
 /// What toolslot itself last wrote to each project's policy file in this process (an approval
 /// for the project), numbered in the order written: a program that ends puts back what toolslot
@@ -242,9 +242,13 @@ impl Drop for Protected {
                     if !self.folder.is_dir() || self.folder.is_symlink() {
                         let _ = std::fs::remove_file(&self.folder);
                     }
-                    let _ = std::fs::create_dir_all(&self.folder);
-                    let _ = std::fs::remove_file(&self.file);
-                    let _ = std::fs::write(&self.file, bytes);
+                    // Through a handle on the folder, so a process of the program still running
+                    // cannot have it written through a link swapped in meanwhile.
+                    if let Ok(folder) = PolicyFolder::open(self.workspace(), true) {
+                        if folder.replace(bytes).is_err() && folder.remove_file().is_ok() {
+                            let _ = folder.replace(bytes);
+                        }
+                    }
                 }
                 // A folder the program replaced by a link goes itself: removing the file
                 // beneath it would delete whatever policy file the link leads to (the user's own).
@@ -252,8 +256,9 @@ impl Drop for Protected {
                     let _ = std::fs::remove_file(&self.folder);
                 }
                 None => {
-                    let _ = std::fs::remove_file(&self.file);
-                    if std::fs::remove_dir_all(&self.file).is_ok() {
+                    if let Ok(folder) = PolicyFolder::open(self.workspace(), false)
+                        && folder.remove_file().unwrap_or(false)
+                    {
                         tracing::warn!(file = %self.file.display(), "a folder in the policy file's place was removed");
                     }
                 }

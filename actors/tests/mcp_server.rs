@@ -385,6 +385,70 @@ fn a_request_whose_params_do_not_fit_its_method_is_told_which_field() {
 }
 
 #[test]
+fn a_request_that_cannot_be_read_is_answered_under_its_id() {
+    // rmcp's transport dropped a message over its limit without a word, and answered one it
+    // could not read without its id: the client waited for ever either way.
+    use std::io::{BufRead, BufReader, Write};
+    let bed = bed();
+    let mut child = bed.raw_client(&[
+        ("TOOLSLOT_MCP__MAX_MESSAGE_BYTES", "4096"),
+        ("TOOLSLOT_APPROVAL__MODE", "full-auto"),
+    ]);
+    let mut stdin = child.stdin.take().unwrap();
+    let big = "x".repeat(8000);
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}).to_string(),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        "this line is not JSON".to_string(),
+        json!({"id": 7, "method": "tools/list"}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": [1]}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 10, "method": 5}).to_string(),
+        json!({"jsonrpc": "2.0", "id": "big", "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": "big.txt", "content": big}}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "notes.txt"}}}).to_string(),
+    ];
+    for line in &lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    // Read on a thread, so a request left unanswered fails the test instead of hanging it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut answers = std::collections::HashMap::new();
+    while answers.len() < 6 {
+        let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(30)) else {
+            let _ = child.kill();
+            panic!("requests left unanswered; answered: {answers:?}");
+        };
+        let v: Value = serde_json::from_str(&line).unwrap();
+        answers.insert(v["id"].to_string(), v);
+    }
+    drop(stdin);
+    let _ = child.wait();
+    for (id, code, says) in [
+        ("7", -32600, "invalid request: not a JSON-RPC 2.0 message"),
+        ("9", -32602, "`tools/call` needs params: an object"),
+        ("10", -32600, "invalid request: `method` must be a string"),
+        (
+            "\"big\"",
+            -32600,
+            "invalid request: the message is over mcp.max_message_bytes (4096 bytes)",
+        ),
+    ] {
+        let answer = answers.get(id).unwrap_or_else(|| panic!("no answer for {id}: {answers:?}"));
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().starts_with(says), "{answer}");
+    }
+    // The session goes on, and what was not read did not run.
+    assert_eq!(answers["12"]["result"]["isError"], false, "{}", answers["12"]);
+    assert!(!bed.ws.join("big.txt").exists(), "an unread call ran");
+}
+
+#[test]
 fn a_client_that_goes_away_has_its_running_command_stopped() {
     use std::io::{BufRead, BufReader, Write};
     let bed = bed();

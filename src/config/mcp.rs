@@ -43,7 +43,8 @@ pub struct McpConfig {
     /// Where each server's last tool listing is kept ("" keeps none: every server starts at
     /// start-up to list its tools).
     pub tool_cache_dir: String,
-    /// Longest JSON-RPC message read from a stdio server (bytes).
+    /// Longest JSON-RPC message read over stdio (bytes): from a stdio server, and from the
+    /// client of `toolslot mcp`.
     pub max_message_bytes: usize,
     /// Deepest JSON nesting kept from a server's message.
     pub max_json_depth: usize,

@@ -10,6 +10,7 @@ pub mod client;
 pub mod elicitation;
 mod frame;
 mod http;
+pub mod lines;
 mod naming;
 mod policy;
 mod result;

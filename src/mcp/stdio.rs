@@ -24,10 +24,11 @@ use rmcp::RoleClient;
 use rmcp::model::{CustomResult, ErrorCode, ErrorData, JsonRpcMessage, RequestId, ServerResult};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 
-use super::frame::{IdScanner, flatten_deep};
+use super::frame::flatten_deep;
+use super::lines::{BoundedLines, LineRead};
 use crate::child_group::signal_group;
 
 /// The JSON-RPC error code of an answer toolslot would not read (too large, unreadable): the
@@ -45,24 +46,6 @@ pub struct FrameLimits {
     pub shutdown_grace: Duration,
 }
 
-/// A line too long to hold, being skipped.
-#[derive(Debug, Default)]
-struct Oversize {
-    scanner: IdScanner,
-    bytes: u64,
-    answered: bool,
-}
-
-/// What the line reader found.
-enum Read {
-    /// A whole line is in `line`.
-    Line,
-    /// A line too long to hold, with its id once known (`complete`: the line has ended).
-    Oversize(Option<Value>, u64),
-    /// The server closed its stdout.
-    Eof,
-}
-
 /// Requests sent and not yet answered: their id (as JSON text) and method.
 type Pending = Arc<Mutex<HashMap<String, String>>>;
 
@@ -70,12 +53,10 @@ type Pending = Arc<Mutex<HashMap<String, String>>>;
 pub struct StdioTransport {
     child: Option<Child>,
     pid: Option<u32>,
-    stdout: tokio::io::BufReader<ChildStdout>,
+    stdout: BoundedLines<tokio::io::BufReader<ChildStdout>>,
     stdin: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
     pending: Pending,
     limits: FrameLimits,
-    line: Vec<u8>,
-    oversize: Option<Oversize>,
     queued: VecDeque<RxJsonRpcMessage<RoleClient>>,
     server: String,
     stopped: tokio::sync::watch::Sender<bool>,
@@ -138,12 +119,10 @@ pub fn spawn(
         StdioTransport {
             child: Some(child),
             pid,
-            stdout: tokio::io::BufReader::with_capacity(1 << 16, stdout),
+            stdout: BoundedLines::new(tokio::io::BufReader::with_capacity(1 << 16, stdout), limits.max_message_bytes),
             stdin: Arc::new(tokio::sync::Mutex::new(stdin)),
             pending: Arc::new(Mutex::new(HashMap::new())),
             limits,
-            line: Vec::new(),
-            oversize: None,
             queued: VecDeque::new(),
             server: server.to_string(),
             stopped: tokio::sync::watch::Sender::new(false),
@@ -171,59 +150,6 @@ impl StdioTransport {
     /// transport was dropped).
     pub fn stopped(&self) -> tokio::sync::watch::Receiver<bool> {
         self.stopped.subscribe()
-    }
-
-    /// Reads the next line into `self.line`, bounded. Cancel-safe: partial state lives in
-    /// `self`, and a chunk is consumed only once it has been taken.
-    async fn read(&mut self) -> Read {
-        let max = self.limits.max_message_bytes;
-        loop {
-            let (take, newline) = {
-                let available = match self.stdout.fill_buf().await {
-                    Ok(a) if !a.is_empty() => a,
-                    _ => return Read::Eof,
-                };
-                let newline = memchr::memchr(b'\n', available);
-                let take = newline.map_or(available.len(), |i| i + 1);
-                let chunk = &available[..take];
-                if let Some(o) = &mut self.oversize {
-                    o.scanner.feed(chunk);
-                    o.bytes += take as u64;
-                } else if self.line.len() + take > max {
-                    let mut o = Oversize::default();
-                    o.scanner.feed(&self.line);
-                    o.scanner.feed(chunk);
-                    o.bytes = (self.line.len() + take) as u64;
-                    self.line.clear();
-                    self.oversize = Some(o);
-                } else {
-                    self.line.extend_from_slice(chunk);
-                }
-                (take, newline.is_some())
-            };
-            self.stdout.consume(take);
-            match &mut self.oversize {
-                None if newline => return Read::Line,
-                None => {}
-                Some(o) => {
-                    // Answered as soon as the id is known, not when the line ends.
-                    if !o.answered && o.scanner.id().is_some() {
-                        o.answered = true;
-                        let (id, bytes) = (o.scanner.id().cloned(), o.bytes);
-                        if newline {
-                            self.oversize = None;
-                        }
-                        return Read::Oversize(id, bytes);
-                    }
-                    if newline {
-                        let o = self.oversize.take().unwrap_or_default();
-                        if !o.answered {
-                            return Read::Oversize(None, o.bytes);
-                        }
-                    }
-                }
-            }
-        }
     }
 
     /// The error that ends request `id` (if it is one of ours still waiting).
@@ -350,18 +276,14 @@ impl rmcp::transport::Transport<RoleClient> for StdioTransport {
             if let Some(m) = self.queued.pop_front() {
                 return Some(m);
             }
-            match self.read().await {
-                Read::Eof => return None,
-                Read::Line => {
-                    let line = std::mem::take(&mut self.line);
-                    let message = self.message_of(&line);
-                    self.line = line;
-                    self.line.clear();
-                    if let Some(m) = message {
+            match self.stdout.read().await {
+                LineRead::Eof => return None,
+                LineRead::Line => {
+                    if let Some(m) = self.message_of(self.stdout.line()) {
                         return Some(m);
                     }
                 }
-                Read::Oversize(id, bytes) => {
+                LineRead::Oversize(id, bytes) => {
                     let max = self.limits.max_message_bytes;
                     tracing::warn!(server = %self.server, bytes, max, "a message over mcp.max_message_bytes was dropped");
                     if let Some(id) = id

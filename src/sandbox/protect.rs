@@ -244,10 +244,12 @@ impl Drop for Protected {
                     }
                     // Through a handle on the folder, so a process of the program still running
                     // cannot have it written through a link swapped in meanwhile.
-                    if let Ok(folder) = PolicyFolder::open(self.workspace(), true) {
-                        if folder.replace(bytes).is_err() && folder.remove_file().is_ok() {
-                            let _ = folder.replace(bytes);
-                        }
+                    if let Ok(folder) = PolicyFolder::open(self.workspace(), true)
+                        && folder.replace(bytes).is_err()
+                        && folder.remove_file().is_ok()
+                    {
+                        // A folder stood in the file's place: gone now, so the file fits.
+                        let _ = folder.replace(bytes);
                     }
                 }
                 // A folder the program replaced by a link goes itself: removing the file

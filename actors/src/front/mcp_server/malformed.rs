@@ -8,11 +8,15 @@
 //! names the problem: invalid params (-32602) saying which field is wrong, method not found
 //! (-32601) saying what is served, parse error (-32700) or invalid request (-32600).
 //!
-//! Unparsable lines on stdio stay unanswered, as rmcp and the other official SDKs leave them:
-//! they carry no id to answer, and a peer that echoes errors back would start a storm.
+//! On stdio (`stdio.rs`) a line that is JSON but not a message rmcp reads gets the same
+//! errors, under the id it carries (rmcp answered `Invalid request` without one, which no
+//! client can match to its request). Unparsable lines stay unanswered, as rmcp and the other
+//! official SDKs leave them: they carry no id to answer, and a peer that echoes errors back
+//! would start a storm.
 
-use rmcp::ErrorData;
 use rmcp::model::ErrorCode;
+use rmcp::service::RxJsonRpcMessage;
+use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
 /// The methods whose params rmcp reads into a type of its own: one of them reaching the custom
@@ -111,6 +115,72 @@ pub(super) fn unreadable_body(body: &[u8]) -> Value {
         ),
     };
     json!({"jsonrpc": "2.0", "id": null, "error": {"code": code.0, "message": message}})
+}
+
+/// What one line from a client on stdio is.
+pub(super) enum Line {
+    /// A message for rmcp.
+    Message(Box<RxJsonRpcMessage<RoleServer>>),
+    /// Nothing to pass on or answer: blank, not JSON, or a notification or answer that cannot
+    /// be read (nobody waits for a word about it).
+    Skip,
+    /// A request that cannot be read: its id and the error that answers it.
+    Refused {
+        /// The request's id, as it came.
+        id: Value,
+        /// The JSON-RPC error code.
+        code: i32,
+        /// What is wrong, in words.
+        message: String,
+    },
+}
+
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Reads one line a client sent (its newline included).
+pub(super) fn read_line(line: &[u8]) -> Line {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Line::Skip;
+    }
+    let error = match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
+        Ok(m) => return Line::Message(Box::new(m)),
+        Err(e) => e,
+    };
+    let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(line) else {
+        tracing::debug!(%error, "a line from the MCP client that is not a JSON object was skipped");
+        return Line::Skip;
+    };
+    let Some(id) = message.get("id").filter(|id| !id.is_null()).cloned() else {
+        tracing::debug!(%error, "a notification or answer from the MCP client that cannot be read was skipped");
+        return Line::Skip;
+    };
+    let Some(method) = message.get("method") else {
+        tracing::debug!(%error, "an answer from the MCP client that cannot be read was skipped");
+        return Line::Skip;
+    };
+    let invalid = |why: String| Line::Refused {
+        id: id.clone(),
+        code: ErrorCode::INVALID_REQUEST.0,
+        message: format!("invalid request: {why}"),
+    };
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return invalid("not a JSON-RPC 2.0 message (`\"jsonrpc\": \"2.0\"`, and a `method` with an `id` for a request)".into());
+    }
+    let Some(method) = method.as_str() else {
+        return invalid(format!("`method` must be a string (got {})", kind(Some(method))));
+    };
+    if TYPED.contains(&method) {
+        let e = custom_request(method, message.get("params"));
+        return Line::Refused {
+            id,
+            code: e.code.0,
+            message: e.message.into_owned(),
+        };
+    }
+    invalid(format!("the message cannot be read: {error}"))
 }
 
 #[cfg(test)]

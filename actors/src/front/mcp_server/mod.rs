@@ -29,6 +29,7 @@ mod call;
 pub mod http;
 mod listing;
 mod malformed;
+mod stdio;
 mod stdout_watch;
 
 use std::collections::{HashMap, VecDeque};
@@ -243,7 +244,9 @@ impl McpFront {
 /// # Errors
 /// A one-line reason when the MCP session could not start or ended in error.
 pub async fn serve_stdio(front: McpFront) -> Result<(), String> {
-    let running = rmcp::serve_server(front, rmcp::transport::stdio_pipes())
+    let (read, write) = rmcp::transport::stdio_pipes();
+    let transport = stdio::ClientLines::new(read, write, front.dispatcher().config().mcp.max_message_bytes);
+    let running = rmcp::serve_server(front, transport)
         .await
         .map_err(|e| format!("the MCP session did not start: {e}"))?;
     running

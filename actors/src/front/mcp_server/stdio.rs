@@ -1,0 +1,170 @@
+//! The stdio transport of `toolslot mcp`: a client's JSON-RPC lines, read with a bound, each
+//! request answered.
+//!
+//! rmcp's own stdio transport drops a line over its length limit without a word, and answers a
+//! line that is JSON but no message it can read with `Invalid request` and no id: either way
+//! the client waits for ever for the answer to its request. Here a request too long to hold is
+//! skimmed for its id and answered at once, naming `mcp.max_message_bytes`; one that cannot be
+//! read gets an error under its own id saying what is wrong (`malformed::unreadable_line`). A
+//! line that is not JSON carries no id to answer and stays unanswered, as in every MCP SDK.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use toolslot::mcp::lines::{BoundedLines, LineRead};
+
+use super::malformed;
+
+/// The client's end of the connection (see the module documentation).
+pub struct ClientLines<R, W> {
+    lines: BoundedLines<BufReader<R>>,
+    out: Arc<tokio::sync::Mutex<Option<W>>>,
+}
+
+impl<R: AsyncRead + Unpin, W> ClientLines<R, W> {
+    /// Reads `read`, holding at most `max` bytes of a message; writes `write`.
+    pub fn new(read: R, write: W, max: usize) -> Self {
+        Self {
+            lines: BoundedLines::new(BufReader::with_capacity(1 << 16, read), max),
+            out: Arc::new(tokio::sync::Mutex::new(Some(write))),
+        }
+    }
+}
+
+/// Writes one line, whole, under the lock every message takes.
+async fn write_line<W: AsyncWrite + Unpin>(out: &tokio::sync::Mutex<Option<W>>, mut bytes: Vec<u8>) -> std::io::Result<()> {
+    bytes.push(b'\n');
+    let mut guard = out.lock().await;
+    let w = guard
+        .as_mut()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotConnected, "the transport is closed"))?;
+    w.write_all(&bytes).await?;
+    w.flush().await
+}
+
+impl<R, W> ClientLines<R, W>
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    /// Sends toolslot's own answer to a request rmcp never saw. Written by a task of its own:
+    /// `receive` may be dropped at any await, and a line half written would corrupt the next.
+    fn answer(&self, id: Value, code: i32, message: String) {
+        let out = Arc::clone(&self.out);
+        let line = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+        tokio::spawn(async move {
+            if let Err(e) = write_line(&out, line.to_string().into_bytes()).await {
+                tracing::debug!(error = %e, "an error answer to the MCP client was not written");
+            }
+        });
+    }
+}
+
+impl<R, W> rmcp::transport::Transport<RoleServer> for ClientLines<R, W>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = std::io::Error;
+
+    fn send(&mut self, item: TxJsonRpcMessage<RoleServer>) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let out = Arc::clone(&self.out);
+        let encoded = serde_json::to_vec(&item).map_err(std::io::Error::other);
+        async move { write_line(&out, encoded?).await }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            match self.lines.read().await {
+                LineRead::Eof => return None,
+                LineRead::Line => match malformed::read_line(self.lines.line()) {
+                    malformed::Line::Message(m) => return Some(*m),
+                    malformed::Line::Skip => {}
+                    malformed::Line::Refused { id, code, message } => self.answer(id, code, message),
+                },
+                LineRead::Oversize(id, bytes) => {
+                    let max = self.lines.max();
+                    tracing::warn!(bytes, max, "a client's message over mcp.max_message_bytes was dropped");
+                    if let Some(id) = id.filter(|id| !id.is_null()) {
+                        self.answer(
+                            id,
+                            rmcp::model::ErrorCode::INVALID_REQUEST.0,
+                            format!("invalid request: the message is over mcp.max_message_bytes ({max} bytes); it was not read"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        drop(self.out.lock().await.take());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::transport::Transport;
+    use tokio::io::AsyncBufReadExt;
+
+    #[tokio::test]
+    async fn every_request_is_answered_under_its_id() {
+        let big = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"big\",\"method\":\"tools/call\",\"params\":{{\"x\":\"{}\"}}}}\n",
+            "a".repeat(4000)
+        );
+        let input = [
+            "not json at all\n",
+            "{\"id\":7,\"method\":\"tools/list\"}\n",
+            "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":[1]}\n",
+            "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":5}\n",
+            "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/whatever\",\"params\":5}\n",
+            &big,
+            "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"ping\"}\r\n",
+        ]
+        .concat();
+        let (client_out, theirs) = tokio::io::duplex(1 << 16);
+        let mut t = ClientLines::new(std::io::Cursor::new(input.into_bytes()), client_out, 1000);
+        let message = t.receive().await.expect("the ping");
+        let json = serde_json::to_value(&message).unwrap();
+        assert_eq!((json["id"].clone(), json["method"].clone()), (json!(11), json!("ping")));
+        assert!(t.receive().await.is_none());
+        drop(t);
+        let mut answers = Vec::new();
+        let mut read = tokio::io::BufReader::new(theirs).lines();
+        while let Ok(Some(line)) = read.next_line().await {
+            answers.push(serde_json::from_str::<Value>(&line).unwrap());
+            if answers.len() == 4 {
+                break;
+            }
+        }
+        let by_id = |id: Value| {
+            answers
+                .iter()
+                .find(|a| a["id"] == id)
+                .cloned()
+                .unwrap_or_else(|| panic!("no answer for {id}: {answers:?}"))
+        };
+        let a = by_id(json!(7));
+        assert_eq!(a["error"]["code"], -32600);
+        assert!(a["error"]["message"].as_str().unwrap().contains("\"jsonrpc\": \"2.0\""), "{a}");
+        let a = by_id(json!(9));
+        assert_eq!(a["error"]["code"], -32602);
+        assert!(a["error"]["message"].as_str().unwrap().contains("needs params"), "{a}");
+        let a = by_id(json!(10));
+        assert!(a["error"]["message"].as_str().unwrap().contains("`method`"), "{a}");
+        let a = by_id(json!("big"));
+        assert!(
+            a["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("mcp.max_message_bytes (1000 bytes)"),
+            "{a}"
+        );
+    }
+}

@@ -63,9 +63,13 @@ pub fn absolute_path(path: &str) -> String {
 /// The absolute folders of the host's `PATH`, in order: where toolslot itself looks for a
 /// program (see [`absolute_path`] for why the others are passed over).
 pub fn host_path_dirs() -> Vec<std::path::PathBuf> {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).filter(|d| d.is_absolute()).collect())
-        .unwrap_or_default()
+    std::env::var_os("PATH").map(|p| path_dirs(&p)).unwrap_or_default()
+}
+
+/// The absolute folders of the `PATH` value `path`, in order (see [`absolute_path`] for why
+/// the others are passed over).
+pub fn path_dirs(path: &std::ffi::OsStr) -> Vec<std::path::PathBuf> {
+    std::env::split_paths(path).filter(|d| d.is_absolute()).collect()
 }
 
 /// Whether `text` matches `pattern`, where `*` stands for any run of characters (case-sensitive;

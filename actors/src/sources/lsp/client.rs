@@ -332,8 +332,8 @@ fn program_path(program: &str, path_var: Option<&str>) -> std::io::Result<PathBu
         .map(std::ffi::OsString::from)
         .or_else(|| std::env::var_os("PATH"))
         .unwrap_or_default();
-    std::env::split_paths(&searched)
-        .filter(|d| d.is_absolute())
+    toolslot::child_env::path_dirs(&searched)
+        .into_iter()
         .map(|d| d.join(program))
         .find(|p| is_program(p).unwrap_or(false))
         .ok_or_else(|| Error::new(ErrorKind::NotFound, "not found on PATH"))

@@ -185,6 +185,15 @@ impl NativeSlot {
         })
     }
 
+    /// Cancels the session's running round (one its caller stopped reading): waiting approvals
+    /// are rejected, running calls stopped, and the round completes.
+    fn cancel_round(&self, py: Python<'_>, session: &str) -> PyResult<()> {
+        guard(|| {
+            same_process(self.pid)?;
+            py.detach(|| self.embedded.cancel_round(session)).map_err(to_py)
+        })
+    }
+
     /// Closes a session.
     fn close_session(&self, py: Python<'_>, session: &str) -> PyResult<()> {
         guard(|| {

@@ -329,6 +329,38 @@ def test_a_round_left_early_is_ended_before_the_next(tmp_path, slot):
     session.close()
 
 
+def test_a_round_left_at_its_approval_is_ended_and_runs_nothing(workspace, slot):
+    # The caller stops reading at the question (approvals wait for ever by default): the
+    # round is cancelled, its approval rejected, and the session's next round runs, on an
+    # event loop and blocking alike; the command asked about never ran.
+    session = slot.open_session(workspace=workspace, approval_mode="ask")
+    stream = (STREAMS / "shell-approval.sse").read_bytes()
+
+    async def rounds():
+        async for e in session.submit(stream):
+            if isinstance(e, toolslot.ApprovalRequired):
+                break
+        return [e async for e in session.submit(chat_stream([]))]
+
+    events = asyncio.run(asyncio.wait_for(rounds(), 30))
+    assert isinstance(events[-1], toolslot.RoundComplete), events
+
+    def blocking(out):
+        for e in session.submit_blocking(stream):
+            if isinstance(e, toolslot.ApprovalRequired):
+                break
+        out.extend(session.submit_blocking(chat_stream([])))
+
+    out: list = []
+    thread = threading.Thread(target=blocking, args=(out,), daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "a blocking round left at its approval never ended"
+    assert isinstance(out[-1], toolslot.RoundComplete), out
+    assert not (workspace / "made-by-the-model.txt").exists()
+    session.close()
+
+
 def test_a_tool_that_cannot_be_listed_is_refused_whole(tmp_path, slot):
     # A name no provider accepts fails closed: the error says why, and the model never sees
     # a tool of that name (or its sanitized form) that could not run.

@@ -148,17 +148,22 @@ class Slot:
         self.close()
 
 
-def _abandon(rnd: Any) -> None:
+_LEFT = "not run: the round's caller stopped reading it before this call"
+
+
+def _abandon(native: Any, session_id: str, rnd: Any) -> None:
     """Ends a round its caller left early (an interrupt, an exception, a loop that stopped
-    reading): its remaining calls get their one result, an error, and it completes, so the
-    session is free for the next round the moment the caller goes on."""
+    reading): it is cancelled (an approval it waits for is rejected, a running call stopped),
+    its host calls are answered with an error, and it completes, so the session is free for
+    the next round the moment the caller goes on."""
     try:
+        native.cancel_round(session_id)
         while True:
             kind, item = rnd.next()
             if kind == _END:
                 return
             if kind == _CALL:
-                item.finish_err("not run: the round's caller stopped reading it before this call")
+                item.finish_err(_LEFT)
     except BaseException:
         # A runtime that stopped has no round left to end.
         return
@@ -201,7 +206,8 @@ class _AsyncRound:
     """A round driven on an event loop: the loop watches the round's wake pipe, so waiting
     costs no thread."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, rnd: Any, chunks: Chunks, reader: "_Reader") -> None:
+    def __init__(self, session: "Session", loop: asyncio.AbstractEventLoop, rnd: Any, chunks: Chunks, reader: _Reader) -> None:
+        self.session = session
         self.loop = loop
         self.reader = reader
         self.rnd = rnd
@@ -237,18 +243,34 @@ class _AsyncRound:
         self.running.add(task)
         task.add_done_callback(self.running.discard)
 
+    def can_be_ended_here(self) -> bool:
+        """Whether this loop can still end it: its own loop runs now, and no attempt failed."""
+        failed = self._abandoning is not None and self._abandoning.done() and (self._abandoning.cancelled() or self._abandoning.exception() is not None)
+        try:
+            here = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            here = False
+        return here and not failed and not self.loop.is_closed()
+
     async def abandon(self) -> None:
         """Ends the round once, whoever asks first (the iterator closed, the next round)."""
         self.abandoned = True
         if self._abandoning is None:
             self._abandoning = self.loop.create_task(self._end_now())
-        # Shielded: a caller cancelled while it waits does not leave the round half ended.
-        await asyncio.shield(self._abandoning)
+        if not self._abandoning.done():
+            # Shielded: a caller cancelled while it waits does not leave the round half ended.
+            await asyncio.shield(self._abandoning)
 
     async def _end_now(self) -> None:
         self.rnd.finish()
         if not self.feeder.done():
             self.feeder.cancel()
+        try:
+            # Rejects what it waits for and stops what runs natively, so it completes soon.
+            self.session._slot._native.cancel_round(self.session.id)
+        except Exception:
+            self.ended = True
+            return
         tasks = list(self.running)
         for task in tasks:
             # Each answers its call with an error as it is cancelled.
@@ -261,16 +283,20 @@ class _AsyncRound:
                         self.ended = True
                         break
                     if kind == _CALL:
-                        item.finish_err("not run: the round's caller stopped reading it before this call")
+                        item.finish_err(_LEFT)
         except Exception:
             # A runtime that stopped has no round left to end.
             self.ended = True
 
     def close(self) -> None:
-        self.loop.remove_reader(self.fd)
-        self.rnd.finish()
-        if not self.feeder.done():
-            self.feeder.cancel()
+        try:
+            self.loop.remove_reader(self.fd)
+            self.rnd.finish()
+            if not self.feeder.done():
+                self.feeder.cancel()
+        except Exception:
+            # A loop already closed holds nothing of it.
+            return
 
 
 class Session:
@@ -365,7 +391,7 @@ class Session:
         finally:
             rnd.finish()
             if not ended:
-                _abandon(rnd)
+                _abandon(self._slot._native, self.id, rnd)
 
     def submit(self, chunks: Chunks, dialect: Optional[str] = None) -> AsyncIterator[Event]:
         """Runs a round of the provider's raw response (bytes, an iterable or an async iterable
@@ -383,10 +409,14 @@ class Session:
         last = self._async_round
         if last is not None and last.reader.left and not last.ended:
             # An ``async for`` left by ``break`` closes its iterator only once the loop gets to
-            # it, after the caller's next line: that round is ended here first.
-            await last.abandon()
+            # it, after the caller's next line: that round is ended here first. One of a loop
+            # that is gone is left to the native layer (which refuses a round still running).
+            if last.can_be_ended_here():
+                await last.abandon()
+            if self._async_round is last:
+                self._async_round = None
         loop = asyncio.get_running_loop()
-        state = _AsyncRound(loop, self._slot._native.submit(self.id, dialect), chunks, reader)
+        state = _AsyncRound(self, loop, self._slot._native.submit(self.id, dialect), chunks, reader)
         self._async_round = state
         try:
             while not state.abandoned:
@@ -405,11 +435,13 @@ class Session:
                     elif kind == _EVENT:
                         yield self._event(item)
         finally:
-            if not state.ended:
-                await state.abandon()
-            state.close()
-            if self._async_round is state:
-                self._async_round = None
+            try:
+                if not state.ended:
+                    await state.abandon()
+            finally:
+                state.close()
+                if self._async_round is state:
+                    self._async_round = None
 
     def _target(self, request: Union[ApprovalRequired, Subagent, int]) -> Tuple[str, int, Optional[int]]:
         if isinstance(request, Subagent) and isinstance(request.event, ApprovalRequired):

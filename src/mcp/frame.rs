@@ -32,6 +32,9 @@ pub struct IdScanner {
     value: Vec<u8>,
     found: Option<Value>,
     gave_up: bool,
+    /// Read on past the id until a top-level `"method"` key is seen (a request's).
+    watch_method: bool,
+    saw_method: bool,
 }
 
 /// Longest id kept (bytes); a longer one is not an id any client sent.
@@ -43,10 +46,24 @@ impl IdScanner {
         self.found.as_ref()
     }
 
+    /// A scanner that also tells whether the line is a request (has a top-level `"method"`),
+    /// reading on past the id for it.
+    pub fn for_requests() -> Self {
+        Self {
+            watch_method: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether a top-level `"method"` key was seen (with [`IdScanner::for_requests`]).
+    pub fn saw_method(&self) -> bool {
+        self.saw_method
+    }
+
     /// Takes the next bytes of the line.
     pub fn feed(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            if self.found.is_some() || self.gave_up {
+            if self.gave_up || (self.found.is_some() && (self.saw_method || !self.watch_method)) {
                 return;
             }
             self.step(b);
@@ -66,7 +83,8 @@ impl IdScanner {
                 self.in_string = false;
                 if self.reading_key {
                     self.reading_key = false;
-                    self.id_next = self.key == b"id";
+                    self.id_next = self.key == b"id" && self.found.is_none();
+                    self.saw_method |= self.key == b"method";
                 } else if self.reading_value {
                     self.end_value();
                 }

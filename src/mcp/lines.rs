@@ -37,6 +37,8 @@ pub struct BoundedLines<R> {
     max: usize,
     line: Vec<u8>,
     oversize: Option<Oversize>,
+    /// Report an oversize line's id only when it is a request's, once the line has ended.
+    requests_only: bool,
 }
 
 impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
@@ -47,6 +49,18 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
             max,
             line: Vec::new(),
             oversize: None,
+            requests_only: false,
+        }
+    }
+
+    /// As [`BoundedLines::new`], for the side that answers requests: an oversize line is
+    /// reported once it has ended, with its id only when it is a request (a top-level
+    /// `"method"`), since an answer or a notification that cannot be read is answered to
+    /// nobody.
+    pub fn of_requests(reader: R, max: usize) -> Self {
+        Self {
+            requests_only: true,
+            ..Self::new(reader, max)
         }
     }
 
@@ -80,7 +94,14 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
                     o.scanner.feed(chunk);
                     o.bytes += take as u64;
                 } else if self.line.len() + take > self.max {
-                    let mut o = Oversize::default();
+                    let mut o = Oversize {
+                        scanner: if self.requests_only {
+                            IdScanner::for_requests()
+                        } else {
+                            IdScanner::default()
+                        },
+                        ..Oversize::default()
+                    };
                     o.scanner.feed(&self.line);
                     o.scanner.feed(chunk);
                     o.bytes = (self.line.len() + take) as u64;
@@ -95,6 +116,12 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
             match &mut self.oversize {
                 None if newline => return LineRead::Line,
                 None => {}
+                Some(_) if self.requests_only && newline => {
+                    let o = self.oversize.take().unwrap_or_default();
+                    let id = o.scanner.id().filter(|_| o.scanner.saw_method()).cloned();
+                    return LineRead::Oversize(id, o.bytes);
+                }
+                Some(_) if self.requests_only => {}
                 Some(o) => {
                     // Answered as soon as the id is known, not when the line ends.
                     if !o.answered && o.scanner.id().is_some() {
@@ -143,5 +170,23 @@ mod tests {
         assert!(matches!(lines.read().await, LineRead::Line));
         assert_eq!(lines.line(), b"last\n");
         assert!(matches!(lines.read().await, LineRead::Eof));
+    }
+
+    #[tokio::test]
+    async fn on_the_answering_side_only_a_requests_id_is_reported() {
+        let pad = "a".repeat(500);
+        let input = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"x\":\"{pad}\"}}}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":2,\"params\":{{\"method\":\"{pad}\"}},\"method\":\"tools/call\"}}\n\
+             {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\",\"params\":\"{pad}\"}}\n"
+        );
+        let mut lines = BoundedLines::of_requests(tokio::io::BufReader::with_capacity(64, input.as_bytes()), 100);
+        let mut got = Vec::new();
+        while let LineRead::Oversize(id, _) = lines.read().await {
+            got.push(id);
+        }
+        // The answer and the notification: nobody to answer; the request: its id, though its
+        // `method` came last (a nested `method` key is not it).
+        assert_eq!(got, vec![None, Some(serde_json::json!(2)), None]);
     }
 }

@@ -97,13 +97,13 @@ impl PolicyFolder {
     }
 
     /// Replaces the policy file with `bytes` whole: a file beside it, synced, renamed over it
-    /// (a link in its place is replaced, not followed), the folder synced. A regular file's
-    /// mode is kept.
+    /// (a link in its place is replaced, not followed), the folder synced. Its permission bits
+    /// are `mode`, else those of the regular file in its place, else `0644`.
     ///
     /// # Errors
-    /// The system's error; nothing is left half-written.
-    pub fn replace(&self, bytes: &[u8]) -> io::Result<()> {
-        let mode = self.file_mode().unwrap_or(0o644);
+    /// The system's error (`EISDIR` for a folder in its place); nothing is left half-written.
+    pub fn replace(&self, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
+        let mode = mode.unwrap_or_else(|| self.file_mode().unwrap_or(0o644)) & 0o777;
         let tmp_name = format!(".{FILE_NAME}.toolslot-{}.tmp", crate::output::random_hex(6));
         let tmp = c_name(&tmp_name)?;
         // SAFETY: valid fd, NUL-terminated name; the fd returned (checked) is owned below.
@@ -164,7 +164,7 @@ impl PolicyFolder {
 /// Why it was not written, in words.
 pub fn write_project_file(workspace: &Path, bytes: &[u8]) -> Result<(), String> {
     PolicyFolder::open(workspace, true)
-        .and_then(|folder| folder.replace(bytes))
+        .and_then(|folder| folder.replace(bytes, None))
         .map_err(|e| e.to_string())
 }
 
@@ -200,9 +200,15 @@ mod tests {
         let folder = PolicyFolder::open(ws.path(), true).unwrap();
         std::fs::rename(ws.path().join(".toolslot"), ws.path().join("moved")).unwrap();
         std::os::unix::fs::symlink(users.path(), ws.path().join(".toolslot")).unwrap();
-        folder.replace(b"# late\n").unwrap();
+        folder.replace(b"# late\n", None).unwrap();
         assert_eq!(std::fs::read_dir(users.path()).unwrap().count(), 0);
-        assert_eq!(std::fs::read(ws.path().join("moved/policy.toml")).unwrap(), b"# late\n");
+        let moved = ws.path().join("moved/policy.toml");
+        assert_eq!(std::fs::read(&moved).unwrap(), b"# late\n");
+        // A mode asked for wins over the file's (a file put back is not left as a program
+        // made it).
+        std::fs::set_permissions(&moved, std::fs::Permissions::from_mode(0o000)).unwrap();
+        folder.replace(b"# back\n", Some(0o640)).unwrap();
+        assert_eq!(std::fs::metadata(&moved).unwrap().permissions().mode() & 0o777, 0o640);
 
         // A link in the file's place is replaced, and what it led to is left.
         let ws = tempfile::tempdir().unwrap();

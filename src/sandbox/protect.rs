@@ -76,6 +76,9 @@ pub struct Protected {
     /// Its bytes (`None`: there was none); `Err`: it could not be read as the workspace's own
     /// (a link out, not a regular file, too large), so nothing is put back over it.
     before: Result<Option<Vec<u8>>, String>,
+    /// Its permission bits then, which a file put back gets (not whatever mode the program
+    /// gave it: `000` would leave the workspace's policy unreadable).
+    before_mode: u32,
     /// The most of it read (`policy.project_file_max_bytes`).
     max_bytes: u64,
     /// toolslot's own writes counted before `before` was read.
@@ -164,8 +167,13 @@ impl Protected {
         // Without the session's settings (a program granted nothing), no cap: nothing it runs
         // may write the workspace anyway.
         let max_bytes = policy.map_or(u64::MAX, |p| p.project_file_max_bytes);
+        let before_mode = std::fs::symlink_metadata(&file)
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .map_or(0o644, |m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777);
         Ok(Self {
             before: read_project_file(folder.parent().unwrap_or(&folder), max_bytes),
+            before_mode,
             max_bytes,
             own_writes_seen,
             trust_store: policy.and_then(|p| trust::store_path(p, Some(workspace)).ok()),
@@ -245,11 +253,12 @@ impl Drop for Protected {
                     // Through a handle on the folder, so a process of the program still running
                     // cannot have it written through a link swapped in meanwhile.
                     if let Ok(folder) = PolicyFolder::open(self.workspace(), true)
-                        && folder.replace(bytes).is_err()
+                        && let Err(e) = folder.replace(bytes, Some(self.before_mode))
+                        && e.raw_os_error() == Some(libc::EISDIR)
                         && folder.remove_file().is_ok()
                     {
                         // A folder stood in the file's place: gone now, so the file fits.
-                        let _ = folder.replace(bytes);
+                        let _ = folder.replace(bytes, Some(self.before_mode));
                     }
                 }
                 // A folder the program replaced by a link goes itself: removing the file

@@ -362,13 +362,23 @@ fn a_program_cleared_to_write_cannot_change_the_projects_policy() {
         std::fs::create_dir(ws.path().join(".toolslot")).unwrap();
         let policy = "[[policy.rules]]\ntool = \"exec_shell\"\ndecision = \"deny\"\n";
         std::fs::write(ws.path().join(".toolslot/policy.toml"), policy).unwrap();
-        for script in [attack, "rm -rf .toolslot", "echo '' > .toolslot/policy.toml"] {
+        let file = ws.path().join(".toolslot/policy.toml");
+        let mode_of = |f: &std::path::Path| std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(f).unwrap().permissions()) & 0o777;
+        let was = mode_of(&file);
+        for script in [
+            attack,
+            "rm -rf .toolslot",
+            "echo '' > .toolslot/policy.toml",
+            // Put back with its own mode, not the program's (000 would leave it unreadable).
+            "echo evil > .toolslot/policy.toml; chmod 000 .toolslot/policy.toml",
+        ] {
             run(mode, want, WRITE, View::Full, ws.path(), script);
             assert_eq!(
-                std::fs::read_to_string(ws.path().join(".toolslot/policy.toml")).unwrap(),
+                std::fs::read_to_string(&file).unwrap(),
                 policy,
                 "{mode:?}: `{script}` changed the policy"
             );
+            assert_eq!(mode_of(&file), was, "{mode:?}: `{script}` changed the policy's mode");
         }
     }
 }

@@ -188,6 +188,18 @@ impl Embedded {
         })?
     }
 
+    /// Cancels `session`'s running round, for a host that stopped reading it: waiting approvals
+    /// end as rejections, running calls stop with a `cancelled` result, and the round still
+    /// completes, so its items can be drained.
+    ///
+    /// # Errors
+    /// [`EmbedError::Dispatch`] for an unknown session.
+    pub fn cancel_round(&self, session: &str) -> Result<(), EmbedError> {
+        self.dispatcher()?
+            .cancel_round(session)
+            .map_err(|e| EmbedError::Dispatch(e.to_string()))
+    }
+
     /// The catalog in `format`: the session's (what its model sees now) or, without one, the
     /// registry's, as a JSON array.
     ///

@@ -19,18 +19,24 @@ use toolslot::mcp::lines::{BoundedLines, LineRead};
 
 use super::malformed;
 
+/// toolslot's own error answers being written at once, at most: a client that floods bad
+/// lines without reading its answers does not pile up tasks (the rest are dropped, logged).
+const ANSWERS_IN_FLIGHT: u32 = 64;
+
 /// The client's end of the connection (see the module documentation).
 pub struct ClientLines<R, W> {
     lines: BoundedLines<BufReader<R>>,
     out: Arc<tokio::sync::Mutex<Option<W>>>,
+    answers: Arc<tokio::sync::Semaphore>,
 }
 
 impl<R: AsyncRead + Unpin, W> ClientLines<R, W> {
     /// Reads `read`, holding at most `max` bytes of a message; writes `write`.
     pub fn new(read: R, write: W, max: usize) -> Self {
         Self {
-            lines: BoundedLines::new(BufReader::with_capacity(1 << 16, read), max),
+            lines: BoundedLines::of_requests(BufReader::with_capacity(1 << 16, read), max),
             out: Arc::new(tokio::sync::Mutex::new(Some(write))),
+            answers: Arc::new(tokio::sync::Semaphore::new(ANSWERS_IN_FLIGHT as usize)),
         }
     }
 }
@@ -53,12 +59,17 @@ where
     /// Sends toolslot's own answer to a request rmcp never saw. Written by a task of its own:
     /// `receive` may be dropped at any await, and a line half written would corrupt the next.
     fn answer(&self, id: Value, code: i32, message: String) {
+        let Ok(permit) = Arc::clone(&self.answers).try_acquire_owned() else {
+            tracing::warn!(%id, "an error answer to the MCP client was dropped: it reads none of them");
+            return;
+        };
         let out = Arc::clone(&self.out);
         let line = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
         tokio::spawn(async move {
             if let Err(e) = write_line(&out, line.to_string().into_bytes()).await {
                 tracing::debug!(error = %e, "an error answer to the MCP client was not written");
             }
+            drop(permit);
         });
     }
 }
@@ -101,6 +112,9 @@ where
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
+        // toolslot's own answers go out first (briefly: a client that reads nothing more must
+        // not hold the close).
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.answers.acquire_many(ANSWERS_IN_FLIGHT)).await;
         drop(self.out.lock().await.take());
         Ok(())
     }
@@ -125,6 +139,11 @@ mod tests {
             "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":5}\n",
             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/whatever\",\"params\":5}\n",
             &big,
+            // An answer too long to read: nobody waits for a word about it.
+            &big.replace(
+                "\"id\":\"big\",\"method\":\"tools/call\",\"params\"",
+                "\"id\":\"answer\",\"result\"",
+            ),
             "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"ping\"}\r\n",
         ]
         .concat();
@@ -139,10 +158,8 @@ mod tests {
         let mut read = tokio::io::BufReader::new(theirs).lines();
         while let Ok(Some(line)) = read.next_line().await {
             answers.push(serde_json::from_str::<Value>(&line).unwrap());
-            if answers.len() == 4 {
-                break;
-            }
         }
+        assert_eq!(answers.len(), 4, "{answers:?}");
         let by_id = |id: Value| {
             answers
                 .iter()

@@ -6,7 +6,7 @@
 //! why, instead of waiting for ever (rmcp's transports drop such a line without a word).
 
 use serde_json::Value;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::frame::IdScanner;
 
@@ -142,6 +142,25 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
             }
         }
     }
+}
+
+/// Writes `bytes` and a newline, whole, under the lock every message of the connection takes
+/// (so lines written from several tasks never interleave), and flushes.
+///
+/// # Errors
+/// The write's error; `NotConnected` (saying `closed`) once the writer was taken away.
+pub async fn write_line<W: AsyncWrite + Unpin>(
+    out: &tokio::sync::Mutex<Option<W>>,
+    mut bytes: Vec<u8>,
+    closed: &'static str,
+) -> std::io::Result<()> {
+    bytes.push(b'\n');
+    let mut guard = out.lock().await;
+    let w = guard
+        .as_mut()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotConnected, closed))?;
+    w.write_all(&bytes).await?;
+    w.flush().await
 }
 
 #[cfg(test)]

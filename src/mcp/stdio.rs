@@ -24,11 +24,10 @@ use rmcp::RoleClient;
 use rmcp::model::{CustomResult, ErrorCode, ErrorData, JsonRpcMessage, RequestId, ServerResult};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 
 use super::frame::flatten_deep;
-use super::lines::{BoundedLines, LineRead};
+use super::lines::{BoundedLines, LineRead, write_line};
 use crate::child_group::signal_group;
 
 /// The JSON-RPC error code of an answer toolslot would not read (too large, unreadable): the
@@ -260,14 +259,8 @@ impl rmcp::transport::Transport<RoleClient> for StdioTransport {
             lock(&self.pending).insert(id_key(id), method.to_string());
         }
         async move {
-            let mut bytes = serde_json::to_vec(&encoded?).map_err(std::io::Error::other)?;
-            bytes.push(b'\n');
-            let mut guard = stdin.lock().await;
-            let w = guard
-                .as_mut()
-                .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotConnected, "the server's stdin is closed"))?;
-            w.write_all(&bytes).await?;
-            w.flush().await
+            let bytes = serde_json::to_vec(&encoded?).map_err(std::io::Error::other)?;
+            write_line(&stdin, bytes, "the server's stdin is closed").await
         }
     }
 

@@ -104,7 +104,10 @@ impl PolicyFolder {
     /// The system's error (`EISDIR` for a folder in its place); nothing is left half-written.
     pub fn replace(&self, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
         let mode = mode.unwrap_or_else(|| self.file_mode().unwrap_or(0o644)) & 0o777;
-        let tmp_name = format!(".{FILE_NAME}.toolslot-{}.tmp", crate::output::random_hex(6));
+        // Unique to this process and write; `O_EXCL` refuses anything already there.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp_name = format!(".{FILE_NAME}.toolslot-{}-{n}.tmp", std::process::id());
         let tmp = c_name(&tmp_name)?;
         // SAFETY: valid fd, NUL-terminated name; the fd returned (checked) is owned below.
         let fd = check(unsafe {

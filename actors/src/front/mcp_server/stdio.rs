@@ -14,10 +14,13 @@ use std::sync::Arc;
 use rmcp::RoleServer;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use toolslot::mcp::lines::{BoundedLines, LineRead};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
+use toolslot::mcp::lines::{BoundedLines, LineRead, write_line};
 
 use super::malformed;
+
+/// What a write says once the transport is closed.
+const CLOSED: &str = "the transport is closed";
 
 /// toolslot's own error answers being written at once, at most: a client that floods bad
 /// lines without reading its answers does not pile up tasks (the rest are dropped, logged).
@@ -41,17 +44,6 @@ impl<R: AsyncRead + Unpin, W> ClientLines<R, W> {
     }
 }
 
-/// Writes one line, whole, under the lock every message takes.
-async fn write_line<W: AsyncWrite + Unpin>(out: &tokio::sync::Mutex<Option<W>>, mut bytes: Vec<u8>) -> std::io::Result<()> {
-    bytes.push(b'\n');
-    let mut guard = out.lock().await;
-    let w = guard
-        .as_mut()
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotConnected, "the transport is closed"))?;
-    w.write_all(&bytes).await?;
-    w.flush().await
-}
-
 impl<R, W> ClientLines<R, W>
 where
     W: AsyncWrite + Unpin + Send + 'static,
@@ -66,7 +58,7 @@ where
         let out = Arc::clone(&self.out);
         let line = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
         tokio::spawn(async move {
-            if let Err(e) = write_line(&out, line.to_string().into_bytes()).await {
+            if let Err(e) = write_line(&out, line.to_string().into_bytes(), CLOSED).await {
                 tracing::debug!(error = %e, "an error answer to the MCP client was not written");
             }
             drop(permit);
@@ -84,7 +76,7 @@ where
     fn send(&mut self, item: TxJsonRpcMessage<RoleServer>) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let out = Arc::clone(&self.out);
         let encoded = serde_json::to_vec(&item).map_err(std::io::Error::other);
-        async move { write_line(&out, encoded?).await }
+        async move { write_line(&out, encoded?, CLOSED).await }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {

@@ -211,7 +211,13 @@ class _AsyncRound:
         self.loop = loop
         self.reader = reader
         self.rnd = rnd
-        self.feeder = loop.create_task(feed_async(rnd, chunks))
+        self.feeder: Optional["asyncio.Task[None]"] = None
+        if isinstance(chunks, (bytes, bytearray, memoryview, str, list, tuple)):
+            # All there already: fed now, not by a task (a turn of the loop before the first
+            # event).
+            feed_blocking(rnd, chunks)
+        else:
+            self.feeder = loop.create_task(feed_async(rnd, chunks))
         self.running: set = set()
         self.woken = asyncio.Event()
         self.fd = rnd.wake_fd()
@@ -261,10 +267,13 @@ class _AsyncRound:
             # Shielded: a caller cancelled while it waits does not leave the round half ended.
             await asyncio.shield(self._abandoning)
 
-    async def _end_now(self) -> None:
+    def _stop_feeding(self) -> None:
         self.rnd.finish()
-        if not self.feeder.done():
+        if self.feeder is not None and not self.feeder.done():
             self.feeder.cancel()
+
+    async def _end_now(self) -> None:
+        self._stop_feeding()
         try:
             # Rejects what it waits for and stops what runs natively, so it completes soon.
             self.session._slot._native.cancel_round(self.session.id)
@@ -291,9 +300,7 @@ class _AsyncRound:
     def close(self) -> None:
         try:
             self.loop.remove_reader(self.fd)
-            self.rnd.finish()
-            if not self.feeder.done():
-                self.feeder.cancel()
+            self._stop_feeding()
         except Exception:
             # A loop already closed holds nothing of it.
             return

@@ -172,6 +172,9 @@ pub(super) fn read_line(line: &[u8]) -> Line {
     let Some(method) = method.as_str() else {
         return invalid(format!("`method` must be a string (got {})", kind(Some(method))));
     };
+    if !(id.is_string() || id.is_i64() || id.is_u64()) {
+        return invalid(format!("`id` must be a string or an integer (got {})", kind(Some(&id))));
+    }
     if TYPED.contains(&method) {
         let e = custom_request(method, message.get("params"));
         return Line::Refused {

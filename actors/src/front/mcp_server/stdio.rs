@@ -129,6 +129,7 @@ mod tests {
             "{\"id\":7,\"method\":\"tools/list\"}\n",
             "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":[1]}\n",
             "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":5}\n",
+            "{\"jsonrpc\":\"2.0\",\"id\":{\"n\":1},\"method\":\"ping\"}\n",
             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/whatever\",\"params\":5}\n",
             &big,
             // An answer too long to read: nobody waits for a word about it.
@@ -151,7 +152,7 @@ mod tests {
         while let Ok(Some(line)) = read.next_line().await {
             answers.push(serde_json::from_str::<Value>(&line).unwrap());
         }
-        assert_eq!(answers.len(), 4, "{answers:?}");
+        assert_eq!(answers.len(), 5, "{answers:?}");
         let by_id = |id: Value| {
             answers
                 .iter()
@@ -167,6 +168,14 @@ mod tests {
         assert!(a["error"]["message"].as_str().unwrap().contains("needs params"), "{a}");
         let a = by_id(json!(10));
         assert!(a["error"]["message"].as_str().unwrap().contains("`method`"), "{a}");
+        let a = by_id(json!({"n": 1}));
+        assert!(
+            a["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("`id` must be a string or an integer (got an object)"),
+            "{a}"
+        );
         let a = by_id(json!("big"));
         assert!(
             a["error"]["message"]

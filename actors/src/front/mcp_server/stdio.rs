@@ -4,9 +4,10 @@
 //! rmcp's own stdio transport drops a line over its length limit without a word, and answers a
 //! line that is JSON but no message it can read with `Invalid request` and no id: either way
 //! the client waits for ever for the answer to its request. Here a request too long to hold is
-//! skimmed for its id and answered at once, naming `mcp.max_message_bytes`; one that cannot be
-//! read gets an error under its own id saying what is wrong (`malformed::unreadable_line`). A
-//! line that is not JSON carries no id to answer and stays unanswered, as in every MCP SDK.
+//! skimmed for its id without being held and answered once its line has passed, naming
+//! `mcp.max_message_bytes`; one that cannot be read gets an error under its own id saying what
+//! is wrong (`malformed::read_line`). A line that is not JSON carries no id to answer and stays
+//! unanswered, as in every MCP SDK; so does an answer or a notification that cannot be read.
 
 use std::future::Future;
 use std::sync::Arc;

@@ -31,13 +31,14 @@ fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
     if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc) }
 }
 
-/// Whether `name` in the folder `dir` is a symbolic link.
-fn is_link(dir: &File, name: &CString) -> bool {
+/// The mode (type and permission bits) of `name` in the folder `dir`, the entry itself (a
+/// link is not followed).
+fn mode_at(dir: libc::c_int, name: &CString) -> Option<libc::mode_t> {
     // SAFETY: zeroed `stat` is a valid out-parameter.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: valid fd, NUL-terminated name, valid pointer.
-    let rc = unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
-    rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFLNK
+    let rc = unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    (rc == 0).then_some(st.st_mode)
 }
 
 impl PolicyFolder {
@@ -72,7 +73,7 @@ impl PolicyFolder {
         })
         .map_err(|e| match e.raw_os_error() {
             // A link gives either, as `O_DIRECTORY` and `O_NOFOLLOW` meet it.
-            Some(libc::ELOOP | libc::ENOTDIR) if is_link(&ws, &name) => {
+            Some(libc::ELOOP | libc::ENOTDIR) if mode_at(ws.as_raw_fd(), &name).is_some_and(|m| m & libc::S_IFMT == libc::S_IFLNK) => {
                 io::Error::other("its folder `.toolslot` is a link, not a folder of the workspace's own")
             }
             Some(libc::ENOTDIR) => io::Error::other("`.toolslot` is not a folder"),
@@ -88,12 +89,8 @@ impl PolicyFolder {
 
     /// The mode of the policy file when it is a regular file.
     fn file_mode(&self) -> Option<libc::mode_t> {
-        let name = c_name(FILE_NAME).ok()?;
-        // SAFETY: zeroed `stat` is a valid out-parameter.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: valid fd, NUL-terminated name, valid pointer.
-        let rc = unsafe { libc::fstatat(self.fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
-        (rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG).then_some(st.st_mode & 0o7777)
+        let mode = mode_at(self.fd(), &c_name(FILE_NAME).ok()?)?;
+        (mode & libc::S_IFMT == libc::S_IFREG).then_some(mode & 0o7777)
     }
 
     /// Replaces the policy file with `bytes` whole: a file beside it, synced, renamed over it

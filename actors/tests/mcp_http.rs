@@ -352,7 +352,7 @@ fn a_message_that_cannot_be_read_gets_the_json_rpc_error_that_names_why() {
             "parse error: the body is not JSON",
         ),
         (
-            b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+            b"[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}]",
             -32600,
             "a batch (a JSON array) is not accepted",
         ),
@@ -363,6 +363,18 @@ fn a_message_that_cannot_be_read_gets_the_json_rpc_error_that_names_why() {
         assert_eq!(answer["error"]["code"], code, "{answer}");
         assert!(answer["error"]["message"].as_str().unwrap().contains(says), "{answer}");
     }
+    // A batch of requests (which older revisions allowed): each request is told under its id.
+    let (status, answer) = post(
+        &[],
+        b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},{\"jsonrpc\":\"2.0\",\"id\":\"two\",\"method\":\"tools/list\"}]",
+    );
+    assert_eq!(status, 400, "{answer}");
+    let ids: Vec<Value> = answer
+        .as_array()
+        .map(|a| a.iter().map(|m| m["id"].clone()).collect())
+        .unwrap_or_default();
+    assert_eq!(ids, [serde_json::json!(1), serde_json::json!("two")], "{answer}");
+    assert!(answer[0]["error"]["message"].as_str().unwrap().contains("a batch"), "{answer}");
     // A call whose params do not fit `tools/call` is told which field, not "method not found";
     // and nothing ran for it.
     let meta = serde_json::json!({

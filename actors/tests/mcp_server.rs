@@ -404,6 +404,8 @@ fn a_request_that_cannot_be_read_is_answered_under_its_id() {
         json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": [1]}).to_string(),
         json!({"jsonrpc": "2.0", "id": 10, "method": 5}).to_string(),
         json!({"jsonrpc": "2.0", "id": "big", "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": "big.txt", "content": big}}}).to_string(),
+        // A batch (older revisions had them): its request is told so, and does not run.
+        json!([{"jsonrpc": "2.0", "id": "batched", "method": "tools/call", "params": {"name": "write_file", "arguments": {"path": "batched.txt", "content": "x"}}}]).to_string(),
         json!({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "notes.txt"}}}).to_string(),
     ];
     for line in &lines {
@@ -419,7 +421,7 @@ fn a_request_that_cannot_be_read_is_answered_under_its_id() {
         }
     });
     let mut answers = std::collections::HashMap::new();
-    while answers.len() < 6 {
+    while answers.len() < 7 {
         let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(30)) else {
             let _ = child.kill();
             panic!("requests left unanswered; answered: {answers:?}");
@@ -438,6 +440,7 @@ fn a_request_that_cannot_be_read_is_answered_under_its_id() {
             -32600,
             "invalid request: the message is over mcp.max_message_bytes (4096 bytes)",
         ),
+        ("\"batched\"", -32600, "invalid request: a batch (a JSON array) is not accepted"),
     ] {
         let answer = answers.get(id).unwrap_or_else(|| panic!("no answer for {id}: {answers:?}"));
         assert_eq!(answer["error"]["code"], code, "{answer}");
@@ -446,6 +449,7 @@ fn a_request_that_cannot_be_read_is_answered_under_its_id() {
     // The session goes on, and what was not read did not run.
     assert_eq!(answers["12"]["result"]["isError"], false, "{}", answers["12"]);
     assert!(!bed.ws.join("big.txt").exists(), "an unread call ran");
+    assert!(!bed.ws.join("batched.txt").exists(), "a batched call ran");
 }
 
 #[test]

@@ -100,14 +100,21 @@ fn kind(value: Option<&Value>) -> &'static str {
     }
 }
 
-/// The JSON-RPC error answering an HTTP body rmcp could not read as one client message.
+/// The JSON-RPC error answering an HTTP body rmcp could not read as one client message; for a
+/// batch that holds requests, one error under each request's id (a batch's answer is an array).
 pub(super) fn unreadable_body(body: &[u8]) -> Value {
     let (code, message) = match serde_json::from_slice::<Value>(body) {
         Err(e) => (ErrorCode::PARSE_ERROR, format!("parse error: the body is not JSON ({e})")),
-        Ok(Value::Array(_)) => (
-            ErrorCode::INVALID_REQUEST,
-            "invalid request: a batch (a JSON array) is not accepted; send one message per request".to_string(),
-        ),
+        Ok(Value::Array(batch)) => {
+            let errors: Vec<Value> = request_ids(&batch)
+                .into_iter()
+                .map(|id| json!({"jsonrpc": "2.0", "id": id, "error": {"code": ErrorCode::INVALID_REQUEST.0, "message": BATCH_REFUSED}}))
+                .collect();
+            if !errors.is_empty() {
+                return Value::Array(errors);
+            }
+            (ErrorCode::INVALID_REQUEST, BATCH_REFUSED.to_string())
+        }
         Ok(_) => (
             ErrorCode::INVALID_REQUEST,
             "invalid request: the body is not a JSON-RPC 2.0 message (`\"jsonrpc\": \"2.0\"`, and a `method` with an `id` for a request, without one for a notification)"
@@ -133,6 +140,21 @@ pub(super) enum Line {
         /// What is wrong, in words.
         message: String,
     },
+    /// A batch (a JSON array), which the protocol no longer has: the ids of the requests in
+    /// it, each to be told so (a client that sent one waits for each of its requests).
+    Batch(Vec<Value>),
+}
+
+/// What each request of a batch is told.
+pub(super) const BATCH_REFUSED: &str = "invalid request: a batch (a JSON array) is not accepted; send each message on its own";
+
+/// The ids of a batch's requests (its members with a `method` and an id).
+fn request_ids(batch: &[Value]) -> Vec<Value> {
+    batch
+        .iter()
+        .filter(|m| m.get("method").is_some())
+        .filter_map(|m| m.get("id").filter(|id| !id.is_null()).cloned())
+        .collect()
 }
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -149,9 +171,17 @@ pub(super) fn read_line(line: &[u8]) -> Line {
         Ok(m) => return Line::Message(Box::new(m)),
         Err(e) => e,
     };
-    let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(line) else {
-        tracing::debug!(%error, "a line from the MCP client that is not a JSON object was skipped");
-        return Line::Skip;
+    let message = match serde_json::from_slice::<Value>(line) {
+        Ok(Value::Object(message)) => message,
+        Ok(Value::Array(batch)) => {
+            let ids = request_ids(&batch);
+            tracing::debug!(requests = ids.len(), "a batch from the MCP client was refused");
+            return if ids.is_empty() { Line::Skip } else { Line::Batch(ids) };
+        }
+        _ => {
+            tracing::debug!(%error, "a line from the MCP client that is not a JSON object was skipped");
+            return Line::Skip;
+        }
     };
     let Some(id) = message.get("id").filter(|id| !id.is_null()).cloned() else {
         tracing::debug!(%error, "a notification or answer from the MCP client that cannot be read was skipped");
@@ -242,13 +272,27 @@ mod tests {
     fn an_unreadable_body_gets_a_json_rpc_error() {
         for (body, code, says) in [
             (&b"garbage"[..], -32700, "parse error: the body is not JSON"),
-            (b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", -32600, "a batch"),
+            (
+                b"[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}]",
+                -32600,
+                "a batch",
+            ),
             (b"{\"id\":1,\"method\":\"ping\"}", -32600, "not a JSON-RPC 2.0 message"),
         ] {
             let answer = unreadable_body(body);
             assert_eq!(answer["error"]["code"], code, "{answer}");
             assert!(answer["error"]["message"].as_str().unwrap().contains(says), "{answer}");
             assert_eq!(answer["id"], Value::Null);
+        }
+        // A batch of requests: each is told under its own id.
+        let answer = unreadable_body(
+            b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"},{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":\"tools/list\"}]",
+        );
+        let answers = answer.as_array().expect("an array of answers");
+        assert_eq!(answers.len(), 2, "{answer}");
+        for (a, id) in answers.iter().zip([json!(1), json!("x")]) {
+            assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (id, json!(-32600)), "{answer}");
+            assert!(a["error"]["message"].as_str().unwrap().contains("a batch"), "{answer}");
         }
     }
 }

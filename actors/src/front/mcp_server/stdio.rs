@@ -6,8 +6,10 @@
 //! the client waits for ever for the answer to its request. Here a request too long to hold is
 //! skimmed for its id without being held and answered once its line has passed, naming
 //! `mcp.max_message_bytes`; one that cannot be read gets an error under its own id saying what
-//! is wrong (`malformed::read_line`). A line that is not JSON carries no id to answer and stays
-//! unanswered, as in every MCP SDK; so does an answer or a notification that cannot be read.
+//! is wrong (`malformed::read_line`), and each request of a batch (a JSON array, which the
+//! protocol dropped) is told under its id that batches are not accepted. A line that is not
+//! JSON carries no id to answer and stays unanswered, as in every MCP SDK; so does an answer or
+//! a notification that cannot be read.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -88,6 +90,11 @@ where
                     malformed::Line::Message(m) => return Some(*m),
                     malformed::Line::Skip => {}
                     malformed::Line::Refused { id, code, message } => self.answer(id, code, message),
+                    malformed::Line::Batch(ids) => {
+                        for id in ids {
+                            self.answer(id, rmcp::model::ErrorCode::INVALID_REQUEST.0, malformed::BATCH_REFUSED.into());
+                        }
+                    }
                 },
                 LineRead::Oversize(id, bytes) => {
                     let max = self.lines.max();
@@ -138,6 +145,8 @@ mod tests {
                 "\"id\":\"big\",\"method\":\"tools/call\",\"params\"",
                 "\"id\":\"answer\",\"result\"",
             ),
+            "[{\"jsonrpc\":\"2.0\",\"id\":\"b1\",\"method\":\"ping\"},{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"},{\"jsonrpc\":\"2.0\",\"id\":\"b2\",\"method\":\"tools/list\"}]\n",
+            "[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}]\n",
             "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"ping\"}\r\n",
         ]
         .concat();
@@ -153,7 +162,7 @@ mod tests {
         while let Ok(Some(line)) = read.next_line().await {
             answers.push(serde_json::from_str::<Value>(&line).unwrap());
         }
-        assert_eq!(answers.len(), 5, "{answers:?}");
+        assert_eq!(answers.len(), 7, "{answers:?}");
         let by_id = |id: Value| {
             answers
                 .iter()
@@ -177,6 +186,11 @@ mod tests {
                 .contains("`id` must be a string or an integer (got an object)"),
             "{a}"
         );
+        for id in ["b1", "b2"] {
+            let a = by_id(json!(id));
+            assert_eq!(a["error"]["code"], -32600);
+            assert!(a["error"]["message"].as_str().unwrap().contains("a batch"), "{a}");
+        }
         let a = by_id(json!("big"));
         assert!(
             a["error"]["message"]

@@ -4,6 +4,7 @@ events, approvals, Python tools governed as built-ins, exceptions, the GIL, fork
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import json
 import os
 import pathlib
@@ -316,15 +317,25 @@ def test_a_round_left_early_is_ended_before_the_next(tmp_path, slot):
                 break
         await events.aclose()
         assert ("cancelled", 2) in seen, seen
-        return [e async for e in session.submit(chat_stream([("quick_left", {"n": 3})]))]
+        # Driven as async generators are (asend, athrow): thrown in, the round is ended too.
+        events = session.submit(calls(3))
+        assert isinstance(events, collections.abc.AsyncGenerator)
+        while not isinstance(await events.asend(None), toolslot.CallStarted):
+            pass
+        try:
+            await events.athrow(LookupError("thrown in"))
+        except LookupError:
+            pass
+        assert ("cancelled", 3) in seen, seen
+        return [e async for e in session.submit(chat_stream([("quick_left", {"n": 4})]))]
 
     events = asyncio.run(asyncio.wait_for(rounds(), 30))
     assert isinstance(events[-1], toolslot.RoundComplete), events
     assert [r.is_error for r in events[-1].results] == [False]
     assert {("cancelled", 0), ("cancelled", 1), ("cancelled", 2)} <= set(seen), seen
-    for _ in session.submit_blocking(chat_stream([("quick_left", {"n": 4}), ("quick_left", {"n": 5})])):
+    for _ in session.submit_blocking(chat_stream([("quick_left", {"n": 5}), ("quick_left", {"n": 6})])):
         break
-    events = list(session.submit_blocking(chat_stream([("quick_left", {"n": 6})])))
+    events = list(session.submit_blocking(chat_stream([("quick_left", {"n": 7})])))
     assert isinstance(events[-1], toolslot.RoundComplete) and not events[-1].results[0].is_error, events
     session.close()
 

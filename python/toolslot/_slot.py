@@ -179,9 +179,10 @@ class _Reader:
 
 
 class _Events:
-    """The iterator ``Session.submit`` returns: the round's async generator, and a word to the
-    session once the caller lets go of it (a generator left by ``break`` is closed only later,
-    by the event loop)."""
+    """The iterator ``Session.submit`` returns: the round's async generator (an
+    ``AsyncGenerator`` to ``isinstance``, with ``asend``, ``athrow`` and ``aclose``), and a word
+    to the session once the caller lets go of it (a generator left by ``break`` is closed only
+    later, by the event loop)."""
 
     def __init__(self, gen: AsyncIterator[Event], reader: _Reader) -> None:
         self._gen = gen
@@ -192,6 +193,16 @@ class _Events:
 
     def __anext__(self) -> Any:
         return self._gen.__anext__()
+
+    def asend(self, value: Any) -> Any:
+        """As an async generator's: a round takes nothing sent in, so this is ``__anext__``."""
+        return self._gen.asend(value)  # type: ignore[attr-defined]
+
+    def athrow(self, *args: Any) -> Any:
+        """As an async generator's: the exception is raised where the round waits, and the round
+        is ended as one left early is."""
+        self._reader.left = True
+        return self._gen.athrow(*args)  # type: ignore[attr-defined]
 
     async def aclose(self) -> None:
         """Ends the round now if it has not ended (as leaving it does, later)."""

@@ -40,6 +40,28 @@ pub(super) fn supported() -> bool {
     required().is_ok()
 }
 
+/// The folders to allow reading beneath, as they really are: a rule is made on what a path
+/// leads to, and a hidden path is carved out of the folders that hold it by their real paths,
+/// so a root reached through a symlink (`/home` leading to `/data/home`) would allow its whole
+/// target, hidden paths and all. Each is resolved; those that are no folder, lie under
+/// `excluded` (`/proc`), or lie inside another are dropped.
+fn real_roots(paths: Vec<PathBuf>, excluded: &Path) -> Vec<PathBuf> {
+    let mut real: Vec<PathBuf> = paths
+        .into_iter()
+        .filter_map(|p| p.canonicalize().ok())
+        .filter(|p| p.is_dir() && !p.starts_with(excluded))
+        .collect();
+    real.sort();
+    real.dedup();
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in real {
+        if !out.iter().any(|o| p.starts_with(o)) {
+            out.push(p);
+        }
+    }
+    out
+}
+
 fn err(e: impl std::fmt::Display) -> SandboxError {
     SandboxError::Landlock(e.to_string())
 }
@@ -66,10 +88,9 @@ pub(super) fn ruleset(
             .map_err(err)?
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .filter(|p| p != Path::new("/proc") && p.is_dir())
             .collect(),
     };
-    let readable: Vec<PathBuf> = readable.into_iter().filter(|d| d.exists()).collect();
+    let readable = real_roots(readable, Path::new("/proc"));
     // What the policy hides is carved out of the readable folders, where no write needs the
     // folder holding it whole (`mask.rs`).
     let writable_roots: Vec<PathBuf> = if grant.write {
@@ -116,4 +137,31 @@ pub(super) fn ruleset(
         }
     }
     Option::<OwnedFd>::from(created).ok_or_else(|| err("this kernel does not enforce Landlock"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_root_reached_through_a_symlink_is_allowed_by_its_real_path_so_carving_holds() {
+        let top = tempfile::tempdir().unwrap();
+        let top = top.path().canonicalize().unwrap();
+        for d in ["data/home/u/.ssh", "proc/1", "etc"] {
+            std::fs::create_dir_all(top.join(d)).unwrap();
+        }
+        std::fs::write(top.join("data/home/u/.ssh/id"), "key").unwrap();
+        std::fs::write(top.join("file"), "x").unwrap();
+        std::os::unix::fs::symlink(top.join("data/home"), top.join("home")).unwrap();
+        std::os::unix::fs::symlink(top.join("proc"), top.join("to-proc")).unwrap();
+        let listed: Vec<PathBuf> = std::fs::read_dir(&top).unwrap().map(|e| e.unwrap().path()).collect();
+        let roots = real_roots(listed, &top.join("proc"));
+        assert_eq!(roots, vec![top.join("data"), top.join("etc")]);
+        // Carved by the real paths, the hidden folder is in no rule: not under a root kept
+        // whole, and every folder above it only listed.
+        let hidden = [top.join("data/home/u/.ssh")];
+        let carved = super::super::mask::carve(&roots, &hidden, &[]);
+        assert!(!carved.whole.iter().any(|w| hidden[0].starts_with(w)), "{carved:?}");
+        assert!(carved.listed.contains(&top.join("data/home/u")), "{carved:?}");
+    }
 }

@@ -574,3 +574,48 @@ fn the_sandbox_holds_for_an_unprivileged_user_too() {
     // The sandbox's tests and its session sandbox's, all of them.
     assert!(passed >= 20, "{text}");
 }
+
+#[test]
+fn a_hidden_file_under_a_folder_of_the_root_that_is_a_symlink_stays_unreadable() {
+    // A merged /usr has `/lib` leading to `/usr/lib` (a machine may have `/home` leading
+    // elsewhere): Landlock made its rule on where the link leads and allowed it whole, so a
+    // hidden file beneath it was read by either path.
+    let (link, target) = std::fs::read_dir("/")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
+        .filter_map(|e| {
+            let real = e.path().canonicalize().ok()?;
+            real.is_dir().then_some((e.path(), real))
+        })
+        .next()
+        .expect("a folder of / that is a symlink (a merged /usr has /lib -> usr/lib)");
+    let secret = std::fs::read_dir(&target)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file() && m.len() > 0) && std::fs::File::open(p).is_ok())
+        .expect("a file to hide");
+    let name = secret.file_name().unwrap();
+    let script = format!(
+        "head -c1 '{}' | grep -q . && echo READ-REAL; head -c1 '{}' | grep -q . && echo READ-LINK; echo RAN",
+        secret.display(),
+        link.join(name).display()
+    );
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path().canonicalize().unwrap();
+    let hidden = [secret.clone()];
+    let args = ["-c".to_string(), script];
+    for (mode, want) in BACKENDS {
+        let mut shell = Config::builtin().shell;
+        shell.sandbox = mode;
+        let out = spawn_request(&Request::granted_nothing("sh", &args, &ws, &shell, &hidden), want);
+        assert!(out.stdout.contains("RAN"), "{mode:?}: {}", out.stderr);
+        assert!(
+            !out.stdout.contains("READ"),
+            "{mode:?}: {} was read: {}",
+            secret.display(),
+            out.stdout
+        );
+    }
+}

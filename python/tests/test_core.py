@@ -322,17 +322,37 @@ def test_a_round_left_early_is_ended_before_the_next(tmp_path, slot):
         assert isinstance(events, collections.abc.AsyncGenerator)
         while not isinstance(await events.asend(None), toolslot.CallStarted):
             pass
-        try:
+        with pytest.raises(LookupError, match="thrown in"):
             await events.athrow(LookupError("thrown in"))
-        except LookupError:
-            pass
         assert ("cancelled", 3) in seen, seen
-        return [e async for e in session.submit(chat_stream([("quick_left", {"n": 4})]))]
+        # A round another task is reading is not let go of by a caller that cannot close it.
+        release = asyncio.Event()
+
+        async def held_back():
+            await release.wait()
+            yield chat_stream([("quick_left", {"n": 4})])
+
+        reading = session.submit(held_back())
+        first = asyncio.ensure_future(reading.__anext__())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        with pytest.raises(RuntimeError, match="already running"):
+            await reading.aclose()
+        # Still held by its reader: the next round is refused, not the held one ended.
+        with pytest.raises(Exception, match="already running a round"):
+            await session.submit(chat_stream([("quick_left", {"n": 5})])).__anext__()
+        release.set()
+        e = await first
+        async for e in reading:
+            pass
+        assert isinstance(e, toolslot.RoundComplete) and not e.results[0].is_error, e
+        return [e async for e in session.submit(chat_stream([("quick_left", {"n": 40})]))]
 
     events = asyncio.run(asyncio.wait_for(rounds(), 30))
     assert isinstance(events[-1], toolslot.RoundComplete), events
     assert [r.is_error for r in events[-1].results] == [False]
-    assert {("cancelled", 0), ("cancelled", 1), ("cancelled", 2)} <= set(seen), seen
+    assert {("cancelled", 0), ("cancelled", 1), ("cancelled", 2), ("cancelled", 3)} <= set(seen), seen
+    assert ("quick", 4) in seen, seen
     for _ in session.submit_blocking(chat_stream([("quick_left", {"n": 5}), ("quick_left", {"n": 6})])):
         break
     events = list(session.submit_blocking(chat_stream([("quick_left", {"n": 7})])))

@@ -8,7 +8,7 @@ import inspect
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, AsyncGenerator, AsyncIterator, Callable, Coroutine, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._chunks import Chunks, feed_async, feed_blocking
@@ -178,36 +178,42 @@ class _Reader:
         self.left = False
 
 
-class _Events:
+class _Events(AsyncGenerator[Event, None]):
     """The iterator ``Session.submit`` returns: the round's async generator (an
     ``AsyncGenerator`` to ``isinstance``, with ``asend``, ``athrow`` and ``aclose``), and a word
     to the session once the caller lets go of it (a generator left by ``break`` is closed only
     later, by the event loop)."""
 
-    def __init__(self, gen: AsyncIterator[Event], reader: _Reader) -> None:
+    def __init__(self, gen: AsyncGenerator[Event, None], reader: _Reader) -> None:
         self._gen = gen
         self._reader = reader
 
     def __aiter__(self) -> "_Events":
         return self
 
-    def __anext__(self) -> Any:
+    def __anext__(self) -> Coroutine[Any, Any, Event]:
         return self._gen.__anext__()
 
-    def asend(self, value: Any) -> Any:
+    def asend(self, value: None) -> Coroutine[Any, Any, Event]:
         """As an async generator's: a round takes nothing sent in, so this is ``__anext__``."""
-        return self._gen.asend(value)  # type: ignore[attr-defined]
+        return self._gen.asend(value)
 
-    def athrow(self, *args: Any) -> Any:
-        """As an async generator's: the exception is raised where the round waits, and the round
-        is ended as one left early is."""
-        self._reader.left = True
-        return self._gen.athrow(*args)  # type: ignore[attr-defined]
+    def athrow(self, *args: Any) -> Coroutine[Any, Any, Event]:
+        """As an async generator's: the exception is raised where the round waits (and comes
+        back out), and the round is ended as one left early is."""
+        self._letting_go()
+        return self._gen.athrow(*args)
 
     async def aclose(self) -> None:
         """Ends the round now if it has not ended (as leaving it does, later)."""
-        self._reader.left = True
-        await self._gen.aclose()  # type: ignore[attr-defined]
+        self._letting_go()
+        await self._gen.aclose()
+
+    def _letting_go(self) -> None:
+        # A round another task is reading right now is not let go of: the generator refuses
+        # this caller ("already running"), and that reader still holds the round.
+        if not getattr(self._gen, "ag_running", False):
+            self._reader.left = True
 
     def __del__(self) -> None:
         self._reader.left = True
@@ -229,7 +235,7 @@ class _AsyncRound:
             feed_blocking(rnd, chunks)
         else:
             self.feeder = loop.create_task(feed_async(rnd, chunks))
-        self.running: set = set()
+        self.running: "set[asyncio.Task[None]]" = set()
         self.woken = asyncio.Event()
         self.fd = rnd.wake_fd()
         self.ended = False
@@ -242,7 +248,7 @@ class _AsyncRound:
 
         loop.add_reader(self.fd, wake)
 
-    async def next_batch(self) -> list:
+    async def next_batch(self) -> List[Tuple[int, Any]]:
         """What the round has ready, waiting for something when nothing is."""
         while True:
             batch = self.rnd.ready()
@@ -411,7 +417,7 @@ class Session:
             if not ended:
                 _abandon(self._slot._native, self.id, rnd)
 
-    def submit(self, chunks: Chunks, dialect: Optional[str] = None) -> AsyncIterator[Event]:
+    def submit(self, chunks: Chunks, dialect: Optional[str] = None) -> AsyncGenerator[Event, None]:
         """Runs a round of the provider's raw response (bytes, an iterable or an async iterable
         of them), yielding its events as they happen. Async Python tools run as tasks of this
         event loop; sync ones run on it between events, or on its default executor when
@@ -423,7 +429,7 @@ class Session:
         reader = _Reader()
         return _Events(self._submit(chunks, dialect, reader), reader)
 
-    async def _submit(self, chunks: Chunks, dialect: Optional[str], reader: "_Reader") -> AsyncIterator[Event]:
+    async def _submit(self, chunks: Chunks, dialect: Optional[str], reader: "_Reader") -> AsyncGenerator[Event, None]:
         last = self._async_round
         if last is not None and last.reader.left and not last.ended:
             # An ``async for`` left by ``break`` closes its iterator only once the loop gets to

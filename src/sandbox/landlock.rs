@@ -44,12 +44,13 @@ pub(super) fn supported() -> bool {
 /// leads to, and a hidden path is carved out of the folders that hold it by their real paths,
 /// so a root reached through a symlink (`/home` leading to `/data/home`) would allow its whole
 /// target, hidden paths and all. Each is resolved; those that are no folder, lie under
-/// `excluded` (`/proc`), or lie inside another are dropped.
+/// `excluded` (`/proc`) or hold it (a `bin` in PATH leading to `/`), or lie inside another
+/// are dropped.
 fn real_roots(paths: Vec<PathBuf>, excluded: &Path) -> Vec<PathBuf> {
     let mut real: Vec<PathBuf> = paths
         .into_iter()
         .filter_map(|p| p.canonicalize().ok())
-        .filter(|p| p.is_dir() && !p.starts_with(excluded))
+        .filter(|p| p.is_dir() && !p.starts_with(excluded) && !excluded.starts_with(p))
         .collect();
     real.sort();
     real.dedup();
@@ -91,6 +92,11 @@ pub(super) fn ruleset(
             .collect(),
     };
     let readable = real_roots(readable, Path::new("/proc"));
+    // Compared with the hidden paths and made rules of by their real paths too: a writable
+    // folder named through a symlink (`~/.cache` under a moved `/home`) holds hidden paths
+    // that must be found inside it (and the program then refused), not read through its rule.
+    let writable: Vec<PathBuf> = writable.iter().filter_map(|w| w.canonicalize().ok()).collect();
+    let writable = writable.as_slice();
     // What the policy hides is carved out of the readable folders, where no write needs the
     // folder holding it whole (`mask.rs`).
     let writable_roots: Vec<PathBuf> = if grant.write {
@@ -154,6 +160,8 @@ mod tests {
         std::fs::write(top.join("file"), "x").unwrap();
         std::os::unix::fs::symlink(top.join("data/home"), top.join("home")).unwrap();
         std::os::unix::fs::symlink(top.join("proc"), top.join("to-proc")).unwrap();
+        // A folder holding the excluded one is no root either (it would allow all of it).
+        std::os::unix::fs::symlink(&top, top.join("to-top")).unwrap();
         let listed: Vec<PathBuf> = std::fs::read_dir(&top).unwrap().map(|e| e.unwrap().path()).collect();
         let roots = real_roots(listed, &top.join("proc"));
         assert_eq!(roots, vec![top.join("data"), top.join("etc")]);

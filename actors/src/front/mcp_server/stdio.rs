@@ -51,17 +51,33 @@ impl<R, W> ClientLines<R, W>
 where
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    /// Sends toolslot's own answer to a request rmcp never saw. Written by a task of its own:
-    /// `receive` may be dropped at any await, and a line half written would corrupt the next.
-    fn answer(&self, id: Value, code: i32, message: String) {
+    /// Sends toolslot's own answer to a request rmcp never saw.
+    fn answer(&self, id: Value, code: i32, message: &str) {
+        self.answer_all(vec![id], code, message);
+    }
+
+    /// Sends the same error under each of `ids` (the requests of one line), as one write of one
+    /// line per answer. Written by a task of its own: `receive` may be dropped at any await, and
+    /// a line half written would corrupt the next.
+    fn answer_all(&self, ids: Vec<Value>, code: i32, message: &str) {
         let Ok(permit) = Arc::clone(&self.answers).try_acquire_owned() else {
-            tracing::warn!(%id, "an error answer to the MCP client was dropped: it reads none of them");
+            tracing::warn!(
+                requests = ids.len(),
+                "error answers to the MCP client were dropped: it reads none of them"
+            );
             return;
         };
         let out = Arc::clone(&self.out);
-        let line = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+        let mut lines = Vec::new();
+        for id in ids {
+            if !lines.is_empty() {
+                lines.push(b'\n');
+            }
+            let answer = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+            lines.extend_from_slice(answer.to_string().as_bytes());
+        }
         tokio::spawn(async move {
-            if let Err(e) = write_line(&out, line.to_string().into_bytes(), CLOSED).await {
+            if let Err(e) = write_line(&out, lines, CLOSED).await {
                 tracing::debug!(error = %e, "an error answer to the MCP client was not written");
             }
             drop(permit);
@@ -89,11 +105,11 @@ where
                 LineRead::Line => match malformed::read_line(self.lines.line()) {
                     malformed::Line::Message(m) => return Some(*m),
                     malformed::Line::Skip => {}
-                    malformed::Line::Refused { id, code, message } => self.answer(id, code, message),
+                    malformed::Line::Refused { id, code, message } => self.answer(id, code, &message),
+                    // One write for the whole batch: however many requests it holds, each is
+                    // answered (one answer in flight per line, not per request).
                     malformed::Line::Batch(ids) => {
-                        for id in ids {
-                            self.answer(id, rmcp::model::ErrorCode::INVALID_REQUEST.0, malformed::BATCH_REFUSED.into());
-                        }
+                        self.answer_all(ids, rmcp::model::ErrorCode::INVALID_REQUEST.0, malformed::BATCH_REFUSED)
                     }
                 },
                 LineRead::Oversize(id, bytes) => {
@@ -103,7 +119,7 @@ where
                         self.answer(
                             id,
                             rmcp::model::ErrorCode::INVALID_REQUEST.0,
-                            format!("invalid request: the message is over mcp.max_message_bytes ({max} bytes); it was not read"),
+                            &format!("invalid request: the message is over mcp.max_message_bytes ({max} bytes); it was not read"),
                         );
                     }
                 }
@@ -126,11 +142,27 @@ mod tests {
     use rmcp::transport::Transport;
     use tokio::io::AsyncBufReadExt;
 
+    fn by_id_code(answers: &[Value], id: Value) -> Value {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .map(|a| a["error"]["code"].clone())
+            .unwrap_or_else(|| panic!("no answer for {id}"))
+    }
+
     #[tokio::test]
     async fn every_request_is_answered_under_its_id() {
         let big = format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":\"big\",\"method\":\"tools/call\",\"params\":{{\"x\":\"{}\"}}}}\n",
-            "a".repeat(4000)
+            "a".repeat(40000)
+        );
+        // More requests in one batch than answers may be in flight: each still gets its own.
+        let many = format!(
+            "[{}]\n",
+            (0..200)
+                .map(|n| format!("{{\"jsonrpc\":\"2.0\",\"id\":\"m{n}\",\"method\":\"ping\"}}"))
+                .collect::<Vec<_>>()
+                .join(",")
         );
         let input = [
             "not json at all\n",
@@ -147,11 +179,12 @@ mod tests {
             ),
             "[{\"jsonrpc\":\"2.0\",\"id\":\"b1\",\"method\":\"ping\"},{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"},{\"jsonrpc\":\"2.0\",\"id\":\"b2\",\"method\":\"tools/list\"}]\n",
             "[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}]\n",
+            &many,
             "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"ping\"}\r\n",
         ]
         .concat();
         let (client_out, theirs) = tokio::io::duplex(1 << 16);
-        let mut t = ClientLines::new(std::io::Cursor::new(input.into_bytes()), client_out, 1000);
+        let mut t = ClientLines::new(std::io::Cursor::new(input.into_bytes()), client_out, 20000);
         let message = t.receive().await.expect("the ping");
         let json = serde_json::to_value(&message).unwrap();
         assert_eq!((json["id"].clone(), json["method"].clone()), (json!(11), json!("ping")));
@@ -162,7 +195,10 @@ mod tests {
         while let Ok(Some(line)) = read.next_line().await {
             answers.push(serde_json::from_str::<Value>(&line).unwrap());
         }
-        assert_eq!(answers.len(), 7, "{answers:?}");
+        assert_eq!(answers.len(), 207, "{answers:?}");
+        for n in 0..200 {
+            assert_eq!(by_id_code(&answers, json!(format!("m{n}"))), -32600);
+        }
         let by_id = |id: Value| {
             answers
                 .iter()
@@ -196,7 +232,7 @@ mod tests {
             a["error"]["message"]
                 .as_str()
                 .unwrap()
-                .contains("mcp.max_message_bytes (1000 bytes)"),
+                .contains("mcp.max_message_bytes (20000 bytes)"),
             "{a}"
         );
     }

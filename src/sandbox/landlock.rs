@@ -47,20 +47,12 @@ pub(super) fn supported() -> bool {
 /// `excluded` (`/proc`) or hold it (a `bin` in PATH leading to `/`), or lie inside another
 /// are dropped.
 fn real_roots(paths: Vec<PathBuf>, excluded: &Path) -> Vec<PathBuf> {
-    let mut real: Vec<PathBuf> = paths
+    let real: Vec<PathBuf> = paths
         .into_iter()
         .filter_map(|p| p.canonicalize().ok())
         .filter(|p| p.is_dir() && !p.starts_with(excluded) && !excluded.starts_with(p))
         .collect();
-    real.sort();
-    real.dedup();
-    let mut out: Vec<PathBuf> = Vec::new();
-    for p in real {
-        if !out.iter().any(|o| p.starts_with(o)) {
-            out.push(p);
-        }
-    }
-    out
+    super::mask::outermost(&real)
 }
 
 fn err(e: impl std::fmt::Display) -> SandboxError {

@@ -115,7 +115,7 @@ fn split(dir: &Path, hidden: &[PathBuf], out: &mut Carved) {
 }
 
 /// `paths` sorted, without duplicates and without any inside another.
-fn outermost(paths: &[PathBuf]) -> Vec<PathBuf> {
+pub(super) fn outermost(paths: &[PathBuf]) -> Vec<PathBuf> {
     let mut sorted = paths.to_vec();
     sorted.sort();
     sorted.dedup();

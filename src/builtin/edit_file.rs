@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::write_beneath::write_atomic_beneath;
 use super::{parse_input, workspace};
-use crate::output::write_atomic;
 use crate::tool::{Capability, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
 /// Replaces `search` with `replace` in one file.
@@ -111,7 +111,7 @@ impl Tool for EditFile {
             } else {
                 text.replacen(search, replace, 1)
             };
-            let modified = write_atomic(&path, new_text.as_bytes(), &shown)?;
+            let modified = write_atomic_beneath(&ctx.workspace, &path, new_text.as_bytes(), &shown)?;
             ctx.services.record_file_state(&path, modified);
             Ok(ToolOutput::text(format!("Edited `{shown}`: {} replacement(s).", starts.len())))
         })

@@ -54,6 +54,7 @@ impl Tool for GrepFiles {
             let screen = ctx.screen("grep_files").map(std::sync::Arc::new);
             let skipped_hidden = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             let skipped_walk = std::sync::Arc::clone(&skipped_hidden);
+            let skipped_hidden_files = std::sync::Arc::clone(&skipped_hidden);
             // The walk runs off the async thread and stops between files once the call is gone
             // (its timeout, a cancelled round): see `blocking`.
             let (out, more, too_big) = blocking::run(move |abandon| {
@@ -90,6 +91,14 @@ impl Tool for GrepFiles {
                     let Ok(file) = workspace::open_regular(&ws, entry.path(), "path") else {
                         continue;
                     };
+                    // Judged again where the opened file really is: a folder swapped since the
+                    // walk looked at it must not bring a hidden file in under another name.
+                    if let (Some(hides), Some(real)) = (screen.as_ref(), workspace::opened_path(&file))
+                        && hides(&real)
+                    {
+                        skipped_hidden_files.store(true, std::sync::atomic::Ordering::Relaxed);
+                        continue;
+                    }
                     let bytes = match workspace::read_bounded(file, cfg.max_file_bytes) {
                         Ok(Some(bytes)) => bytes,
                         Ok(None) => {

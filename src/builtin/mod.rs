@@ -19,6 +19,7 @@ mod retrieve_tool_result;
 mod shell_process;
 mod tool_search;
 pub mod workspace;
+mod write_beneath;
 mod write_file;
 
 use std::sync::Arc;

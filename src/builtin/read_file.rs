@@ -58,6 +58,20 @@ impl Tool for ReadFile {
             }
             let cfg = &ctx.config.read_file;
             let file = workspace::open_regular(&ctx.workspace, &path, "path")?;
+            // And where the opened file really is: a folder swapped since the path was judged
+            // must not bring a hidden file in under another name.
+            if let (Some(hides), Some(real)) = (ctx.screen("read_file"), workspace::opened_path(&file))
+                && hides(&real)
+            {
+                let real = workspace::display(&ctx.workspace, &real);
+                return Err(ToolError {
+                    field: Some("path".into()),
+                    ..ToolError::refused(
+                        ErrorCategory::NotApproved,
+                        format!("`{shown}` led to `{real}`, which is denied by the policy (a deny rule names its path); nothing was read."),
+                    )
+                });
+            }
             // What is read is bounded by the limit, not by what the file's size says: a file
             // can grow while it is read, and some report no size at all.
             let mut bytes = Vec::new();

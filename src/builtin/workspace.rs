@@ -200,15 +200,15 @@ enum Kind {
     Other,
 }
 
-/// An open folder handle (only for looking up names in it).
-struct Dir(std::os::fd::OwnedFd);
+/// An open folder handle (for looking up names in it, and as the folder `*at` calls work in).
+pub(super) struct Dir(std::os::fd::OwnedFd);
 
 #[cfg(target_os = "linux")]
 const LOOKUP_ONLY: libc::c_int = libc::O_PATH;
 #[cfg(not(target_os = "linux"))]
 const LOOKUP_ONLY: libc::c_int = libc::O_RDONLY;
 
-fn c_name(name: &OsStr) -> std::io::Result<CString> {
+pub(super) fn c_name(name: &OsStr) -> std::io::Result<CString> {
     CString::new(name.as_bytes()).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in a name"))
 }
 
@@ -221,7 +221,7 @@ impl Dir {
         Ok(Self(file.into()))
     }
 
-    fn raw(&self) -> libc::c_int {
+    pub(super) fn raw(&self) -> libc::c_int {
         use std::os::fd::AsRawFd;
         self.0.as_raw_fd()
     }
@@ -242,6 +242,19 @@ impl Dir {
         }
         // SAFETY: `fd` is a fresh descriptor nobody else owns.
         Ok(Self(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }))
+    }
+
+    /// Makes folder `name` here (one that is there already is fine: another call made it).
+    fn make_dir(&self, name: &OsStr) -> std::io::Result<()> {
+        let c = c_name(name)?;
+        // SAFETY: valid fd and NUL-terminated name.
+        if unsafe { libc::mkdirat(self.raw(), c.as_ptr(), 0o777) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EEXIST) {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     fn kind_of(&self, name: &OsStr) -> std::io::Result<Kind> {
@@ -273,6 +286,57 @@ impl Dir {
     }
 }
 
+/// The folder `dir` (a real path inside `workspace`, as [`confine`] gives it) as a handle,
+/// reached from the workspace's own folder one name at a time without following a link at
+/// any step; with `make`, folders not there yet are made on the way.
+///
+/// `confine` resolved the path once; a program running meanwhile (a command cleared to write,
+/// in the background) can swap a folder on the way for a link to anywhere between that and
+/// the open. Walked this way, such a swap makes the walk fail (`ELOOP`, `ENOTDIR`) instead of
+/// leading the read or the write out of the workspace.
+///
+/// # Errors
+/// The step's error; `InvalidInput` for a path that is not inside the workspace.
+pub(super) fn walk_down(workspace: &Path, dir: &Path, make: bool) -> std::io::Result<Dir> {
+    let root = workspace.canonicalize()?;
+    let rel = dir
+        .strip_prefix(&root)
+        .or_else(|_| dir.strip_prefix(workspace))
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not inside the workspace"))?;
+    let mut at = Dir::open(&root)?;
+    for part in rel.components() {
+        let Component::Normal(name) = part else {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a resolved path"));
+        };
+        at = match at.child_dir(name) {
+            Err(e) if make && e.raw_os_error() == Some(libc::ENOENT) => {
+                at.make_dir(name)?;
+                at.child_dir(name)?
+            }
+            other => other?,
+        };
+    }
+    Ok(at)
+}
+
+/// The error for a path whose folders changed under a walk (`ELOOP`, `ENOTDIR`): a folder on
+/// the way became a link or a file since the path was resolved.
+pub(super) fn swapped(field: &str, shown: &str, e: &std::io::Error) -> Option<ToolError> {
+    matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR)).then(|| {
+        ToolError::invalid(
+            field,
+            format!("`{shown}` changed while it was opened (a folder on its way became a link or a file); nothing was done"),
+        )
+    })
+}
+
+/// The path of what `file` is now, as the kernel knows it (`/proc/self/fd`); `None` where
+/// there is no `/proc`.
+pub fn opened_path(file: &std::fs::File) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
+}
+
 /// The path shown to the model: relative to the workspace where possible.
 pub fn display(workspace: &Path, path: &Path) -> String {
     let root = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
@@ -293,15 +357,35 @@ pub fn display(workspace: &Path, path: &Path) -> String {
 /// that turned out to be outside; a `tool_error` when it cannot be opened.
 pub fn open_regular(workspace: &Path, path: &Path, field: &str) -> Result<std::fs::File, ToolError> {
     let shown = display(workspace, path);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(ToolError::invalid(field, format!("`{shown}` is a directory; use list_dir")));
+    };
+    // The folders on the way are walked from the workspace, none followed if it became a link.
+    let dir = walk_down(workspace, parent, false).map_err(|e| {
+        swapped(field, &shown, &e).unwrap_or_else(|| match e.kind() {
+            std::io::ErrorKind::InvalidInput => outside(field, &shown),
+            _ => ToolError::tool(format!("cannot read `{shown}`: {e}")),
+        })
+    })?;
+    let c = c_name(name).map_err(|e| ToolError::invalid(field, format!("`{shown}`: {e}")))?;
+    // SAFETY: valid folder fd and NUL-terminated name; the fd returned (checked) is owned below.
+    let fd = unsafe {
+        libc::openat(
+            dir.raw(),
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
             // A socket cannot be opened; a symlink swapped in after resolution is refused.
             Some(libc::ENXIO) | Some(libc::ELOOP) => not_regular(field, &shown, "a socket or a symlink"),
             _ => ToolError::tool(format!("cannot read `{shown}`: {e}")),
-        })?;
+        });
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    let file: std::fs::File = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
     let kind = file
         .metadata()
         .map_err(|e| ToolError::tool(format!("cannot read `{shown}`: {e}")))?
@@ -451,8 +535,9 @@ mod tests {
         assert!(err.message.contains("FIFO"), "{}", err.message);
         std::os::unix::fs::symlink("/dev/zero", ws.join("zero")).unwrap();
         assert!(confine(ws, "zero", "path").is_err(), "/dev/zero is outside");
+        // Named directly, it is not even looked at: nothing outside the workspace is opened.
         let err = open_regular(ws, Path::new("/dev/zero"), "path").unwrap_err();
-        assert!(err.message.contains("device"), "{}", err.message);
+        assert!(err.message.contains("outside the workspace"), "{}", err.message);
         std::fs::write(ws.join("f"), "12345").unwrap();
         let f = open_regular(ws, &ws.join("f"), "path").unwrap();
         assert_eq!(read_bounded(f, 5).unwrap().unwrap(), b"12345");

@@ -3,8 +3,8 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::write_beneath::write_atomic_beneath;
 use super::{blocking, parse_input, workspace};
-use crate::output::write_atomic;
 use crate::tool::{Capability, Tool, ToolContext, ToolFuture, ToolOutput, ToolSpec};
 
 /// Writes a whole file (temp file + rename), creating parent folders.
@@ -53,9 +53,9 @@ impl Tool for WriteFile {
                 return Err(crate::tool::ToolError::invalid("path", format!("`{shown}` is a folder")));
             }
             let existed = path.exists();
-            let (target, shown_in, content) = (path.clone(), shown.clone(), input.content);
+            let (target, shown_in, content, ws) = (path.clone(), shown.clone(), input.content, ctx.workspace.clone());
             let (written, lines) = (content.len(), content.lines().count());
-            let modified = blocking::run(move |_| write_atomic(&target, content.as_bytes(), &shown_in)).await?;
+            let modified = blocking::run(move |_| write_atomic_beneath(&ws, &target, content.as_bytes(), &shown_in)).await?;
             ctx.services.record_file_state(&path, modified);
             let verb = if existed { "Replaced" } else { "Created" };
             Ok(ToolOutput::text(format!("{verb} `{shown}` ({} bytes, {} lines).", written, lines)))

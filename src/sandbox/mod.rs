@@ -212,3 +212,7 @@ fn confined_dirs(path_var: Option<&str>) -> Vec<PathBuf> {
 #[cfg(test)]
 #[path = "sandbox_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "link_roots_tests.rs"]
+mod link_roots_tests;

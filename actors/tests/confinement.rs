@@ -187,3 +187,58 @@ fn serve_confines_the_last_component_too() {
     let results = server.round(&session, &[("read_file", json!({"path": "inside.txt"}))]);
     assert!(results[0]["content"].as_str().unwrap().contains("inside text"));
 }
+
+/// A repository's program that swaps folders for links as fast as it can (`renameat2` with
+/// `RENAME_EXCHANGE`): `d` with `out` (a link out of the workspace) and `x` with a link to
+/// `secrets` it makes itself (so no command word names the hidden folder), after saying it
+/// started.
+const SWAPPER: &str = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+os.symlink("secrets", "tl")
+open("started", "w").close()
+while True:
+    libc.renameat2(-100, b"d", -100, b"out", 2)
+    libc.renameat2(-100, b"x", -100, b"tl", 2)
+"#;
+
+#[test]
+fn a_folder_a_running_program_swaps_for_a_link_never_takes_a_write_out_nor_a_read_to_a_hidden_file() {
+    // `confine` resolves a path once; a command cleared to write, running in the background,
+    // swaps `d` with a link out of the workspace and `x` (a folder holding a decoy) with a link
+    // to `secrets`, which the policy hides. Writes by path landed outside; reads got the secret.
+    let bed = Bed::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(bed.ws.join("swap.py"), SWAPPER).unwrap();
+    std::fs::create_dir_all(bed.ws.join("secrets")).unwrap();
+    std::fs::write(bed.ws.join("secrets/key"), SECRET).unwrap();
+    for d in ["d", "x"] {
+        std::fs::create_dir(bed.ws.join(d)).unwrap();
+    }
+    std::fs::write(bed.ws.join("x/key"), "decoy").unwrap();
+    std::os::unix::fs::symlink(outside.path(), bed.ws.join("out")).unwrap();
+    let config = "[approval]\nmode = \"full-auto\"\n[loop_guard]\nfailure_warn = 100000\nfailure_pause = 100000\n\
+                  [[policy.rules]]\ntool = \"*\"\ndecision = \"deny\"\npath = \"secrets/**\"\nreason = \"hidden\"\n";
+    let start = vec![("exec_shell", json!({"command": "python3 swap.py", "background": true}))];
+    let started = vec![(
+        "exec_shell",
+        json!({"command": "until [ -e started ]; do sleep 0.05; done; echo up"}),
+    )];
+    let mut calls = Vec::new();
+    for i in 0..300 {
+        calls.push(("write_file", json!({"path": format!("d/f{i}.txt"), "content": "x"})));
+        calls.push(("read_file", json!({"path": "x/key", "limit": i + 1})));
+    }
+    let run = bed.replay_rounds(config, &[start, started, calls], |_| {});
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let results = run.results();
+    assert_eq!(results.len(), 600);
+    let escaped: Vec<_> = std::fs::read_dir(outside.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(escaped.is_empty(), "written outside the workspace: {escaped:?}");
+    let contents: Vec<&str> = results.iter().map(|r| r["content"].as_str().unwrap()).collect();
+    assert!(!contents.iter().any(|c| c.contains(SECRET)), "a read returned the hidden file");
+    // The swaps did happen while the calls ran: some calls met a swapped folder.
+    let refused = contents.iter().filter(|c| c.contains("changed while it was opened")).count();
+    assert!(refused > 0, "no call met a swapped folder: {:?}", &contents[..4]);
+    assert!(contents.iter().any(|c| c.contains("decoy")), "no read found the folder in place");
+}

@@ -216,6 +216,7 @@ fn a_folder_a_running_program_swaps_for_a_link_never_takes_a_write_out_nor_a_rea
         std::fs::create_dir(bed.ws.join(d)).unwrap();
     }
     std::fs::write(bed.ws.join("x/key"), "decoy").unwrap();
+    std::fs::write(outside.path().join("outside-name.txt"), "").unwrap();
     std::os::unix::fs::symlink(outside.path(), bed.ws.join("out")).unwrap();
     let config = "[approval]\nmode = \"full-auto\"\n[loop_guard]\nfailure_warn = 100000\nfailure_pause = 100000\n\
                   [[policy.rules]]\ntool = \"*\"\ndecision = \"deny\"\npath = \"secrets/**\"\nreason = \"hidden\"\n";
@@ -228,15 +229,20 @@ fn a_folder_a_running_program_swaps_for_a_link_never_takes_a_write_out_nor_a_rea
     for i in 0..300 {
         calls.push(("write_file", json!({"path": format!("d/f{i}.txt"), "content": "x"})));
         calls.push(("read_file", json!({"path": "x/key", "limit": i + 1})));
+        calls.push(("list_dir", json!({"path": ".", "depth": 2 + i % 2})));
     }
     let run = bed.replay_rounds(config, &[start, started, calls], |_| {});
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let results = run.results();
-    assert_eq!(results.len(), 600);
+    assert_eq!(results.len(), 900);
     let escaped: Vec<_> = std::fs::read_dir(outside.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert!(escaped.is_empty(), "written outside the workspace: {escaped:?}");
+    assert_eq!(escaped, ["outside-name.txt"], "written outside the workspace");
     let contents: Vec<&str> = results.iter().map(|r| r["content"].as_str().unwrap()).collect();
     assert!(!contents.iter().any(|c| c.contains(SECRET)), "a read returned the hidden file");
+    assert!(
+        !contents.iter().any(|c| c.contains("outside-name")),
+        "a listing showed a folder outside"
+    );
     // The swaps did happen while the calls ran: some calls met a swapped folder, when their
     // path was resolved (outside, or hidden) or after (changed while it was opened).
     let met = contents

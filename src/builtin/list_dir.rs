@@ -63,8 +63,10 @@ impl Tool for ListDir {
             // What the policy denies by path is left out, names and all.
             let screen = ctx.screen("list_dir");
             // A walk of a large or slow tree runs off the async thread (see `blocking`).
+            let ws = ctx.workspace.clone();
             let (lines, truncated, hid) = blocking::run(move |_| {
                 let mut walked = Walk {
+                    workspace: &ws,
                     root: &root,
                     max,
                     screen: screen.as_ref(),
@@ -97,6 +99,7 @@ impl Tool for ListDir {
 
 /// One listing: where it started, its limits, and what it found.
 struct Walk<'a> {
+    workspace: &'a Path,
     root: &'a Path,
     max: usize,
     screen: Option<&'a crate::tool::Screen>,
@@ -108,8 +111,20 @@ struct Walk<'a> {
 
 impl Walk<'_> {
     fn walk(&mut self, dir: &Path, depth: usize) {
-        let Ok(read) = std::fs::read_dir(dir) else {
+        // The folder reached from the workspace with no link followed, and listed through its
+        // handle: a folder a running program swapped for a link since is not listed, and what
+        // is listed (names, kinds, sizes: `fstatat` in that folder) is that folder's.
+        let Ok(handle) = super::workspace::walk_down(self.workspace, dir, false) else {
             return;
+        };
+        let read = match std::fs::read_dir(format!("/proc/self/fd/{}", handle.raw())) {
+            Ok(read) => read,
+            // No /proc (a minimal container): listed by path, as the walk just found it.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match std::fs::read_dir(dir) {
+                Ok(read) => read,
+                Err(_) => return,
+            },
+            Err(_) => return,
         };
         let mut entries: Vec<_> = read.flatten().collect();
         entries.sort_by_key(|e| e.file_name());
@@ -118,13 +133,13 @@ impl Walk<'_> {
                 self.truncated = true;
                 return;
             }
-            let path = e.path();
+            let path = dir.join(e.file_name());
             if self.screen.is_some_and(|hides| hides(&path)) {
                 self.hid = true;
                 continue;
             }
             let rel = path.strip_prefix(self.root).unwrap_or(&path).display().to_string();
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            let Ok(meta) = e.metadata() else {
                 continue;
             };
             if meta.file_type().is_symlink() {

@@ -243,6 +243,10 @@ fn a_folder_a_running_program_swaps_for_a_link_never_takes_a_write_out_nor_a_rea
         !contents.iter().any(|c| c.contains("outside-name")),
         "a listing showed a folder outside"
     );
+    assert!(
+        contents.iter().any(|c| c.contains("file  swap.py")),
+        "no listing listed the workspace"
+    );
     // The swaps did happen while the calls ran: some calls met a swapped folder, when their
     // path was resolved (outside, or hidden) or after (changed while it was opened).
     let met = contents

@@ -73,11 +73,17 @@ impl Tool for ListDir {
                     lines: Vec::new(),
                     truncated: false,
                     hid: false,
+                    unlistable: false,
                 };
                 if walked.screen.is_some_and(|hides| hides(&root)) {
                     walked.hid = true;
                 } else {
                     walked.walk(&root, depth);
+                }
+                if walked.unlistable {
+                    return Err(ToolError::tool(
+                        "folders are listed through /proc/self/fd, which is not mounted here; nothing was listed",
+                    ));
                 }
                 Ok((walked.lines, walked.truncated, walked.hid))
             })
@@ -107,6 +113,8 @@ struct Walk<'a> {
     truncated: bool,
     /// Something was left out because the policy denies it.
     hid: bool,
+    /// A folder could not be listed through its handle (no `/proc`).
+    unlistable: bool,
 }
 
 impl Walk<'_> {
@@ -119,11 +127,11 @@ impl Walk<'_> {
         };
         let read = match std::fs::read_dir(format!("/proc/self/fd/{}", handle.raw())) {
             Ok(read) => read,
-            // No /proc (a minimal container): listed by path, as the walk just found it.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match std::fs::read_dir(dir) {
-                Ok(read) => read,
-                Err(_) => return,
-            },
+            // No /proc (a minimal container): listing by path would bring the race back.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.unlistable = true;
+                return;
+            }
             Err(_) => return,
         };
         let mut entries: Vec<_> = read.flatten().collect();

@@ -299,9 +299,10 @@ impl Dir {
 /// The step's error; `InvalidInput` for a path that is not inside the workspace.
 pub(super) fn walk_down(workspace: &Path, dir: &Path, make: bool) -> std::io::Result<Dir> {
     let root = workspace.canonicalize()?;
+    // Only a real path under the real root: every caller has one (`confine`'s, or a walk
+    // below it), and a path under the workspace as spelt could start the walk elsewhere.
     let rel = dir
         .strip_prefix(&root)
-        .or_else(|_| dir.strip_prefix(workspace))
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not inside the workspace"))?;
     let mut at = Dir::open(&root)?;
     for part in rel.components() {
@@ -357,7 +358,8 @@ pub fn display(workspace: &Path, path: &Path) -> String {
 /// that turned out to be outside; a `tool_error` when it cannot be opened.
 pub fn open_regular(workspace: &Path, path: &Path, field: &str) -> Result<std::fs::File, ToolError> {
     let shown = display(workspace, path);
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+    let is_root = workspace.canonicalize().is_ok_and(|root| root == path);
+    let (Some(parent), Some(name), false) = (path.parent(), path.file_name(), is_root) else {
         return Err(ToolError::invalid(field, format!("`{shown}` is a directory; use list_dir")));
     };
     // The folders on the way are walked from the workspace, none followed if it became a link.
@@ -535,6 +537,9 @@ mod tests {
         assert!(err.message.contains("FIFO"), "{}", err.message);
         std::os::unix::fs::symlink("/dev/zero", ws.join("zero")).unwrap();
         assert!(confine(ws, "zero", "path").is_err(), "/dev/zero is outside");
+        // The workspace itself is a folder, said as such.
+        let err = open_regular(ws, &confine(ws, ".", "path").unwrap(), "path").unwrap_err();
+        assert!(err.message.contains("is a directory"), "{}", err.message);
         // Named directly, it is not even looked at: nothing outside the workspace is opened.
         let err = open_regular(ws, Path::new("/dev/zero"), "path").unwrap_err();
         assert!(err.message.contains("outside the workspace"), "{}", err.message);

@@ -91,21 +91,19 @@ fn regular_mode(dir: &Dir, name: &std::ffi::CStr) -> Option<libc::mode_t> {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     /// Swaps `a` and `b` (a folder and a link) back and forth until `stop`, as a program
     /// running beside the tools can (`renameat2` with `RENAME_EXCHANGE`).
-    pub(crate) fn swapping(a: &Path, b: &Path, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
+    fn swapping(a: &Path, b: &Path, stop: Arc<AtomicBool>, swaps: Arc<AtomicUsize>) -> std::thread::JoinHandle<()> {
         let (a, b) = (c_name(a.as_os_str()).unwrap(), c_name(b.as_os_str()).unwrap());
         std::thread::spawn(move || {
-            let mut swaps = 0;
             while !stop.load(Ordering::Relaxed) {
                 // SAFETY: two NUL-terminated paths.
                 let rc = unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE) };
                 assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-                swaps += 1;
+                swaps.fetch_add(1, Ordering::Relaxed);
             }
-            swaps
         })
     }
 
@@ -123,13 +121,19 @@ mod tests {
         std::fs::create_dir(ws.join("x")).unwrap();
         std::fs::write(ws.join("x/key"), "decoy").unwrap();
         std::os::unix::fs::symlink(ws.join("secrets"), ws.join("to-secrets")).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
+        let (stop, swaps) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
         let swappers = [
-            swapping(&ws.join("d"), &ws.join("alt"), Arc::clone(&stop)),
-            swapping(&ws.join("x"), &ws.join("to-secrets"), Arc::clone(&stop)),
+            swapping(&ws.join("d"), &ws.join("alt"), Arc::clone(&stop), Arc::clone(&swaps)),
+            swapping(&ws.join("x"), &ws.join("to-secrets"), Arc::clone(&stop), Arc::clone(&swaps)),
         ];
         let mut read = 0;
-        for i in 0..1500 {
+        // At least 1,500 tries, and on until the folders were swapped 1,000 times (a loaded
+        // machine may give the swapping threads little time), within 20 s.
+        let began = std::time::Instant::now();
+        for i in 0.. {
+            if (i >= 1500 && swaps.load(Ordering::Relaxed) >= 1000) || began.elapsed() > std::time::Duration::from_secs(20) {
+                break;
+            }
             let _ = write_atomic_beneath(&ws, &ws.join(format!("d/f{i}.txt")), b"x", "d/f.txt");
             if let Ok(file) = super::super::workspace::open_regular(&ws, &ws.join("x/key"), "path") {
                 let bytes = super::super::workspace::read_bounded(file, 100).unwrap().unwrap();
@@ -138,8 +142,11 @@ mod tests {
             }
         }
         stop.store(true, Ordering::Relaxed);
-        let swaps: usize = swappers.into_iter().map(|s| s.join().unwrap()).sum();
-        assert!(swaps > 1000, "the folders were swapped {swaps} times");
+        for s in swappers {
+            s.join().unwrap();
+        }
+        let swaps = swaps.load(Ordering::Relaxed);
+        assert!(swaps >= 1000, "the folders were swapped {swaps} times");
         assert!(read > 0, "some reads found the folder in place");
         let escaped: Vec<_> = std::fs::read_dir(outside.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert!(escaped.is_empty(), "written outside the workspace: {escaped:?}");

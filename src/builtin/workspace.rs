@@ -9,10 +9,13 @@
 //! in the number of components, and [`confine_input`] refuses absurd paths before any of it
 //! (`workspace.max_path_bytes`, `workspace.max_path_components`).
 //!
-//! Reads go through [`open_regular`]: opened without following a last symlink and without
-//! blocking, refused unless the opened object is a regular file inside the workspace (a FIFO
-//! would block the reader for ever, a device such as /dev/zero never ends), and read to at
-//! most a limit whatever the file's size claims ([`read_bounded`]).
+//! Reads go through [`open_regular`]: its folders walked down from the workspace's own folder
+//! with no link followed at any step ([`walk_down`], so a folder a running program swaps for a
+//! link after the resolution fails the open rather than leading it out), opened without
+//! following a last symlink and without blocking, refused unless the opened object is a
+//! regular file inside the workspace (a FIFO would block the reader for ever, a device such as
+//! /dev/zero never ends), and read to at most a limit whatever the file's size claims
+//! ([`read_bounded`]). Writes take the same walk (`write_beneath.rs`).
 
 use std::collections::VecDeque;
 use std::ffi::{CString, OsStr, OsString};

@@ -39,13 +39,15 @@ pub fn write_atomic_beneath(workspace: &Path, path: &Path, content: &[u8], shown
     let tmp_name = OsStr::from_bytes(&tmp_name);
     let failed = |e: std::io::Error| swapped("path", shown, &e).unwrap_or_else(|| ToolError::tool(format!("cannot write `{shown}`: {e}")));
     let (tmp, name) = (c_name(tmp_name).map_err(failed)?, c_name(name).map_err(failed)?);
+    // Made readable by its owner alone, and given its mode only once its content is written:
+    // the new content of a file kept private is never readable by others on the way.
     // SAFETY: valid folder fd and NUL-terminated name; the fd returned (checked) is owned below.
     let fd = unsafe {
         libc::openat(
             dir.raw(),
             tmp.as_ptr(),
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            0o666 as libc::c_uint,
+            0o600 as libc::c_uint,
         )
     };
     if fd < 0 {
@@ -56,12 +58,12 @@ pub fn write_atomic_beneath(workspace: &Path, path: &Path, content: &[u8], shown
     let written = (|| -> std::io::Result<SystemTime> {
         file.write_all(content)?;
         file.sync_all()?;
-        // Keep the old file's permissions (an executable script stays executable).
-        if let Some(mode) = regular_mode(&dir, &name) {
-            // SAFETY: fchmod on a descriptor this function owns.
-            if unsafe { libc::fchmod(std::os::fd::AsRawFd::as_raw_fd(&file), mode) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+        // The old file's permissions (an executable script stays executable); a new file's,
+        // what creating it would have given (0666 less the umask).
+        let mode = regular_mode(&dir, &name).unwrap_or_else(|| 0o666 & !umask());
+        // SAFETY: fchmod on a descriptor this function owns.
+        if unsafe { libc::fchmod(std::os::fd::AsRawFd::as_raw_fd(&file), mode) } != 0 {
+            return Err(std::io::Error::last_os_error());
         }
         // SAFETY: the same valid folder fd on both sides, NUL-terminated names.
         if unsafe { libc::renameat(dir.raw(), tmp.as_ptr(), dir.raw(), name.as_ptr()) } != 0 {
@@ -76,6 +78,19 @@ pub fn write_atomic_beneath(workspace: &Path, path: &Path, content: &[u8], shown
         }
         failed(e)
     })
+}
+
+/// The process's umask, read where reading it changes nothing (`/proc/self/status`); the usual
+/// 022 where it cannot be read (setting it to read it back would race other threads' creates).
+fn umask() -> libc::mode_t {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| libc::mode_t::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
 }
 
 /// The permission bits of the regular file `name` in `dir`, when there is one.
@@ -165,6 +180,11 @@ mod tests {
         write_atomic_beneath(&ws, &path, b"two", "a/b/new.sh").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"two");
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777, 0o751);
+        // A new file gets what creating it gives: 0666 less the umask.
+        write_atomic_beneath(&ws, &ws.join("plain.txt"), b"x", "plain.txt").unwrap();
+        std::fs::write(ws.join("made.txt"), b"x").unwrap();
+        let mode = |p: &str| std::fs::metadata(ws.join(p)).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode("plain.txt"), mode("made.txt"));
         // `d` resolved as a folder, then swapped for a link out: the write is refused and
         // nothing lands outside, not even the temporary file.
         let d = ws.join("d");

@@ -63,7 +63,11 @@ impl Tool for ListDir {
             // What the policy denies by path is left out, names and all.
             let screen = ctx.screen("list_dir");
             // A walk of a large or slow tree runs off the async thread (see `blocking`).
-            let ws = ctx.workspace.clone();
+            // The workspace's real path once; every folder's walk starts there.
+            let ws = ctx
+                .workspace
+                .canonicalize()
+                .map_err(|e| ToolError::tool(format!("the workspace {} is not usable: {e}", ctx.workspace.display())))?;
             let (lines, truncated, hid) = blocking::run(move |_| {
                 let mut walked = Walk {
                     workspace: &ws,
@@ -105,6 +109,7 @@ impl Tool for ListDir {
 
 /// One listing: where it started, its limits, and what it found.
 struct Walk<'a> {
+    /// The workspace's real path.
     workspace: &'a Path,
     root: &'a Path,
     max: usize,
@@ -122,7 +127,7 @@ impl Walk<'_> {
         // The folder reached from the workspace with no link followed, and listed through its
         // handle: a folder a running program swapped for a link since is not listed, and what
         // is listed (names, kinds, sizes: `fstatat` in that folder) is that folder's.
-        let Ok(handle) = super::workspace::walk_down(self.workspace, dir, false) else {
+        let Ok(handle) = super::workspace::walk_down_from(self.workspace, dir, false) else {
             return;
         };
         let read = match std::fs::read_dir(format!("/proc/self/fd/{}", handle.raw())) {

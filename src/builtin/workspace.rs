@@ -301,13 +301,17 @@ impl Dir {
 /// # Errors
 /// The step's error; `InvalidInput` for a path that is not inside the workspace.
 pub(super) fn walk_down(workspace: &Path, dir: &Path, make: bool) -> std::io::Result<Dir> {
-    let root = workspace.canonicalize()?;
+    walk_down_from(&workspace.canonicalize()?, dir, make)
+}
+
+/// [`walk_down`] from the workspace's real path `root`, for a caller that has it already.
+pub(super) fn walk_down_from(root: &Path, dir: &Path, make: bool) -> std::io::Result<Dir> {
     // Only a real path under the real root: every caller has one (`confine`'s, or a walk
     // below it), and a path under the workspace as spelt could start the walk elsewhere.
     let rel = dir
-        .strip_prefix(&root)
+        .strip_prefix(root)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not inside the workspace"))?;
-    let mut at = Dir::open(&root)?;
+    let mut at = Dir::open(root)?;
     for part in rel.components() {
         let Component::Normal(name) = part else {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a resolved path"));
@@ -361,12 +365,15 @@ pub fn display(workspace: &Path, path: &Path) -> String {
 /// that turned out to be outside; a `tool_error` when it cannot be opened.
 pub fn open_regular(workspace: &Path, path: &Path, field: &str) -> Result<std::fs::File, ToolError> {
     let shown = display(workspace, path);
-    let is_root = workspace.canonicalize().is_ok_and(|root| root == path);
-    let (Some(parent), Some(name), false) = (path.parent(), path.file_name(), is_root) else {
+    // The real root once: the walk starts there and the opened file is held to it.
+    let root = workspace
+        .canonicalize()
+        .map_err(|e| ToolError::tool(format!("the workspace {} is not usable: {e}", workspace.display())))?;
+    let (Some(parent), Some(name), false) = (path.parent(), path.file_name(), root == path) else {
         return Err(ToolError::invalid(field, format!("`{shown}` is a directory; use list_dir")));
     };
     // The folders on the way are walked from the workspace, none followed if it became a link.
-    let dir = walk_down(workspace, parent, false).map_err(|e| {
+    let dir = walk_down_from(&root, parent, false).map_err(|e| {
         swapped(field, &shown, &e).unwrap_or_else(|| match e.kind() {
             std::io::ErrorKind::InvalidInput => outside(field, &shown),
             _ => ToolError::tool(format!("cannot read `{shown}`: {e}")),
@@ -408,21 +415,19 @@ pub fn open_regular(workspace: &Path, path: &Path, field: &str) -> Result<std::f
         };
         return Err(not_regular(field, &shown, what));
     }
-    still_inside(workspace, &file, field, &shown)?;
+    still_inside(&root, &file, field, &shown)?;
     Ok(file)
 }
 
 /// On Linux, the opened file's own path (`/proc/self/fd`) must still be inside the workspace:
 /// a folder swapped for a symlink between resolution and `open` is caught here.
 #[cfg(target_os = "linux")]
-fn still_inside(workspace: &Path, file: &std::fs::File, field: &str, shown: &str) -> Result<(), ToolError> {
-    use std::os::fd::AsRawFd;
-    let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) else {
+fn still_inside(root: &Path, file: &std::fs::File, field: &str, shown: &str) -> Result<(), ToolError> {
+    let Some(real) = opened_path(file) else {
         // No /proc (a minimal container): the resolution above stands alone.
         return Ok(());
     };
-    let root = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
-    if real.starts_with(&root) {
+    if real.starts_with(root) {
         Ok(())
     } else {
         Err(outside(field, shown))
@@ -430,7 +435,7 @@ fn still_inside(workspace: &Path, file: &std::fs::File, field: &str, shown: &str
 }
 
 #[cfg(not(target_os = "linux"))]
-fn still_inside(_workspace: &Path, _file: &std::fs::File, _field: &str, _shown: &str) -> Result<(), ToolError> {
+fn still_inside(_root: &Path, _file: &std::fs::File, _field: &str, _shown: &str) -> Result<(), ToolError> {
     Ok(())
 }
 

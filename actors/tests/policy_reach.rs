@@ -402,3 +402,47 @@ fn a_projects_policy_file_is_read_only_as_the_workspaces_own() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"deny\""));
 }
+
+#[test]
+fn a_folder_above_a_hidden_path_cannot_be_renamed_to_unhide_it() {
+    // A command cleared to write (full-auto) renames a folder that holds what a rule denies, or
+    // moves the hidden folder aside; the file tools, which judge paths by their names, would
+    // then read it under the new name. Under bubblewrap every folder on the way to a masked
+    // path stays where it is.
+    let bed = Bed::new();
+    let ws = bed.ws();
+    // The bed's own secret is not under this test's rule.
+    std::fs::remove_dir_all(ws.join("secrets")).unwrap();
+    std::fs::create_dir_all(ws.join("config/secrets")).unwrap();
+    std::fs::write(ws.join("config/secrets/prod.key"), format!("{SECRET}\n")).unwrap();
+    std::fs::write(ws.join("config/app.toml"), "port = 1\n").unwrap();
+    let rule = "[[policy.rules]]\ntool = \"*\"\ndecision = \"deny\"\npath = \"config/secrets/**\"\nreason = \"secrets stay secret\"\n";
+    let config = bed.config(&format!("[approval]\nmode = \"full-auto\"\n[shell]\nsandbox = \"bwrap\"\n{rule}"));
+    let moves = vec![
+        ("exec_shell", json!({"command": "mv config cfg"})),
+        ("exec_shell", json!({"command": "mv config/secrets config/s2"})),
+        (
+            "exec_shell",
+            json!({"command": "python3 -c \"import os; os.rename('config', 'cfg2')\""}),
+        ),
+        // What is not on the way to a hidden path moves as before.
+        ("exec_shell", json!({"command": "mv config/app.toml config/app2.toml"})),
+    ];
+    let reads = vec![
+        ("read_file", json!({"path": "cfg/secrets/prod.key"})),
+        ("read_file", json!({"path": "config/s2/prod.key"})),
+        ("read_file", json!({"path": "cfg2/secrets/prod.key"})),
+        ("grep_files", json!({"pattern": "TOPSECRET"})),
+        ("exec_shell", json!({"command": "cat cfg/secrets/prod.key config/s2/prod.key"})),
+    ];
+    let events = bed.replay(&config, "all", &[moves, reads]);
+    assert_no_secret(&events, "renamed");
+    assert!(ws.join("config/secrets/prod.key").exists(), "the hidden file moved");
+    for gone in ["cfg", "cfg2", "config/s2"] {
+        assert!(!ws.join(gone).exists(), "{gone} was made by a rename");
+    }
+    assert!(
+        ws.join("config/app2.toml").exists(),
+        "a file beside the hidden folder could not be renamed"
+    );
+}

@@ -10,14 +10,23 @@ use std::path::{Path, PathBuf};
 
 use super::{Grant, View};
 
+/// What a command cleared to write may change besides the workspace, and what stays as it is.
+pub(super) struct Writes<'a> {
+    /// Folders writable besides the workspace (`shell.writable_paths`).
+    pub writable: &'a [PathBuf],
+    /// The project's policy folder, kept read-only (and whether it exists).
+    pub protected: Option<(&'a Path, bool)>,
+    /// Writable folders on the way to a masked path ([`super::mask::pins`]).
+    pub pinned: &'a [PathBuf],
+}
+
 /// The options that wrap a command (the program and its arguments follow `--`).
 pub(super) fn args(
     workspace: &Path,
     grant: Grant,
     view: View,
-    writable: &[PathBuf],
+    writes: &Writes<'_>,
     confined: &[PathBuf],
-    protected: Option<(&Path, bool)>,
     own: &[PathBuf],
 ) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
@@ -68,12 +77,19 @@ pub(super) fn args(
     }
     if grant.write {
         push(&[&"--bind", &workspace, &workspace]);
-        for w in writable {
+        for w in writes.writable {
             push(&[&"--bind-try", w, w]);
+        }
+        // Each a mount point of its own, which no rename or removal moves (`EBUSY`): a folder
+        // holding a masked path, renamed, would give the file tools, which judge paths by
+        // their names, the hidden file under a name no rule names. Before the policy folder's
+        // read-only bind, which must cover a pin of its own.
+        for p in writes.pinned {
+            push(&[&"--bind", p, p]);
         }
         // The project's policy folder stays read-only inside the writable workspace; where
         // there is none, an empty read-only one stands in its place so that none can be made.
-        match protected {
+        match writes.protected {
             Some((folder, true)) => push(&[&"--ro-bind", &folder, &folder]),
             Some((folder, false)) => push(&[&"--tmpfs", &folder, &"--remount-ro", &folder]),
             None => {}

@@ -57,6 +57,33 @@ fn masks(hidden: &[PathBuf], visible: &dyn Fn(&Path) -> bool) -> Vec<OsString> {
     a
 }
 
+/// The folders strictly inside a writable root (`roots`) on the way to a path of `hidden`,
+/// parents first: bubblewrap mounts each on itself so that a command cleared to write cannot
+/// rename it (or the masked path, already a mount) and so move the hidden file to a name no
+/// rule names. A rename across one of them fails as between two file systems (`EXDEV`; `mv`
+/// copies instead).
+pub(super) fn pins(hidden: &[PathBuf], roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for path in outermost(hidden) {
+        let Some(root) = roots.iter().filter(|r| path.starts_with(r)).min_by_key(|r| r.components().count()) else {
+            continue;
+        };
+        let mut folder = path.parent();
+        while let Some(f) = folder.filter(|f| f.starts_with(root) && *f != root.as_path()) {
+            // A real folder only: hidden paths come with their links resolved, and a mount
+            // needs something to mount on.
+            if std::fs::symlink_metadata(f).is_ok_and(|m| m.is_dir()) {
+                out.push(f.to_path_buf());
+            }
+            folder = f.parent();
+        }
+    }
+    // Parents sort before what they hold, so a pin never covers one made inside it.
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// What Landlock allows to read, with `hidden` carved out of `roots` (the hierarchies the view
 /// reads): roots kept whole, folders allowed only to be listed, and the hidden paths that could
 /// not be carved out because a folder holding them is writable by the call (`writable`).
@@ -179,5 +206,35 @@ mod tests {
         let carved = carve(std::slice::from_ref(&top), &hidden, std::slice::from_ref(&ws));
         assert_eq!(carved.unmasked, hidden.to_vec());
         assert_eq!(carved.whole, vec![top.clone()]);
+    }
+
+    #[test]
+    fn the_writable_folders_on_the_way_to_a_hidden_path_are_pinned_parents_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ws = root.join("ws");
+        for d in ["ws/config/secrets", "ws/a/b", "ws/link_target", "home/.ssh"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(ws.join("a/b/.env"), "x").unwrap();
+        std::os::unix::fs::symlink(ws.join("link_target"), ws.join("link")).unwrap();
+        let hidden = [
+            ws.join("config/secrets"),
+            // Inside another hidden path: pinned through its outermost one only.
+            ws.join("config/secrets/deeper"),
+            ws.join("a/b/.env"),
+            // At the workspace's top: the workspace is a mount already.
+            ws.join(".env"),
+            // Outside every writable root: read-only there, nothing to pin.
+            root.join("home/.ssh"),
+            // Through a link: no mount is made on a link.
+            ws.join("link/.env"),
+        ];
+        let pinned = pins(&hidden, std::slice::from_ref(&ws));
+        assert_eq!(pinned, vec![ws.join("a"), ws.join("a/b"), ws.join("config")]);
+        // A writable root above the workspace pins the folders between them too.
+        let pinned = pins(&[ws.join("config/secrets")], &[ws.clone(), root.clone()]);
+        assert_eq!(pinned, vec![ws.clone(), ws.join("config")]);
+        assert!(pins(&hidden, &[]).is_empty());
     }
 }

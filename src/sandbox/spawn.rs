@@ -227,7 +227,17 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
                 Vec::new()
             };
             let masked = [req.hidden, socket_masks.as_slice()].concat();
-            let mut options = super::bwrap::args(&workspace, req.grant, req.view, &writable, &confined, protected, &own);
+            let pinned = if req.grant.write {
+                super::mask::pins(req.hidden, &[&[workspace.clone()], writable.as_slice()].concat())
+            } else {
+                Vec::new()
+            };
+            let writes = super::bwrap::Writes {
+                writable: &writable,
+                protected,
+                pinned: &pinned,
+            };
+            let mut options = super::bwrap::args(&workspace, req.grant, req.view, &writes, &confined, &own);
             options.extend(super::mask::bwrap_args(&masked, req.view, &workspace, &confined));
             let warm = match req.session {
                 Some(session) if warm_fits(req) => {

@@ -228,7 +228,7 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
             };
             let masked = [req.hidden, socket_masks.as_slice()].concat();
             let pinned = if req.grant.write {
-                super::mask::pins(req.hidden, &[&[workspace.clone()], writable.as_slice()].concat())
+                super::mask::pins(req.hidden, &[std::slice::from_ref(&workspace), writable.as_slice()].concat())
             } else {
                 Vec::new()
             };

@@ -32,6 +32,7 @@ pub mod mcp;
 pub mod notice;
 pub mod observe;
 pub mod output;
+pub mod paths;
 pub mod plan;
 pub mod policy;
 pub mod project_policy;

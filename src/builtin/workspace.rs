@@ -18,13 +18,14 @@
 //! ([`read_bounded`]). Writes take the same walk (`write_beneath.rs`).
 
 use std::collections::VecDeque;
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{OsStr, OsString};
 use std::io::Read;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use crate::config::WorkspaceConfig;
+use crate::paths::c_name;
 use crate::tool::{ToolContext, ToolError};
 
 /// Symlinks followed at most while resolving one path: the kernel's own limit (MAXSYMLINKS),
@@ -210,10 +211,6 @@ pub(super) struct Dir(std::os::fd::OwnedFd);
 const LOOKUP_ONLY: libc::c_int = libc::O_PATH;
 #[cfg(not(target_os = "linux"))]
 const LOOKUP_ONLY: libc::c_int = libc::O_RDONLY;
-
-pub(super) fn c_name(name: &OsStr) -> std::io::Result<CString> {
-    CString::new(name.as_bytes()).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in a name"))
-}
 
 impl Dir {
     fn open(path: &Path) -> std::io::Result<Self> {
@@ -538,7 +535,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path();
         let fifo = ws.join("fifo");
-        let c = CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        let c = c_name(&fifo).unwrap();
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let err = open_regular(ws, &confine(ws, "fifo", "path").unwrap(), "path").unwrap_err();

@@ -16,7 +16,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::SystemTime;
 
-use super::workspace::{Dir, c_name, swapped, walk_down};
+use super::workspace::{Dir, swapped, walk_down};
+use crate::paths::c_name;
 use crate::tool::ToolError;
 
 /// Writes `content` to `path` (a confined path inside `workspace`) through a temporary file in

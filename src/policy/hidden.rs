@@ -51,7 +51,7 @@ impl HiddenPaths for Policy {
         for glob in &globs {
             find(glob, &root, &mut budget, &mut found)?;
         }
-        Ok(outermost(found))
+        Ok(crate::paths::outermost(&found))
     }
 
     fn globs(&self, tool: &str) -> Vec<String> {
@@ -176,19 +176,6 @@ fn wholly(glob: &Glob, spelling: &str) -> bool {
     const PROBE: &str = "\u{1}toolslot-probe";
     let sep = if spelling.is_empty() { "" } else { "/" };
     glob.is_match(&format!("{spelling}{sep}{PROBE}")) && glob.is_match(&format!("{spelling}{sep}{PROBE}/{PROBE}"))
-}
-
-/// `paths` sorted, without duplicates and without any that lies inside another.
-fn outermost(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
-    paths.sort();
-    paths.dedup();
-    let mut out: Vec<PathBuf> = Vec::new();
-    for p in paths {
-        if !out.iter().any(|o| p.starts_with(o)) {
-            out.push(p);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -16,16 +16,14 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use crate::paths::c_name;
+
 /// Name of the policy file inside [`PolicyFolder`].
 const FILE_NAME: &str = "policy.toml";
 
 /// A workspace's `.toolslot` folder, held open.
 #[derive(Debug)]
 pub struct PolicyFolder(OwnedFd);
-
-fn c_name(name: &str) -> io::Result<CString> {
-    CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a name"))
-}
 
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
     if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc) }

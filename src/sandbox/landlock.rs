@@ -52,7 +52,7 @@ fn real_roots(paths: Vec<PathBuf>, excluded: &Path) -> Vec<PathBuf> {
         .filter_map(|p| p.canonicalize().ok())
         .filter(|p| p.is_dir() && !p.starts_with(excluded) && !excluded.starts_with(p))
         .collect();
-    super::mask::outermost(&real)
+    crate::paths::outermost(&real)
 }
 
 fn err(e: impl std::fmt::Display) -> SandboxError {

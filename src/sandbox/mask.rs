@@ -20,6 +20,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::View;
+use crate::paths::outermost;
 
 /// The bubblewrap options that mask `hidden`, given after every other bind; only those the
 /// view shows (a confined view shows the workspace and the `confined` folders), since
@@ -139,20 +140,6 @@ fn split(dir: &Path, hidden: &[PathBuf], out: &mut Carved) {
             _ => out.whole.push(path),
         }
     }
-}
-
-/// `paths` sorted, without duplicates and without any inside another.
-pub(super) fn outermost(paths: &[PathBuf]) -> Vec<PathBuf> {
-    let mut sorted = paths.to_vec();
-    sorted.sort();
-    sorted.dedup();
-    let mut out: Vec<PathBuf> = Vec::new();
-    for p in sorted {
-        if !out.iter().any(|o| p.starts_with(o)) {
-            out.push(p);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

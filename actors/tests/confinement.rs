@@ -260,3 +260,60 @@ fn a_folder_a_running_program_swaps_for_a_link_never_takes_a_write_out_nor_a_rea
     assert!(met > 0, "no call met a swapped folder: {:?}", &contents[..4]);
     assert!(contents.iter().any(|c| c.contains("decoy")), "no read found the folder in place");
 }
+
+#[test]
+fn a_command_cleared_to_write_above_the_workspace_cannot_move_it_for_a_link() {
+    // `shell.writable_paths` holds a folder above the workspace: a command may write there,
+    // but if it could rename the folder between them and put a link in the workspace's place,
+    // the file tools, which find the workspace by its path, would read and write where the
+    // link leads. bubblewrap pins the folder; Landlock, which cannot, refuses to run it.
+    for sandbox in ["bwrap", "landlock"] {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let ws = dir.path().join("a/ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("inside.txt"), "inside\n").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), format!("{SECRET}\n")).unwrap();
+        let bed = Bed { dir, ws };
+        let top = bed.dir.path().display().to_string();
+        let config = format!("[approval]\nmode = \"full-auto\"\n[shell]\nsandbox = \"{sandbox}\"\nwritable_paths = [\"{top}\"]\n");
+        let swap = format!(
+            "mv {top}/a {top}/b; mkdir -p {top}/a && ln -s {} {top}/a/ws; ls -la {top}/a",
+            outside.path().display()
+        );
+        let rounds = vec![
+            vec![("exec_shell", json!({"command": swap}))],
+            vec![
+                ("read_file", json!({"path": "secret.txt"})),
+                ("write_file", json!({"path": "planted.txt", "content": "x"})),
+                ("list_dir", json!({})),
+            ],
+        ];
+        let run = bed.replay_rounds(&config, &rounds, |_| {});
+        assert_eq!(run.code, Some(0), "{sandbox}: {}", run.stderr);
+        let results = round_results(&run.events);
+        assert_eq!(results.len(), 4, "{sandbox}");
+        for r in &results {
+            let content = r["content"].as_str().unwrap_or_default();
+            assert!(!content.contains(SECRET), "{sandbox}: read outside: {content}");
+        }
+        let listed = results[3]["content"].as_str().unwrap_or_default();
+        assert!(
+            listed.contains("inside.txt") && !listed.contains("secret.txt"),
+            "{sandbox}: listed outside: {listed}"
+        );
+        if sandbox == "landlock" {
+            let said = results[0]["content"].as_str().unwrap_or_default();
+            assert!(said.contains("cannot keep the workspace in place"), "{said}");
+        }
+        assert!(
+            !outside.path().join("planted.txt").exists(),
+            "{sandbox}: a file was written outside"
+        );
+        assert!(bed.ws.join("inside.txt").is_file(), "{sandbox}: the workspace was moved");
+        assert!(
+            !bed.dir.path().join("b").exists(),
+            "{sandbox}: the folder above the workspace was renamed"
+        );
+    }
+}

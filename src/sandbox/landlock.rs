@@ -89,6 +89,14 @@ pub(super) fn ruleset(
     // that must be found inside it (and the program then refused), not read through its rule.
     let writable: Vec<PathBuf> = writable.iter().filter_map(|w| w.canonicalize().ok()).collect();
     let writable = writable.as_slice();
+    // Landlock allows or refuses a rename by the folder it happens in, so a folder above the
+    // workspace that the call may write lets it move the workspace (the file tools would then
+    // follow a link left in its place); bubblewrap pins the folders between (`mask::pins`).
+    if grant.write
+        && let Some(above) = writable.iter().find(|w| workspace.starts_with(w) && workspace != w.as_path())
+    {
+        return Err(SandboxError::CannotPin(above.display().to_string()));
+    }
     // What the policy hides is carved out of the readable folders, where no write needs the
     // folder holding it whole (`mask.rs`).
     let writable_roots: Vec<PathBuf> = if grant.write {

@@ -62,7 +62,7 @@ fn masks(hidden: &[PathBuf], visible: &dyn Fn(&Path) -> bool) -> Vec<OsString> {
 /// parents first: bubblewrap mounts each on itself so that a command cleared to write cannot
 /// rename it (or the masked path, already a mount) and so move the hidden file to a name no
 /// rule names. A rename across one of them fails as between two file systems (`EXDEV`; `mv`
-/// copies instead).
+/// copies instead). The same holds the workspace in place below a writable folder above it.
 pub(super) fn pins(hidden: &[PathBuf], roots: &[PathBuf]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     for path in outermost(hidden) {

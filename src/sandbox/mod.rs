@@ -91,6 +91,11 @@ pub enum SandboxError {
         "not run: the Landlock sandbox cannot hide {0} (denied by a policy rule) from a program cleared to write the folder that holds it; bubblewrap can (shell.sandbox = \"bwrap\")"
     )]
     CannotHide(String),
+    /// Landlock cannot keep a writable folder above the workspace from being renamed.
+    #[error(
+        "not run: the Landlock sandbox cannot keep the workspace in place below `{0}` (shell.writable_paths), where a program cleared to write could move it and leave a link in its place; bubblewrap can (shell.sandbox = \"bwrap\")"
+    )]
+    CannotPin(String),
     /// The private temporary folder could not be made.
     #[error("the sandbox's temporary folder could not be made: {0}")]
     Temp(String),

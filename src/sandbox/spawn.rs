@@ -228,7 +228,14 @@ pub fn command(req: &Request<'_>) -> Result<Sandboxed, SandboxError> {
             };
             let masked = [req.hidden, socket_masks.as_slice()].concat();
             let pinned = if req.grant.write {
-                super::mask::pins(req.hidden, &[std::slice::from_ref(&workspace), writable.as_slice()].concat())
+                let roots = [std::slice::from_ref(&workspace), writable.as_slice()].concat();
+                // The workspace too: moved, with a link put in its place, it would take the
+                // file tools, which find it by its path, where the link leads.
+                let mut pinned = super::mask::pins(std::slice::from_ref(&workspace), &roots);
+                pinned.extend(super::mask::pins(req.hidden, &roots));
+                pinned.sort();
+                pinned.dedup();
+                pinned
             } else {
                 Vec::new()
             };

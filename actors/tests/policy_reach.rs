@@ -446,3 +446,59 @@ fn a_folder_above_a_hidden_path_cannot_be_renamed_to_unhide_it() {
         "a file beside the hidden folder could not be renamed"
     );
 }
+
+#[test]
+fn a_hidden_name_that_is_a_link_hides_what_it_leads_to_from_the_file_tools() {
+    // A checkout ships `config -> .cfg` (or `.env -> notes/app.txt`); the user puts the secret
+    // where the rule's name says. The sandbox masks the file the name leads to; the file tools
+    // must not read it under its own name either.
+    let layouts: [(&str, &str, &str, &str); 2] = [
+        ("config/secrets/**", ".cfg/secrets/prod.key", "config/secrets/prod.key", ".cfg"),
+        ("**/.env", "notes/app.txt", ".env", "notes"),
+    ];
+    for sandbox in ["bwrap", "landlock"] {
+        for (glob, real, named, folder) in layouts {
+            let bed = Bed::new();
+            let ws = bed.ws();
+            std::fs::remove_dir_all(ws.join("secrets")).unwrap();
+            std::fs::create_dir_all(ws.join(real).parent().unwrap()).unwrap();
+            if glob.starts_with("config") {
+                std::os::unix::fs::symlink(".cfg", ws.join("config")).unwrap();
+            } else {
+                std::os::unix::fs::symlink(real, ws.join(named)).unwrap();
+            }
+            // The user writes the secret through the name the rule names.
+            std::fs::write(ws.join(named), format!("{SECRET}\n")).unwrap();
+            assert!(ws.join(real).is_file());
+            let rule = format!("[[policy.rules]]\ntool = \"*\"\ndecision = \"deny\"\npath = \"{glob}\"\nreason = \"x\"\n");
+            let config = bed.config(&format!("[approval]\nmode = \"ask\"\n[shell]\nsandbox = \"{sandbox}\"\n{rule}"));
+            let calls = vec![
+                ("read_file", json!({"path": real})),
+                ("grep_files", json!({"pattern": "TOPSECRET"})),
+                ("grep_files", json!({"pattern": "TOPSECRET", "path": folder})),
+                ("list_dir", json!({"path": folder, "depth": 3})),
+                ("exec_shell", json!({"command": format!("cat {real}")})),
+            ];
+            let events = bed.replay(&config, "none", &[calls]);
+            let what = format!("{glob} under {sandbox}");
+            assert_no_secret(&events, &what);
+            let got = results(&events);
+            assert_eq!(got.len(), 5, "{what}");
+            assert!(content(&got[0]).contains("denied by the policy"), "{what}: {}", content(&got[0]));
+            let file = std::path::Path::new(real).file_name().unwrap().to_str().unwrap();
+            assert!(!content(&got[3]).contains(file), "{what}: listed: {}", content(&got[3]));
+            // Nor changed by the tools that write, which would show what they replaced.
+            let config = bed.config(&format!(
+                "[approval]\nmode = \"full-auto\"\n[shell]\nsandbox = \"{sandbox}\"\n{rule}"
+            ));
+            let writes = vec![
+                ("edit_file", json!({"path": real, "search": "TOPSECRET", "replace": "x"})),
+                ("edit_file", json!({"path": real, "search": "no such text", "replace": "x"})),
+                ("write_file", json!({"path": real, "content": "overwritten"})),
+            ];
+            let events = bed.replay(&config, "all", &[writes]);
+            assert_no_secret(&events, &what);
+            assert_eq!(std::fs::read_to_string(ws.join(real)).unwrap(), format!("{SECRET}\n"), "{what}");
+        }
+    }
+}

@@ -49,6 +49,7 @@ impl Tool for EditFile {
             let path = workspace::confine_input(ctx, &input.path, "path")?;
             super::protected::check(&ctx.workspace, &path, &ctx.config.tools.protected)?;
             let shown = workspace::display(&ctx.workspace, &path);
+            workspace::refuse_hidden(ctx, "edit_file", &path, &shown)?;
             let meta = std::fs::metadata(&path).map_err(|e| ToolError::invalid("path", format!("cannot edit `{shown}`: {e}")))?;
             let modified = meta
                 .modified()

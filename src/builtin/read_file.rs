@@ -47,7 +47,8 @@ impl Tool for ReadFile {
             let shown = workspace::display(&ctx.workspace, &path);
             // The rules judged the path as written and where it leads; this is the file that
             // would be opened, whatever spelling reached it.
-            if ctx.screen("read_file").is_some_and(|hides| hides(&path)) {
+            let screen = ctx.screen("read_file");
+            if screen.as_ref().is_some_and(|hides| hides(&path)) {
                 return Err(ToolError {
                     field: Some("path".into()),
                     ..ToolError::refused(
@@ -60,7 +61,7 @@ impl Tool for ReadFile {
             let file = workspace::open_regular(&ctx.workspace, &path, "path")?;
             // And where the opened file really is: a folder swapped since the path was judged
             // must not bring a hidden file in under another name.
-            if let (Some(hides), Some(real)) = (ctx.screen("read_file"), workspace::opened_path(&file))
+            if let (Some(hides), Some(real)) = (screen.as_ref(), workspace::opened_path(&file))
                 && hides(&real)
             {
                 let real = workspace::display(&ctx.workspace, &real);

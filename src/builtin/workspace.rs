@@ -204,6 +204,24 @@ enum Kind {
     Other,
 }
 
+/// Refuses `path` when the session's policy hides it from `tool`: a deny rule names it by a
+/// `path` glob alone, in any spelling, or names a link that leads to it.
+///
+/// # Errors
+/// [`ToolError`] (not approved) naming the path as the model gave it (`shown`).
+pub fn refuse_hidden(ctx: &ToolContext, tool: &str, path: &Path, shown: &str) -> Result<(), ToolError> {
+    if ctx.screen(tool).is_some_and(|hides| hides(path)) {
+        return Err(ToolError {
+            field: Some("path".into()),
+            ..ToolError::refused(
+                crate::tool::ErrorCategory::NotApproved,
+                format!("`{shown}` is denied by the policy (a deny rule names its path); {tool} was not run."),
+            )
+        });
+    }
+    Ok(())
+}
+
 /// An open folder handle (for looking up names in it, and as the folder `*at` calls work in).
 pub(super) struct Dir(std::os::fd::OwnedFd);
 

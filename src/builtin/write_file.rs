@@ -49,6 +49,7 @@ impl Tool for WriteFile {
             let path = workspace::confine_input(ctx, &input.path, "path")?;
             super::protected::check(&ctx.workspace, &path, &ctx.config.tools.protected)?;
             let shown = workspace::display(&ctx.workspace, &path);
+            workspace::refuse_hidden(ctx, "write_file", &path, &shown)?;
             if path.is_dir() {
                 return Err(crate::tool::ToolError::invalid("path", format!("`{shown}` is a folder")));
             }

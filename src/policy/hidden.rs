@@ -34,7 +34,20 @@ impl HiddenPaths for Policy {
             return None;
         }
         let root = Root::new(workspace);
-        Some(Box::new(move |path: &Path| hidden(&globs, &root, path)))
+        let max = self.limits.mask_max_entries;
+        // Where the names a rule matches really are, found once per screen and only when a
+        // path its own spellings leave visible is asked about: a name the rule matches may be
+        // a link (`.env -> notes/app.txt`) or lie under one (`config -> .cfg`), and the file
+        // it leads to, masked from every program, must not be read under its own name by the
+        // tools either. A search past `policy.mask_max_entries` leaves only the spellings.
+        let masked: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+        Some(Box::new(move |path: &Path| {
+            let resolved = physical(path);
+            hidden_as(&globs, &root, path, resolved.as_deref()) || {
+                let masked = masked.get_or_init(|| existing_of(&globs, &root, max).unwrap_or_default());
+                resolved.is_some_and(|real| masked.iter().any(|m| real.starts_with(m)))
+            }
+        }))
     }
 
     fn existing(&self, tool: &str, workspace: &Path) -> Result<Vec<PathBuf>, String> {
@@ -42,16 +55,7 @@ impl HiddenPaths for Policy {
         if globs.is_empty() {
             return Ok(Vec::new());
         }
-        let root = Root::new(workspace);
-        let mut found = Vec::new();
-        let mut budget = Budget {
-            left: self.limits.mask_max_entries,
-            unlimited: self.limits.mask_max_entries == 0,
-        };
-        for glob in &globs {
-            find(glob, &root, &mut budget, &mut found)?;
-        }
-        Ok(crate::paths::outermost(&found))
+        existing_of(&globs, &Root::new(workspace), self.limits.mask_max_entries)
     }
 
     fn globs(&self, tool: &str) -> Vec<String> {
@@ -98,11 +102,25 @@ impl Policy {
     }
 }
 
+/// What exists of `globs`' files and folders, absolute with their links resolved, none inside
+/// another, looking at no more than `max` entries (0: no limit).
+fn existing_of(globs: &[Glob], root: &Root, max: usize) -> Result<Vec<PathBuf>, String> {
+    let mut found = Vec::new();
+    let mut budget = Budget {
+        left: max,
+        unlimited: max == 0,
+    };
+    for glob in globs {
+        find(glob, root, &mut budget, &mut found)?;
+    }
+    Ok(crate::paths::outermost(&found))
+}
+
 /// Whether `path` (absolute) or a folder holding it matches one of `globs`, in the spelling its
-/// words give or the one the kernel reaches.
-fn hidden(globs: &[Glob], root: &Root, path: &Path) -> bool {
+/// words give or the one the kernel reaches (`resolved`, from [`physical`]).
+fn hidden_as(globs: &[Glob], root: &Root, path: &Path, resolved: Option<&Path>) -> bool {
     let lexical = relative(&clean(path), root.lexical());
-    let resolved = physical(path).map(|p| relative(&p, root.resolved()));
+    let resolved = resolved.map(|p| relative(p, root.resolved()));
     std::iter::once(lexical)
         .chain(resolved)
         .any(|spelling| prefixes(&spelling).any(|p| globs.iter().any(|g| g.is_match(p) || wholly(g, p))))

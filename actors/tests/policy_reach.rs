@@ -502,3 +502,34 @@ fn a_hidden_name_that_is_a_link_hides_what_it_leads_to_from_the_file_tools() {
         }
     }
 }
+
+#[test]
+fn a_committed_hidden_file_is_not_read_back_through_git_object_names() {
+    // The mask hides the working tree's file; git keeps the committed and the staged copies in
+    // its object store, which `git show REV:path` prints. The words name the file: the rule
+    // holds for them.
+    let bed = Bed::new();
+    let ws = bed.ws();
+    assert!(git(&ws, &["init", "-q"]).status.success());
+    assert!(git(&ws, &["add", "-A"]).status.success());
+    assert!(git(&ws, &["commit", "-qm", "x"]).status.success());
+    for mode in ["ask", "full-auto"] {
+        let config = bed.config(&format!(
+            "[approval]\nmode = \"{mode}\"\n[shell]\nsandbox = \"bwrap\"\n{DENY_SECRETS}"
+        ));
+        let calls = vec![
+            ("exec_shell", json!({"command": "git show HEAD:secrets/prod.key"})),
+            ("exec_shell", json!({"command": "git show :secrets/prod.key"})),
+            ("exec_shell", json!({"command": "git cat-file -p HEAD:secrets/prod.key"})),
+            ("exec_shell", json!({"command": "cd src && git show HEAD:../secrets/prod.key"})),
+            ("exec_shell", json!({"command": "git show HEAD:src/main.rs"})),
+        ];
+        let events = bed.replay(&config, "none", &[calls]);
+        assert_no_secret(&events, mode);
+        let got = results(&events);
+        for (i, r) in got.iter().enumerate().take(4) {
+            assert!(denied(r), "{mode}: call {i} not denied: {}", content(r));
+        }
+        assert!(content(&got[4]).contains("fn main"), "{mode}: {}", content(&got[4]));
+    }
+}

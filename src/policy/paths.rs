@@ -228,6 +228,10 @@ pub(super) fn of_script(script: &Script, root: &Root, places: &[Place]) -> Vec<P
 /// The arguments of one simple command that may name files, read from the folders of `place`.
 pub(super) fn of_segment(seg: &Segment, root: &Root, place: &Place) -> Vec<PathArg> {
     let mut out = Vec::new();
+    let git = seg
+        .command()
+        .and_then(|w| w.first())
+        .is_some_and(|p| crate::shell::base_name(p) == "git");
     for (i, word) in seg.words.iter().enumerate().skip(1) {
         let expanded = !seg.literal && super::command::is_expanded(word);
         let value = if word.starts_with('-') && !expanded {
@@ -239,6 +243,9 @@ pub(super) fn of_segment(seg: &Segment, root: &Root, place: &Place) -> Vec<PathA
             word.as_str()
         };
         out.extend(in_place(value, expanded, root, place));
+        if git && !expanded {
+            out.extend(git_object_path(value, root, place));
+        }
         // A glob stands for the paths it expands to (`pattern.rs`): those there are now are
         // arguments too, read from each folder the command may run in.
         if seg.patterns.contains(&i) && !expanded {
@@ -255,6 +262,33 @@ pub(super) fn of_segment(seg: &Segment, root: &Root, place: &Place) -> Vec<PathA
                 }
             }
         }
+    }
+    out
+}
+
+/// The file a git object name names (`HEAD:config/key`, `:config/key`, `:2:config/key`, as
+/// `git show` and `git cat-file` take them): a path from the top of the repository (taken as
+/// the workspace's, and, since a repository may be a folder of it, the command's folder's
+/// too), or from the command's folder when it starts with `./` or `../`. `git show
+/// HEAD:secrets/key` prints the file as committed, which no mask of the working tree hides.
+fn git_object_path(word: &str, root: &Root, place: &Place) -> Vec<PathArg> {
+    let path = match word.strip_prefix(':') {
+        // `:N:path`, a stage of the index.
+        Some(rest) => match rest.split_once(':') {
+            Some((stage, path)) if stage.len() == 1 && stage.bytes().all(|b| b.is_ascii_digit()) => path,
+            _ => rest,
+        },
+        None => match word.split_once(':') {
+            Some((rev, path)) if !rev.is_empty() => path,
+            _ => return Vec::new(),
+        },
+    };
+    if path.is_empty() || path.starts_with('/') {
+        return Vec::new();
+    }
+    let mut out = in_place(path, false, root, place);
+    if !path.starts_with("./") && !path.starts_with("../") {
+        out.push(arg(path, false, root));
     }
     out
 }
@@ -474,6 +508,13 @@ mod tests {
         has("env -C src cat ../secrets/prod.key", "secrets/prod.key");
         has("env --chdir=src cat ../secrets/prod.key", "secrets/prod.key");
         has("git -C src show ../secrets/prod.key", "secrets/prod.key");
+        // Git's object names: the file as committed, staged, or at a stage of a merge.
+        has("git show HEAD:secrets/prod.key", "secrets/prod.key");
+        has("git show origin/main~2:secrets/prod.key", "secrets/prod.key");
+        has("git cat-file -p :secrets/prod.key", "secrets/prod.key");
+        has("git show :2:secrets/prod.key", "secrets/prod.key");
+        has("cd src && git show HEAD:secrets/prod.key", "secrets/prod.key");
+        has("cd src && git show HEAD:../secrets/prod.key", "secrets/prod.key");
         has("make --directory src ../secrets/prod.key", "secrets/prod.key");
         has("sh -c 'cd src && cat ../secrets/prod.key'", "secrets/prod.key");
         has("cd src && cat x > ../secrets/out", "secrets/out");

@@ -43,14 +43,14 @@ pub(super) fn supported() -> bool {
 /// The folders to allow reading beneath, as they really are: a rule is made on what a path
 /// leads to, and a hidden path is carved out of the folders that hold it by their real paths,
 /// so a root reached through a symlink (`/home` leading to `/data/home`) would allow its whole
-/// target, hidden paths and all. Each is resolved; those that are no folder, lie under
-/// `excluded` (`/proc`) or hold it (a `bin` in PATH leading to `/`), or lie inside another
-/// are dropped.
-fn real_roots(paths: Vec<PathBuf>, excluded: &Path) -> Vec<PathBuf> {
+/// target, hidden paths and all. Each is resolved; those that are no folder, lie under one
+/// of `excluded` (`/proc`, `/dev`) or hold one (a `bin` in PATH leading to `/`), or lie inside
+/// another are dropped.
+fn real_roots(paths: Vec<PathBuf>, excluded: &[&Path]) -> Vec<PathBuf> {
     let real: Vec<PathBuf> = paths
         .into_iter()
         .filter_map(|p| p.canonicalize().ok())
-        .filter(|p| p.is_dir() && !p.starts_with(excluded) && !excluded.starts_with(p))
+        .filter(|p| p.is_dir() && !excluded.iter().any(|x| p.starts_with(x) || x.starts_with(p)))
         .collect();
     crate::paths::outermost(&real)
 }
@@ -83,7 +83,10 @@ pub(super) fn ruleset(
             .map(|e| e.path())
             .collect(),
     };
-    let readable = real_roots(readable, Path::new("/proc"));
+    // `/dev` is no root: a disk's device (`/dev/vda`, `/dev/mapper/…`), readable where the
+    // user may read it, holds every file, hidden or not; the devices a program needs are
+    // allowed one by one (`DEVICES`).
+    let readable = real_roots(readable, &[Path::new("/proc"), Path::new("/dev")]);
     // Compared with the hidden paths and made rules of by their real paths too: a writable
     // folder named through a symlink (`~/.cache` under a moved `/home`) holds hidden paths
     // that must be found inside it (and the program then refused), not read through its rule.
@@ -163,7 +166,7 @@ mod tests {
         // A folder holding the excluded one is no root either (it would allow all of it).
         std::os::unix::fs::symlink(&top, top.join("to-top")).unwrap();
         let listed: Vec<PathBuf> = std::fs::read_dir(&top).unwrap().map(|e| e.unwrap().path()).collect();
-        let roots = real_roots(listed, &top.join("proc"));
+        let roots = real_roots(listed, &[&top.join("proc")]);
         assert_eq!(roots, vec![top.join("data"), top.join("etc")]);
         // Carved by the real paths, the hidden folder is in no rule: not under a root kept
         // whole, and every folder above it only listed.

@@ -95,3 +95,32 @@ fn a_hidden_file_in_a_writable_folder_named_through_a_symlink_is_not_read_under_
         }
     }
 }
+
+#[test]
+fn landlock_allows_the_devices_a_program_needs_not_the_folder_of_devices() {
+    // `/dev` as a readable root let a program read any device the user may read, a disk's
+    // among them, and every file on it with it, hidden or not.
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path().canonicalize().unwrap();
+    let script = "ls /dev >/dev/null 2>&1 && echo LISTED; \
+                  for d in /dev/* /dev/*/*; do [ -b \"$d\" ] && head -c1 \"$d\" >/dev/null 2>&1 && echo READ-BLOCK \"$d\"; done; \
+                  head -c4 /dev/urandom | wc -c; echo x > /dev/null && echo RAN";
+    let args = ["-c".to_string(), script.to_string()];
+    let mut shell = Config::builtin().shell;
+    shell.sandbox = SandboxMode::Landlock;
+    for grant in [Grant::default(), WRITE] {
+        let req = Request {
+            grant,
+            ..Request::granted_nothing("sh", &args, &ws, &shell, &[])
+        };
+        let out = spawn_request(&req, Backend::Landlock);
+        assert!(
+            out.stdout.contains("RAN") && out.stdout.contains('4'),
+            "{grant:?}: {} {}",
+            out.stdout,
+            out.stderr
+        );
+        assert!(!out.stdout.contains("LISTED"), "{grant:?}: /dev was listed");
+        assert!(!out.stdout.contains("READ-BLOCK"), "{grant:?}: {}", out.stdout);
+    }
+}

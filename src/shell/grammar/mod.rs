@@ -335,6 +335,27 @@ mod tests {
     }
 
     #[test]
+    fn words_after_a_redirection_inside_a_command_are_the_commands() {
+        // The grammar reads every word after `2>&1` as the redirection's; bash, the first.
+        for (command, want, files) in [
+            ("git 2>&1 push origin main", vec!["git", "push", "origin", "main"], vec![]),
+            (
+                "git >/dev/null push origin main",
+                vec!["git", "push", "origin", "main"],
+                vec!["/dev/null"],
+            ),
+            ("env 2>/dev/null rm victim.txt", vec!["env", "rm", "victim.txt"], vec!["/dev/null"]),
+            ("timeout 5 2>&1 rm -f x", vec!["timeout", "5", "rm", "-f", "x"], vec![]),
+            ("echo a >out b <in c", vec!["echo", "a", "b", "c"], vec!["out", "in"]),
+        ] {
+            let s = parse(command);
+            assert_eq!(s.segments.len(), 1, "{command}");
+            assert_eq!(words(&s.segments[0]), want, "{command}");
+            assert_eq!(s.redirects, files, "{command}");
+        }
+    }
+
+    #[test]
     fn ambiguity_is_a_parse_error_or_bytes_shells_read_differently() {
         for c in ["ls 'unterminated", "ls\rx", "ec\\\nho", "echo {a,b}", "sh -c 'ls \"'", "ls &&"] {
             assert!(parse(c).is_ambiguous(), "{c:?}");

@@ -62,8 +62,15 @@ impl Walk<'_> {
         match n.kind() {
             "program" | "list" | "pipeline" => self.children(n, depth),
             "comment" => {}
-            "command" => self.command(n, depth),
-            "file_redirect" | "herestring_redirect" | "heredoc_redirect" => self.redirect(n, depth),
+            "command" => self.command(n, depth, &[]),
+            "redirected_statement" => self.redirected(n, depth),
+            "file_redirect" | "herestring_redirect" | "heredoc_redirect" => {
+                self.redirect(n, depth);
+                // Words after the target outside a command: what runs them is not judged.
+                if !after_target(&n).is_empty() {
+                    self.opaque("words after a redirection's target, outside a command".into());
+                }
+            }
             kind => {
                 self.reason(describe(kind));
                 self.children(n, depth + 1);
@@ -71,11 +78,37 @@ impl Walk<'_> {
         }
     }
 
-    fn command(&mut self, n: Node, depth: usize) {
+    /// A statement with its redirections (`git 2>&1 push origin main`): the grammar reads
+    /// every word after a redirection's target as the redirection's, where bash gives them to
+    /// the command, so a command's are walked as its words, after its own.
+    fn redirected(&mut self, n: Node, depth: usize) {
+        self.reason("a redirection");
+        let mut cursor = n.walk();
+        let kids: Vec<Node> = n.named_children(&mut cursor).collect();
+        let redirect = |k: &Node| matches!(k.kind(), "file_redirect" | "herestring_redirect" | "heredoc_redirect");
+        let extra: Vec<Node> = kids.iter().filter(|k| redirect(k)).flat_map(after_target).collect();
+        let mut body_done = false;
+        for k in kids {
+            if redirect(&k) {
+                self.redirect(k, depth);
+            } else if !body_done && k.kind() == "command" {
+                body_done = true;
+                self.command(k, depth, &extra);
+            } else {
+                body_done = true;
+                self.node(k, depth);
+            }
+        }
+        if !extra.is_empty() && !n.named_children(&mut n.walk()).any(|k| k.kind() == "command") {
+            self.opaque("words after a redirection's target, outside a command".into());
+        }
+    }
+
+    fn command(&mut self, n: Node, depth: usize, extra: &[Node]) {
         let mut words = Vec::new();
         let mut flags = Vec::new();
         let mut cursor = n.walk();
-        let kids: Vec<Node> = n.named_children(&mut cursor).collect();
+        let kids: Vec<Node> = n.named_children(&mut cursor).chain(extra.iter().copied()).collect();
         for k in kids {
             match k.kind() {
                 "command_name" => {
@@ -96,7 +129,18 @@ impl Walk<'_> {
                     }
                     self.children(k, depth + 1);
                 }
-                "file_redirect" | "herestring_redirect" | "heredoc_redirect" => self.redirect(k, depth),
+                "file_redirect" | "herestring_redirect" | "heredoc_redirect" => {
+                    self.redirect(k, depth);
+                    // `>f git push`: the grammar takes every word after `f` as the
+                    // redirection's; bash takes the first, and the rest are the command's.
+                    for w in after_target(&k) {
+                        let lit = self.word(w, depth, &mut words);
+                        flags.push(opaque::Word {
+                            literal: lit,
+                            pattern: lit && self.unquoted_glob(w),
+                        });
+                    }
+                }
                 "comment" => {}
                 _ => {
                     let lit = self.word(k, depth, &mut words);
@@ -125,7 +169,8 @@ impl Walk<'_> {
     }
 
     /// A redirection: not plain; the file it names is kept (as written when it is not literal),
-    /// and commands nested in it are walked.
+    /// and commands nested in it are walked. The words the grammar puts after its target are
+    /// not its own ([`after_target`]).
     fn redirect(&mut self, n: Node, depth: usize) {
         self.reason("a redirection");
         if n.kind() != "file_redirect" {
@@ -133,7 +178,8 @@ impl Walk<'_> {
             return;
         }
         let mut cursor = n.walk();
-        let targets: Vec<Node> = n.children_by_field_name("destination", &mut cursor).collect();
+        let mut targets: Vec<Node> = n.children_by_field_name("destination", &mut cursor).collect();
+        targets.truncate(1);
         let mut words = Vec::new();
         for t in targets {
             self.word(t, depth + 1, &mut words);
@@ -284,4 +330,15 @@ fn unescape_double_quoted(text: &str) -> String {
         }
     }
     out
+}
+
+/// The words tree-sitter-bash reads as a file redirection's destinations after its first
+/// (`>/dev/null push origin main`): bash redirects to the first and gives the rest to the
+/// command, so they are walked as its words.
+fn after_target<'t>(n: &Node<'t>) -> Vec<Node<'t>> {
+    if n.kind() != "file_redirect" {
+        return Vec::new();
+    }
+    let mut cursor = n.walk();
+    n.children_by_field_name("destination", &mut cursor).skip(1).collect()
 }

@@ -82,8 +82,10 @@ pub(super) fn test_evaluates(text: &str) -> bool {
 
 /// A program name without a version suffix: `python3.12` → `python`, `lua5.4` → `lua`.
 fn family(name: &str) -> &str {
-    let trimmed = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');
-    if trimmed.is_empty() { name } else { trimmed }
+    // `vim.basic`, `python3.12`: the name before its first dot, less a version.
+    let stem = name.split('.').next().filter(|s| !s.is_empty()).unwrap_or(name);
+    let trimmed = stem.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-');
+    if trimmed.is_empty() { stem } else { trimmed }
 }
 
 /// Why the program `words[0]` (with its arguments), once every wrapper is peeled, runs what
@@ -101,15 +103,19 @@ pub(super) fn of_program(words: &[String], flags: &[Word]) -> Option<String> {
         let asks_version = !args.is_empty() && args.iter().all(|a| matches!(a.as_str(), "--version" | "-V" | "--help" | "-h"));
         return (!asks_version).then(|| interpreter(name, args));
     }
-    if RUNNERS.contains(&name) {
+    if RUNNERS.contains(&name) || RUNNERS.contains(&fam) {
         return Some(format!("`{name}` runs the commands its file (or its arguments) names"));
+    }
+    // The dynamic loader (`ld.so`, `/lib64/ld-linux-x86-64.so.2`) runs the program it is given.
+    if name == "ld.so" || (name.starts_with("ld-") && name.contains(".so")) {
+        return Some(format!("`{name}` runs the program it is given"));
     }
     if RUN_OTHERS.contains(&name) || RUN_OTHERS.contains(&fam) {
         return Some(format!(
             "`{name}` runs a command it is handed in a way the judgement does not follow"
         ));
     }
-    if let Some((_, reads)) = PACKAGE_RUNNERS.iter().find(|(p, _)| *p == name) {
+    if let Some((_, reads)) = PACKAGE_RUNNERS.iter().find(|(p, _)| *p == name || *p == fam) {
         // `npm` alone prints its help; `yarn` alone installs, `deno` alone reads code.
         let only_reads = match args.iter().find(|a| !a.starts_with('-')) {
             Some(sub) => reads.contains(&sub.as_str()),

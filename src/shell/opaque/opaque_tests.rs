@@ -110,6 +110,21 @@ fn programs_that_run_text_as_code_are_opaque() {
         "npm run build",
         "npx something",
         "yarn",
+        "run-parts d",
+        "pytest -q t_x.py",
+        "py.test",
+        // Programs that run code they are given, or the program they are handed.
+        "sqlite3 :memory: '.system rm victim'",
+        "pydoc3 ./s.py",
+        "vim.basic -es -c '!rm victim' -c q",
+        "prlimit --nofile=100 rm victim",
+        "setarch x86_64 rm victim",
+        "linux64 rm victim",
+        "x86_64 rm victim",
+        "ssh-agent rm victim",
+        "logsave /dev/null rm victim",
+        "ld.so /usr/bin/rm victim",
+        "/lib64/ld-linux-x86-64.so.2 /usr/bin/rm victim",
         // git: configuration on the line, aliases, and options that run a program.
         "git -c alias.p=push p",
         "git -c core.fsmonitor='rm victim' status",
@@ -361,4 +376,6 @@ fn versions_are_the_same_program() {
     assert_eq!(family("lua5.4"), "lua");
     assert_eq!(family("perl"), "perl");
     assert_eq!(family("7z"), "7z");
+    assert_eq!(family("vim.basic"), "vim");
+    assert_eq!(family("pip3"), "pip");
 }

@@ -67,6 +67,10 @@ pub(super) const INTERPRETERS: &[&str] = &[
     "red",
     "emacs",
     "emacsclient",
+    // `.system` and `.shell` run a command.
+    "sqlite",
+    // Imports the module it documents, so runs its code.
+    "pydoc",
 ];
 
 /// Programs that run the commands a file (or their arguments) names: a makefile's recipes, a
@@ -89,6 +93,10 @@ pub(super) const RUNNERS: &[&str] = &[
     "tox",
     "pre-commit",
     "lefthook",
+    "run-parts",
+    // Test runners import and run the tests' code.
+    "pytest",
+    "py.test",
 ];
 
 /// Programs that run a command they are handed, in a form the judgement does not follow
@@ -134,6 +142,16 @@ pub(super) const RUN_OTHERS: &[&str] = &[
     "pkexec",
     "start-stop-daemon",
     "daemonize",
+    "prlimit",
+    "setarch",
+    "linux32",
+    "linux64",
+    "x86_64",
+    "i386",
+    "i686",
+    "aarch64",
+    "ssh-agent",
+    "logsave",
 ];
 
 /// Package managers whose subcommands (but these) run the scripts of a package file or of

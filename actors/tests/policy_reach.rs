@@ -533,3 +533,43 @@ fn a_committed_hidden_file_is_not_read_back_through_git_object_names() {
         assert!(content(&got[4]).contains("fn main"), "{mode}: {}", content(&got[4]));
     }
 }
+
+#[test]
+fn a_denied_program_is_not_run_through_the_workspaces_own_programs_nor_unknown_wrappers() {
+    let rm = installed("rm").display().to_string();
+    let env = installed("env").display().to_string();
+    let bed = Bed::new();
+    let config = bed.config(&format!("[approval]\nmode = \"full-auto\"\n{DENY_RM}"));
+    // Round 1 makes them (nothing here runs rm).
+    let round1 = vec![
+        ("write_file", json!({"path": "s.sh", "content": "#!/bin/sh\nrm victim.txt\n"})),
+        ("exec_shell", json!({"command": "chmod +x s.sh"})),
+        ("exec_shell", json!({"command": format!("ln -s {env} e")})),
+        ("exec_shell", json!({"command": format!("cp {rm} del")})),
+        ("exec_shell", json!({"command": "echo >> del"})),
+        ("write_file", json!({"path": "y", "content": format!("#!{rm}\n")})),
+        ("exec_shell", json!({"command": "chmod +x y"})),
+    ];
+    let round2 = vec![
+        ("exec_shell", json!({"command": "./s.sh"})),
+        ("exec_shell", json!({"command": "./e rm victim.txt"})),
+        ("exec_shell", json!({"command": "./del victim.txt"})),
+        ("exec_shell", json!({"command": "./y victim.txt"})),
+        ("exec_shell", json!({"command": "env 2>/dev/null rm victim.txt"})),
+        ("exec_shell", json!({"command": "nice >/dev/null rm victim.txt"})),
+        ("exec_shell", json!({"command": "prlimit --nofile=100 rm victim.txt"})),
+        ("exec_shell", json!({"command": "setarch x86_64 rm victim.txt"})),
+        (
+            "exec_shell",
+            json!({"command": format!("/lib64/ld-linux-x86-64.so.2 {rm} victim.txt")}),
+        ),
+    ];
+    let events = bed.replay(&config, "none", &[round1, round2]);
+    let got = results(&events);
+    assert_eq!(got.len(), 16, "{events:?}");
+    for (i, r) in got.iter().enumerate().skip(7) {
+        let refused = denied(r) || (asked(&events, i - 7) && content(r).contains("not_approved"));
+        assert!(refused, "call {} ran: {}", i - 7, content(r));
+    }
+    assert!(bed.victim().exists(), "rm ran");
+}

@@ -11,6 +11,9 @@
 //! - by doubt: a program word that does not resolve now, or that another command of the same
 //!   line names as a file it may make or replace (`ln -s /bin/rm del && ./del`), may be the
 //!   denied program: the rule may match (asked), when its other words could;
+//! - by where it lies: a program word that is a path into the workspace, and not the rule's
+//!   program by identity (`./s.sh`, a copy of `rm` with a byte added, a link to `env`), is code
+//!   the checkout or a call chose, which may run anything: a doubt, where the rule could match;
 //! - for git, by the plumbing that does a porcelain command's work ([`GIT_PLUMBING`]) and the
 //!   dashed spellings git runs (`git-send-pack`, `ssh host git-receive-pack`).
 //!
@@ -280,6 +283,12 @@ fn identity(eqs: &[Vec<String>], seg: &Segment, index: usize, cx: &Context<'_>) 
             };
         }
     }
+    // A program in the workspace that is not the rule's (`./s.sh`, a copy of `rm` with a byte
+    // added, a link to `env` that runs what follows it) is code the checkout or a call chose:
+    // what it runs is in neither its words nor its identity.
+    if word.contains('/') && in_workspace(word, cx.places.get(index), cx.root) {
+        return Match::Maybe;
+    }
     Match::No
 }
 
@@ -296,6 +305,20 @@ fn resolve(word: &str, place: Option<&Place>, root: &Root) -> Vec<PathBuf> {
             .collect();
     }
     on_path(word).into_iter().collect()
+}
+
+/// Whether the path `word`, read from a folder its command may run in, lies in the workspace
+/// (its folders' links followed, not its last component's: a link there is the workspace's).
+fn in_workspace(word: &str, place: Option<&Place>, root: &Root) -> bool {
+    let dirs = place.map(|p| p.dirs.clone()).unwrap_or_else(|| root.place().dirs);
+    dirs.iter().any(|d| {
+        let joined = d.join(word);
+        let Some(name) = joined.file_name() else {
+            return false;
+        };
+        let folder = joined.parent().and_then(physical);
+        folder.is_some_and(|f| f.starts_with(root.resolved()) && f.join(name).symlink_metadata().is_ok())
+    })
 }
 
 /// The first executable file named `name` in an absolute folder of the host's PATH (the

@@ -572,4 +572,12 @@ fn a_denied_program_is_not_run_through_the_workspaces_own_programs_nor_unknown_w
         assert!(refused, "call {} ran: {}", i - 7, content(r));
     }
     assert!(bed.victim().exists(), "rm ran");
+    // Commands run in the shell whose grammar was judged: dash reads these as running `rm`.
+    let round3 = vec![
+        ("exec_shell", json!({"command": "echo hi &>/dev/null rm victim.txt"})),
+        ("exec_shell", json!({"command": "echo $'a\\'; rm victim.txt\necho '"})),
+    ];
+    let events = bed.replay(&config, "none", &[round3]);
+    assert_eq!(results(&events).len(), 2, "{events:?}");
+    assert!(bed.victim().exists(), "rm ran in a shell that reads the line otherwise");
 }

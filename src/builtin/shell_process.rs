@@ -1,5 +1,5 @@
-//! The process every shell command runs as (exec_shell's, and background tasks'): `sh -c` in
-//! the workspace, in the OS sandbox, in its own session and process group, so whatever ends it
+//! The process every shell command runs as (exec_shell's, and background tasks'): `bash -c`
+//! (else `sh -c`) in the workspace, in the OS sandbox, in its own session and process group, so whatever ends it
 //! ends everything it started. Shared by both shell tools so that neither imports the other.
 
 use crate::sandbox::{Request, Sandboxed, View};
@@ -25,7 +25,7 @@ pub(crate) fn shell_command(command: &str, ctx: &ToolContext, in_session: bool) 
     // What the session's policy denies by path is masked, whatever the command's words say.
     let hidden = ctx.hidden_paths("exec_shell")?;
     crate::sandbox::command(&Request {
-        program: "sh",
+        program: shell_program(),
         args: &args,
         workspace: &ctx.workspace,
         grant: ctx.grant,
@@ -37,6 +37,21 @@ pub(crate) fn shell_command(command: &str, ctx: &ToolContext, in_session: bool) 
         policy: Some(&ctx.config.policy),
     })
     .map_err(|e| ToolError::refused(ErrorCategory::Unavailable, e.to_string()))
+}
+
+/// The shell commands run in: bash where the host has it, since bash's grammar is the one the
+/// judgement reads (`src/shell`), and a shell that reads a command otherwise runs what was not
+/// judged (dash reads `echo hi &>/dev/null rm x` as `echo hi &` and `>/dev/null rm x`, and has
+/// no `$'…'` quoting); else `sh`.
+fn shell_program() -> &'static str {
+    static SHELL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    SHELL.get_or_init(|| {
+        let has_bash = crate::child_env::host_path_dirs().iter().any(|d| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(d.join("bash")).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        });
+        if has_bash { "bash" } else { "sh" }
+    })
 }
 
 pub(crate) use crate::child_group::{GroupGuard, kill_group};

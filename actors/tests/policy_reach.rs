@@ -581,3 +581,46 @@ fn a_denied_program_is_not_run_through_the_workspaces_own_programs_nor_unknown_w
     assert_eq!(results(&events).len(), 2, "{events:?}");
     assert!(bed.victim().exists(), "rm ran in a shell that reads the line otherwise");
 }
+
+#[test]
+fn git_running_the_repositorys_own_hooks_or_programs_is_asked_under_a_deny_rule() {
+    // In full-auto a command may write `.git`; git then runs what it finds there.
+    let bed = Bed::new();
+    let ws = bed.ws();
+    assert!(git(&ws, &["init", "-q"]).status.success());
+    assert!(git(&ws, &["config", "user.name", "t"]).status.success());
+    assert!(git(&ws, &["config", "user.email", "t@t"]).status.success());
+    let config = bed.config(&format!("[approval]\nmode = \"full-auto\"\n{DENY_RM}"));
+    // A repository without hooks: git runs unasked.
+    let events = bed.replay(&config, "none", &[vec![("exec_shell", json!({"command": "git status --short"}))]]);
+    assert!(!asked(&events, 0), "{events:?}");
+    let hook = "#!/bin/sh\\nrm victim.txt\\n";
+    let round1 = vec![
+        ("exec_shell", json!({"command": format!("printf '{hook}' > .git/hooks/pre-commit")})),
+        ("exec_shell", json!({"command": "chmod +x .git/hooks/pre-commit"})),
+    ];
+    bed.replay(&config, "none", &[round1]);
+    assert!(ws.join(".git/hooks/pre-commit").is_file(), "the hook was not written");
+    let round2 = vec![("exec_shell", json!({"command": "git commit --allow-empty -qm x"}))];
+    let events = bed.replay(&config, "none", &[round2]);
+    let got = results(&events);
+    assert!(
+        asked(&events, 0) && content(&got[0]).contains("not_approved"),
+        "{}",
+        content(&got[0])
+    );
+    assert!(bed.victim().exists(), "the hook ran rm");
+    // Written on the same line as the command that runs it.
+    std::fs::remove_file(ws.join(".git/hooks/pre-commit")).unwrap();
+    let line = format!("printf '{hook}' > .git/hooks/post-commit; chmod +x .git/hooks/post-commit; git commit --allow-empty -qm y");
+    let events = bed.replay(&config, "none", &[vec![("exec_shell", json!({"command": line}))]]);
+    assert!(asked(&events, 0), "{events:?}");
+    assert!(bed.victim().exists(), "the hook ran rm");
+    // A program the configuration names.
+    let mut text = std::fs::read_to_string(ws.join(".git/config")).unwrap();
+    text.push_str("[core]\n\tsshCommand = rm victim.txt\n");
+    std::fs::write(ws.join(".git/config"), text).unwrap();
+    let events = bed.replay(&config, "none", &[vec![("exec_shell", json!({"command": "git fetch ssh://h/x"}))]]);
+    assert!(asked(&events, 0), "{events:?}");
+    assert!(bed.victim().exists(), "the configured program ran rm");
+}

@@ -17,6 +17,7 @@
 mod command;
 mod error;
 mod examples;
+mod git_code;
 mod glob;
 mod hidden;
 mod load;

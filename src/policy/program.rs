@@ -14,6 +14,8 @@
 //! - by where it lies: a program word that is a path into the workspace, and not the rule's
 //!   program by identity (`./s.sh`, a copy of `rm` with a byte added, a link to `env`), is code
 //!   the checkout or a call chose, which may run anything: a doubt, where the rule could match;
+//! - for git, by the code the repository chooses: a git command in a repository with hooks or
+//!   a configuration that names programs may run anything (a doubt, `git_code.rs`);
 //! - for git, by the plumbing that does a porcelain command's work ([`GIT_PLUMBING`]) and the
 //!   dashed spellings git runs (`git-send-pack`, `ssh host git-receive-pack`).
 //!
@@ -182,7 +184,12 @@ fn beyond_words(eqs: &[Vec<String>], seg: &Segment, index: usize, cx: &Context<'
     if best == Match::Yes {
         return best;
     }
-    best.max(identity(eqs, seg, index, cx))
+    best = best.max(identity(eqs, seg, index, cx));
+    if best == Match::No && super::git_code::runs_repository_code(seg, cx.script, cx.places.get(index), cx.root) {
+        // Its hooks or configured programs may run anything, the rule's program too.
+        best = Match::Maybe;
+    }
+    best
 }
 
 /// git's dashed spellings: `git-send-pack` as the program is `git send-pack`; as another

@@ -56,6 +56,7 @@ const FLOORS: &[&[&str]] = &[
         "tls",
         "telemetry",
         "regular_file",
+        "paths",
     ],
     // The ground of the tool contract (capabilities and the approval they derive), which the
     // event vocabulary names: one file of `tool`, below the rest of it.

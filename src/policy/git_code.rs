@@ -57,14 +57,20 @@ pub(super) fn runs_repository_code(seg: &Segment, script: &Script, place: Option
     dirs.iter().filter_map(|d| git_dir(d)).any(|g| has_hooks(&g) || names_programs(&g))
 }
 
-/// Whether a word or a redirection of the line names a path in a `.git` folder (or the folder).
+/// Whether a word or a redirection of the line's other commands names a path in a `.git`
+/// folder (or the folder), or may (an expansion or a glob: `cd .g?t/hooks`, `> "$D/x"`).
 fn writes_git(script: &Script) -> bool {
     let in_git = |w: &str| w == ".git" || w.starts_with(".git/") || w.contains("/.git/") || w.ends_with("/.git");
-    script.all_redirects().into_iter().any(in_git)
-        || script
-            .all_segments()
-            .iter()
-            .any(|s| s.words.iter().skip(1).any(|w| in_git(w)) && s.words.first().is_none_or(|p| base_name(p) != "git"))
+    let may_be = |w: &str| w.contains(['$', '`', '*', '?', '[', '{', '~']);
+    script.all_redirects().into_iter().any(|t| in_git(t) || may_be(t))
+        || script.all_segments().iter().any(|s| {
+            s.words.first().is_none_or(|p| base_name(p) != "git")
+                && s.words
+                    .iter()
+                    .enumerate()
+                    .skip(1)
+                    .any(|(i, w)| in_git(w) || s.patterns.contains(&i) || (!s.literal && super::command::is_expanded(w)))
+        })
 }
 
 /// The repository folder of the work tree `dir` is in: the nearest `.git` above it (a folder,
@@ -115,4 +121,31 @@ fn read_bounded(path: &Path, max: u64) -> Option<String> {
     let mut bytes = Vec::new();
     file.take(max + 1).read_to_end(&mut bytes).ok()?;
     (bytes.len() as u64 <= max).then(|| String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shell::parse;
+
+    #[test]
+    fn a_line_that_writes_or_may_write_into_git_is_found() {
+        for line in [
+            "printf x > .git/hooks/pre-commit; git commit",
+            "cp h .git/hooks/pre-commit && git commit",
+            "cd .git/hooks && printf x > pre-commit; cd ../..; git commit",
+            "cd .g?t/hooks && printf x > pre-commit; cd ../..; git commit",
+            "printf x > \"$(echo .git)/hooks/pre-commit\"; git commit",
+            "cd $D && git commit",
+        ] {
+            assert!(writes_git(&parse(line)), "{line}");
+        }
+        for line in [
+            "git add -A && git commit -m x",
+            "cargo fmt && git commit -am x",
+            "echo done > log.txt; git status",
+        ] {
+            assert!(!writes_git(&parse(line)), "{line}");
+        }
+    }
 }

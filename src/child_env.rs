@@ -66,6 +66,16 @@ pub fn host_path_dirs() -> Vec<std::path::PathBuf> {
     std::env::var_os("PATH").map(|p| path_dirs(&p)).unwrap_or_default()
 }
 
+/// The first executable file named `name` in an absolute folder of the host's PATH (the
+/// folders a command's `PATH` keeps).
+pub fn on_host_path(name: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    host_path_dirs()
+        .into_iter()
+        .map(|d| d.join(name))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
+
 /// The absolute folders of the `PATH` value `path`, in order (see [`absolute_path`] for why
 /// the others are passed over).
 pub fn path_dirs(path: &std::ffi::OsStr) -> Vec<std::path::PathBuf> {

@@ -40,6 +40,18 @@ pub fn open(path: &Path, last_link: LastLink) -> io::Result<File> {
     Ok(file)
 }
 
+/// At most `max` bytes of `file`: `None` when it holds more (whatever its size claims; a
+/// file that grows while read is cut off at `max + 1` bytes all the same).
+///
+/// # Errors
+/// The read's IO error.
+pub fn read_bounded(file: File, max: u64) -> io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= max).then_some(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,11 +46,11 @@ pub(crate) fn shell_command(command: &str, ctx: &ToolContext, in_session: bool) 
 fn shell_program() -> &'static str {
     static SHELL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
     SHELL.get_or_init(|| {
-        let has_bash = crate::child_env::host_path_dirs().iter().any(|d| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(d.join("bash")).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        });
-        if has_bash { "bash" } else { "sh" }
+        if crate::child_env::on_host_path("bash").is_some() {
+            "bash"
+        } else {
+            "sh"
+        }
     })
 }
 

@@ -19,7 +19,6 @@
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
-use std::io::Read;
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -461,16 +460,7 @@ fn not_regular(field: &str, shown: &str, what: &str) -> ToolError {
     )
 }
 
-/// At most `max` bytes of `file`: `None` when it holds more (whatever its size claims; a
-/// file that grows while read is cut off at `max + 1` bytes all the same).
-///
-/// # Errors
-/// The read's IO error.
-pub fn read_bounded(file: std::fs::File, max: u64) -> std::io::Result<Option<Vec<u8>>> {
-    let mut bytes = Vec::new();
-    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
-    Ok((bytes.len() as u64 <= max).then_some(bytes))
-}
+pub use crate::regular_file::read_bounded;
 
 #[cfg(test)]
 mod tests {

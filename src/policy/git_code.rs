@@ -6,7 +6,6 @@
 //! such code, or the same line writes into a `.git` folder, the command is a doubt for every
 //! deny or ask rule (`program.rs`): asked, in every mode.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::paths::{Place, Root};
@@ -53,8 +52,10 @@ pub(super) fn runs_repository_code(seg: &Segment, script: &Script, place: Option
     if writes_git(script) {
         return true;
     }
-    let dirs = place.map(|p| p.dirs.clone()).unwrap_or_else(|| root.place().dirs);
-    dirs.iter().filter_map(|d| git_dir(d)).any(|g| has_hooks(&g) || names_programs(&g))
+    Place::dirs_of(place, root)
+        .iter()
+        .filter_map(|d| git_dir(d))
+        .any(|g| has_hooks(&g) || names_programs(&g))
 }
 
 /// Whether a word or a redirection of the line's other commands names a path in a `.git`
@@ -118,9 +119,8 @@ fn names_programs(git: &Path) -> bool {
 /// `path`'s text, when it is a regular file of at most `max` bytes.
 fn read_bounded(path: &Path, max: u64) -> Option<String> {
     let file = crate::regular_file::open(path, crate::regular_file::LastLink::Refuse).ok()?;
-    let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes).ok()?;
-    (bytes.len() as u64 <= max).then(|| String::from_utf8_lossy(&bytes).into_owned())
+    let bytes = crate::regular_file::read_bounded(file, max).ok()??;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]

@@ -72,6 +72,13 @@ pub(super) struct Place {
     pub unsure: bool,
 }
 
+impl Place {
+    /// The folders of `place`, or the workspace where nothing says where a command runs.
+    pub fn dirs_of(place: Option<&Place>, root: &Root) -> Vec<PathBuf> {
+        place.map_or_else(|| root.place().dirs, |p| p.dirs.clone())
+    }
+}
+
 impl Root {
     /// `workspace`, made absolute.
     pub fn new(workspace: &Path) -> Self {

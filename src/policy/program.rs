@@ -25,7 +25,7 @@
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -283,7 +283,7 @@ fn identity(eqs: &[Vec<String>], seg: &Segment, index: usize, cx: &Context<'_>) 
             // coreutils multi-call binary) is another program under another of its names:
             // `ls` on PATH is the same file as `rm` but runs `ls`. Only a name it is not
             // installed under may be the denied one.
-            return if on_path(base_name(word)).is_some_and(|p| same(&p, d)) {
+            return if crate::child_env::on_host_path(base_name(word)).is_some_and(|p| same(&p, d)) {
                 Match::No
             } else {
                 Match::Maybe
@@ -304,21 +304,19 @@ fn identity(eqs: &[Vec<String>], seg: &Segment, index: usize, cx: &Context<'_>) 
 /// variable, looks).
 fn resolve(word: &str, place: Option<&Place>, root: &Root) -> Vec<PathBuf> {
     if word.contains('/') {
-        let dirs = place.map(|p| p.dirs.clone()).unwrap_or_else(|| root.place().dirs);
-        return dirs
+        return Place::dirs_of(place, root)
             .iter()
             .filter_map(|d| physical(&d.join(word)))
             .filter(|p| p.is_file())
             .collect();
     }
-    on_path(word).into_iter().collect()
+    crate::child_env::on_host_path(word).into_iter().collect()
 }
 
 /// Whether the path `word`, read from a folder its command may run in, lies in the workspace
 /// (its folders' links followed, not its last component's: a link there is the workspace's).
 fn in_workspace(word: &str, place: Option<&Place>, root: &Root) -> bool {
-    let dirs = place.map(|p| p.dirs.clone()).unwrap_or_else(|| root.place().dirs);
-    dirs.iter().any(|d| {
+    Place::dirs_of(place, root).iter().any(|d| {
         let joined = d.join(word);
         let Some(name) = joined.file_name() else {
             return false;
@@ -326,15 +324,6 @@ fn in_workspace(word: &str, place: Option<&Place>, root: &Root) -> bool {
         let folder = joined.parent().and_then(physical);
         folder.is_some_and(|f| f.starts_with(root.resolved()) && f.join(name).symlink_metadata().is_ok())
     })
-}
-
-/// The first executable file named `name` in an absolute folder of the host's PATH (the
-/// folders a command's `PATH` keeps).
-fn on_path(name: &str) -> Option<PathBuf> {
-    crate::child_env::host_path_dirs()
-        .into_iter()
-        .map(|d| d.join(name))
-        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
 }
 
 /// A file as of one change: device, inode, size, modification time (seconds, nanoseconds).

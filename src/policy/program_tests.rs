@@ -6,7 +6,7 @@ use crate::shell::parse;
 
 /// A file the host's PATH names (the tests run against the machine's own `rm` and `git`).
 fn installed(name: &str) -> PathBuf {
-    on_path(name).unwrap_or_else(|| panic!("`{name}` is not on PATH"))
+    crate::child_env::on_host_path(name).unwrap_or_else(|| panic!("`{name}` is not on PATH"))
 }
 
 #[track_caller]
